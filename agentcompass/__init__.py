@@ -1,0 +1,50 @@
+"""AgentCompass: evaluate LLM agents -- benchmark x harness x environment x model -- fast and crash-safe.
+
+Public API: ``run_evaluation``, ``launch``, ``async_launch``, ``OrchestrationSpec``, ``RunRequestSpec``.
+Heavy modules are imported lazily so ``import agentcompass`` stays cheap.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "run_evaluation": "agentcompass.api",
+    "launch": "agentcompass.api",
+    "async_launch": "agentcompass.api",
+    "OrchestrationSpec": "agentcompass.specs",
+    "RunRequestSpec": "agentcompass.specs",
+    "ComponentSpec": "agentcompass.specs",
+    "ModelSpec": "agentcompass.specs",
+    "LaunchResult": "agentcompass.results",
+    "RequestOutcome": "agentcompass.results",
+    "EvaluationResult": "agentcompass.results",
+    "AgentCompassError": "agentcompass._errors",
+    "ConfigError": "agentcompass._errors",
+    "NotSupportedYet": "agentcompass._errors",
+    "ModelError": "agentcompass._errors",
+    "RunInsideLoopError": "agentcompass._errors",
+    "Registries": "agentcompass.registry",
+}
+
+__all__ = sorted([*_LAZY, "__version__"])
+
+if TYPE_CHECKING:
+    from ._errors import AgentCompassError, ConfigError, ModelError, NotSupportedYet, RunInsideLoopError  # noqa: F401
+    from .api import async_launch, launch, run_evaluation  # noqa: F401
+    from .registry import Registries  # noqa: F401
+    from .results import EvaluationResult, LaunchResult, RequestOutcome  # noqa: F401
+    from .specs import ComponentSpec, ModelSpec, OrchestrationSpec, RunRequestSpec  # noqa: F401
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentcompass' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

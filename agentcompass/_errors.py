@@ -1,0 +1,42 @@
+"""Errors AgentCompass raises on purpose. Each carries a message meant for a person."""
+
+from __future__ import annotations
+
+
+class AgentCompassError(Exception):
+    """Base class of every error AgentCompass raises on purpose."""
+
+
+class ConfigError(AgentCompassError, ValueError):
+    """Bad input: names the field, what was given and what is allowed."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class NotSupportedYet(AgentCompassError, NotImplementedError):
+    """A feature that is accepted by the API but not built yet (names the area that will build it)."""
+
+
+class EnvironmentError_(AgentCompassError):
+    """An environment could not be opened, lost, or refused a request."""
+
+
+class ModelError(AgentCompassError):
+    """A model call failed. ``kind`` classifies it (rate_limit, server_error, bad_response, auth...)."""
+
+    def __init__(self, message: str, *, kind: str = "model_error", status: int | None = None,
+                 retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+        self.retry_after = retry_after
+
+
+class EvalError(AgentCompassError):
+    """The verifier could not grade an attempt."""
+
+
+class RunInsideLoopError(AgentCompassError, RuntimeError):
+    """launch()/run_evaluation() were called from inside a running event loop."""

@@ -1,0 +1,111 @@
+"""The public entry points: run_evaluation, launch, async_launch."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from ._errors import ConfigError, NotSupportedYet, RunInsideLoopError
+from .engine.progress import OnProgress
+from .results import EvaluationResult, LaunchResult
+from .specs import OrchestrationSpec, parse_orchestration, parse_request
+
+
+async def async_launch(spec: OrchestrationSpec | dict[str, Any], *,
+                       on_progress: OnProgress | None = None) -> LaunchResult:
+    """Run every request of ``spec`` on the running event loop; one outcome per request, in order.
+
+    A request that fails (bad params, a benchmark that raises while loading, ...) gets a failed outcome;
+    the others are untouched. Launch-wide bad input (e.g. unknown provider in provider_limits) raises
+    ConfigError before anything runs."""
+    from .engine.supervisor import Supervisor
+
+    parsed = parse_orchestration(spec)
+    return await Supervisor(parsed, on_progress).run()
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+def launch(spec: OrchestrationSpec | dict[str, Any], *, on_progress: OnProgress | None = None) -> LaunchResult:
+    """Like ``async_launch`` but on a private event loop (uvloop where available).
+
+    Raises RunInsideLoopError when called from a running event loop: use ``await async_launch(...)``."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise RunInsideLoopError(
+            "launch()/run_evaluation() cannot run inside a running event loop (e.g. Jupyter, an async app). "
+            "Use `await agentcompass.async_launch(spec)` there instead.")
+    parsed = parse_orchestration(spec)
+    with asyncio.Runner(loop_factory=_new_loop) as runner:
+        return runner.run(async_launch(parsed, on_progress=on_progress))
+
+
+def run_evaluation(
+    benchmark: str,
+    harness: str,
+    model: str,
+    environment: str = "local",
+    *,
+    benchmark_params: dict[str, Any] | None = None,
+    harness_params: dict[str, Any] | None = None,
+    environment_params: dict[str, Any] | None = None,
+    model_base_url: str | None = None,
+    model_api_key: str | None = None,
+    model_api_protocol: str = "openai-chat",
+    model_params: dict[str, Any] | None = None,
+    wrap_api_key: bool = False,
+    task_concurrency: int = 8,
+    max_retries: int = 0,
+    retry_pattern_list: list[str] | None = None,
+    provider_limits: dict[str, int] | None = None,
+    env_open_qps: float | dict[str, float] | None = None,
+    timeout_seconds: float | None = None,
+    reuse: bool = False,
+    reuse_run_id: str | None = None,
+    keep_environment: bool = False,
+    progress: str = "auto",
+    on_progress: OnProgress | None = None,
+    log_level: str = "WARNING",
+    file_log_level: str = "INFO",
+    auto_install_dependencies: bool = False,
+    recipe_dirs: list[str] | None = None,
+    results_dir: str = "results",
+    data_dir: str | None = None,
+    run_id: str | None = None,
+    run_name: str | None = None,
+) -> EvaluationResult:
+    """Evaluate one (benchmark, harness, model, environment) selection and return its outcome.
+
+    Bad input raises ConfigError naming the field; a feature not built yet raises NotSupportedYet. Failures
+    while running are in the returned outcome (``status``, ``error``), details in its run directory."""
+    request = parse_request({
+        "benchmark": {"id": benchmark, "params": benchmark_params or {}},
+        "harness": {"id": harness, "params": harness_params or {}},
+        "environment": {"id": environment, "params": environment_params or {}},
+        "model": {"id": model, "base_url": model_base_url, "api_key": model_api_key,
+                  "api_protocol": model_api_protocol, "params": model_params or {}},
+        "name": run_name, "run_id": run_id, "wrap_api_key": wrap_api_key, "task_concurrency": task_concurrency,
+        "max_retries": max_retries, "retry_pattern_list": retry_pattern_list or [], "reuse": reuse,
+        "reuse_run_id": reuse_run_id, "keep_environment": keep_environment,
+        "auto_install_dependencies": auto_install_dependencies, "results_dir": results_dir, "data_dir": data_dir,
+        "file_log_level": file_log_level,
+    })
+    spec = parse_orchestration({
+        "requests": [request], "timeout_seconds": timeout_seconds, "provider_limits": provider_limits or {},
+        "env_open_qps": env_open_qps, "progress": progress, "log_level": log_level, "recipe_dirs": recipe_dirs or [],
+    })
+    result = launch(spec, on_progress=on_progress)
+    outcome = result.outcomes[0]
+    if outcome.status == "failed" and outcome.error_type in ("ConfigError", "NotSupportedYet") and outcome.error:
+        cls = NotSupportedYet if outcome.error_type == "NotSupportedYet" else ConfigError
+        raise cls(outcome.error) if cls is NotSupportedYet else ConfigError(outcome.error, field=outcome.error_field)
+    return outcome

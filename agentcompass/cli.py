@@ -1,0 +1,250 @@
+"""The ``agentcompass`` command line: run, launch, list, show, serve-scripted, cleanup, images."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ._errors import AgentCompassError, ConfigError
+
+LIST_KINDS = {"benchmarks": "benchmark", "harnesses": "harness", "environments": "environment",
+              "recipes": "recipe", "analyzers": "analyzer"}
+
+
+def _json_arg(flag: str, text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"Invalid `{flag}`: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}). "
+                          f"Example: {flag} '{{\"key\": 1}}'.", field=flag) from None
+
+
+def _json_obj(flag: str, text: str | None) -> dict[str, Any] | None:
+    value = _json_arg(flag, text)
+    if value is not None and not isinstance(value, dict):
+        raise ConfigError(f"Invalid `{flag}`: expected a JSON object like '{{\"key\": 1}}', got "
+                          f"{type(value).__name__}.", field=flag)
+    return value
+
+
+def load_spec_file(path: str) -> Any:
+    """Read an OrchestrationSpec from YAML or JSON, with a readable error naming the file and position."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"Spec file {path!r} does not exist (or is not a file).", field="spec")
+    text = p.read_text(encoding="utf-8")
+    if p.suffix == ".json":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"Spec file {path!r} is not valid JSON: {exc.msg} at line {exc.lineno} column "
+                              f"{exc.colno}.", field="spec") from None
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"Spec file {path!r} is not valid YAML{where}: {problem}.", field="spec") from None
+
+
+def _add_run_parser(sub: Any) -> None:
+    p = sub.add_parser("run", help="evaluate one benchmark x harness x model selection")
+    p.add_argument("benchmark")
+    p.add_argument("harness")
+    p.add_argument("model")
+    p.add_argument("--env", default="local", help="environment provider (local, docker)")
+    for flag in ("--benchmark-params", "--harness-params", "--env-params", "--model-params", "--provider-limits"):
+        p.add_argument(flag, metavar="JSON")
+    p.add_argument("--model-base-url")
+    p.add_argument("--model-api-key")
+    p.add_argument("--model-api-protocol", default="openai-chat")
+    p.add_argument("--wrap-api-key", action="store_true")
+    p.add_argument("--task-concurrency", type=int, default=8)
+    p.add_argument("--max-retries", type=int, default=0)
+    p.add_argument("--retry-pattern", action="append", default=[], metavar="REGEX")
+    p.add_argument("--env-open-qps", type=float)
+    p.add_argument("--timeout-seconds", type=float)
+    p.add_argument("--reuse", action="store_true")
+    p.add_argument("--reuse-run-id")
+    p.add_argument("--keep-environment", action="store_true")
+    p.add_argument("--auto-install-dependencies", action="store_true")
+    p.add_argument("--recipe-dir", action="append", default=[])
+    p.add_argument("--results-dir", default="results")
+    p.add_argument("--data-dir")
+    p.add_argument("--run-name")
+    p.add_argument("--run-id")
+    p.add_argument("--progress", default="auto", choices=["auto", "rich", "plain", "none"])
+    p.add_argument("--log-level", default="WARNING")
+    p.add_argument("--file-log-level", default="INFO")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agentcompass", description="Evaluate LLM agents.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_run_parser(sub)
+    p = sub.add_parser("launch", help="run an OrchestrationSpec from a YAML or JSON file")
+    p.add_argument("spec")
+    p.add_argument("--progress", choices=["auto", "rich", "plain", "none"])
+    p = sub.add_parser("list", help="list registered components")
+    p.add_argument("kind", choices=sorted(LIST_KINDS))
+    p.add_argument("--recipe-dir", action="append", default=[])
+    p = sub.add_parser("show", help="print a run directory's summary")
+    p.add_argument("run_dir")
+    sub.add_parser("serve-scripted", help="serve the scripted model over HTTP (OpenAI-compatible)",
+                   add_help=False)
+    p = sub.add_parser("cleanup", help="remove leftover agentcompass containers and networks")
+    p.add_argument("--run-id")
+    p.add_argument("--all", action="store_true", help="also those of live processes")
+    p = sub.add_parser("images", help="image helpers")
+    p.add_argument("action", choices=["build-base"])
+    return parser
+
+
+def _print_outcome(outcome: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table(title=f"{outcome.name}: {outcome.status}")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for k, v in outcome.metrics.items():
+        table.add_row(k, f"{v:.4f}" if isinstance(v, float) else str(v))
+    c = outcome.counts
+    table.add_row("tasks done / total", f"{c.done}/{c.total}")
+    table.add_row("errors / retries / reused", f"{c.errors} / {c.retries} / {c.reused}")
+    for kind, n in sorted(outcome.errors_by_kind.items()):
+        table.add_row(f"error: {kind}", str(n))
+    if outcome.duration_s is not None:
+        table.add_row("duration", f"{outcome.duration_s:.2f}s")
+    console.print(table)
+    if outcome.run_dir:
+        console.print(f"run directory: {outcome.run_dir}", soft_wrap=True)
+    if outcome.error:
+        console.print(f"[red]error:[/red] {outcome.error}", soft_wrap=True, markup=True)
+
+
+def _cmd_run(a: argparse.Namespace) -> int:
+    from .api import run_evaluation
+
+    outcome = run_evaluation(
+        a.benchmark, a.harness, a.model, a.env,
+        benchmark_params=_json_obj("--benchmark-params", a.benchmark_params),
+        harness_params=_json_obj("--harness-params", a.harness_params),
+        environment_params=_json_obj("--env-params", a.env_params),
+        model_params=_json_obj("--model-params", a.model_params),
+        provider_limits=_json_obj("--provider-limits", a.provider_limits),
+        model_base_url=a.model_base_url, model_api_key=a.model_api_key, model_api_protocol=a.model_api_protocol,
+        wrap_api_key=a.wrap_api_key, task_concurrency=a.task_concurrency, max_retries=a.max_retries,
+        retry_pattern_list=a.retry_pattern, env_open_qps=a.env_open_qps, timeout_seconds=a.timeout_seconds,
+        reuse=a.reuse, reuse_run_id=a.reuse_run_id, keep_environment=a.keep_environment,
+        auto_install_dependencies=a.auto_install_dependencies, recipe_dirs=a.recipe_dir, results_dir=a.results_dir,
+        data_dir=a.data_dir, run_name=a.run_name, run_id=a.run_id, progress=a.progress,
+        log_level=a.log_level.upper(), file_log_level=a.file_log_level.upper())
+    _print_outcome(outcome)
+    return 0 if outcome.ok else 1
+
+
+def _cmd_launch(a: argparse.Namespace) -> int:
+    from .api import launch
+    from .specs import parse_orchestration
+
+    raw = load_spec_file(a.spec)
+    if a.progress and isinstance(raw, dict):
+        raw["progress"] = a.progress
+    result = launch(parse_orchestration(raw))
+    for o in result.outcomes:
+        _print_outcome(o)
+    print(f"launch {result.status} in {result.duration_s:.2f}s")
+    return 0 if result.status == "completed" else 1
+
+
+def _cmd_list(a: argparse.Namespace) -> int:
+    from .registry import Registries
+
+    regs = Registries(a.recipe_dir)
+    for name in regs[LIST_KINDS[a.kind]].names():  # type: ignore[index]
+        print(name)
+    return 0
+
+
+def _cmd_show(a: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    run_dir = Path(a.run_dir)
+    summary_path = run_dir / "summary.json"
+    info_path = run_dir / "run_info.json"
+    if not summary_path.is_file() and not info_path.is_file():
+        raise ConfigError(f"{a.run_dir!r} is not a run directory (no summary.json or run_info.json).",
+                          field="run_dir")
+    doc = json.loads((summary_path if summary_path.is_file() else info_path).read_text())
+    console = Console()
+    table = Table(title=f"{doc.get('benchmark')} / {doc.get('harness')} / {doc.get('model')} "
+                        f"({doc.get('run_id')}): {doc.get('status')}")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for k, v in (doc.get("metrics") or {}).items():
+        table.add_row(k, f"{v:.4f}" if isinstance(v, float) else str(v))
+    for k, v in (doc.get("counts") or {}).items():
+        table.add_row(f"count: {k}", str(v))
+    for k, v in (doc.get("errors_by_kind") or {}).items():
+        table.add_row(f"error: {k}", str(v))
+    console.print(table)
+    cats = doc.get("by_category") or {}
+    if cats:
+        ct = Table(title="by category")
+        ct.add_column("category")
+        keys = sorted({k for m in cats.values() for k in m})
+        for k in keys:
+            ct.add_column(k, justify="right")
+        for c, m in cats.items():
+            ct.add_row(c, *[f"{m[k]:.3f}" if isinstance(m.get(k), float) else str(m.get(k, "")) for k in keys])
+        console.print(ct)
+    return 0
+
+
+def _cmd_cleanup(a: argparse.Namespace) -> int:
+    import asyncio
+
+    from .environments.docker_sweep import sweep_orphans
+
+    report = asyncio.run(sweep_orphans(run_id=a.run_id, only_dead=not a.all))
+    print(report)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``agentcompass`` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["serve-scripted"]:
+        from .models.scripted_server import serve_scripted_main
+
+        return serve_scripted_main(argv[1:])
+    if argv[:2] == ["images", "build-base"]:
+        from .environments.docker_images import build_base_main
+
+        return build_base_main(argv[2:])
+    args = build_parser().parse_args(argv)
+    handlers = {"run": _cmd_run, "launch": _cmd_launch, "list": _cmd_list, "show": _cmd_show,
+                "cleanup": _cmd_cleanup}
+    try:
+        return handlers[args.command](args)
+    except AgentCompassError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""The engine: supervisor, request actors, scheduler, environment pool and task actors."""

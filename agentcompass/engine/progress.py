@@ -1,0 +1,255 @@
+"""Progress: the event bus (progress.jsonl, on_progress, display) and the live/plain displays."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import sys
+import time
+from collections.abc import Callable
+from typing import IO, Any
+
+import msgspec
+
+from ..records import (
+    AttemptFinished,
+    AttemptStarted,
+    ProgressEvent,
+    RequestFinished,
+    RequestStarted,
+    TaskFinished,
+    TryRetrying,
+)
+from .redact import Redactor
+
+log = logging.getLogger("agentcompass.progress")
+
+
+class RequestStats:
+    """Live counters of one request, fed by events."""
+
+    __slots__ = ("correct", "done", "errors", "finished_at", "name", "retries", "running", "started_at",
+                 "status", "total")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.total = 0
+        self.done = 0
+        self.running = 0
+        self.correct = 0
+        self.errors = 0
+        self.retries = 0
+        self.status = "starting"
+        self.started_at = time.monotonic()
+        self.finished_at: float | None = None
+
+    def apply(self, ev: ProgressEvent) -> None:
+        if isinstance(ev, AttemptStarted):
+            self.running += 1
+        elif isinstance(ev, AttemptFinished):
+            self.running = max(0, self.running - 1)
+            if ev.status in ("run_error", "eval_error", "run_error_or_eval_error"):
+                self.errors += 1
+        elif isinstance(ev, TryRetrying):
+            self.running = max(0, self.running - 1)
+            self.retries += 1
+        elif isinstance(ev, TaskFinished):
+            self.done += 1
+            if ev.correct:
+                self.correct += 1
+        elif isinstance(ev, RequestStarted):
+            self.total = ev.total_tasks
+            self.status = "running"
+        elif isinstance(ev, RequestFinished):
+            self.status = ev.status
+            self.running = 0
+            self.finished_at = time.monotonic()
+
+    def rate(self) -> float:
+        elapsed = (self.finished_at or time.monotonic()) - self.started_at
+        return self.done / elapsed if elapsed > 0 else 0.0
+
+    def eta_s(self) -> float | None:
+        r = self.rate()
+        return (self.total - self.done) / r if r > 0 and self.total > self.done else None
+
+    def line(self) -> str:
+        eta = self.eta_s()
+        eta_s = f" eta {eta:.0f}s" if eta is not None else ""
+        queued = max(0, self.total - self.done - self.running)
+        return (f"[{self.name}] {self.status}: {self.done}/{self.total} done, {self.running} running, {queued} queued,"
+                f" {self.correct} correct, {self.errors} errors, {self.retries} retries,"
+                f" {self.rate():.1f} tasks/s{eta_s}")
+
+
+class Display:
+    """No output."""
+
+    def __init__(self) -> None:
+        self.stats: dict[str, RequestStats] = {}
+
+    def stat(self, name: str) -> RequestStats:
+        st = self.stats.get(name)
+        if st is None:
+            st = self.stats[name] = RequestStats(name)
+        return st
+
+    def update(self, ev: ProgressEvent) -> None:
+        self.stat(ev.request).apply(ev)
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+
+class PlainDisplay(Display):
+    """A line per request every ``interval`` seconds and when a request ends (for logs, CI, pipes)."""
+
+    def __init__(self, stream: IO[str] | None = None, interval: float = 10.0) -> None:
+        super().__init__()
+        self.stream = stream or sys.stderr
+        self.interval = interval
+        self._task: asyncio.Task[None] | None = None
+
+    def update(self, ev: ProgressEvent) -> None:
+        super().update(ev)
+        if isinstance(ev, RequestFinished):
+            self._print(self.stats[ev.request])
+
+    def _print(self, st: RequestStats) -> None:
+        print(st.line(), file=self.stream, flush=True)
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            for st in self.stats.values():
+                if st.finished_at is None:
+                    self._print(st)
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._tick())
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+
+class RichDisplay(Display):
+    """A live table on a TTY: done/running/queued/errors/retries, rate, ETA."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from rich.console import Console
+        from rich.live import Live
+
+        self._console = Console(stderr=True)
+        self._live = Live(console=self._console, refresh_per_second=4, get_renderable=self._render,
+                          transient=False)
+
+    def _render(self) -> Any:
+        from rich.table import Table
+
+        table = Table(title="AgentCompass", expand=False)
+        for col in ("request", "status", "done", "running", "queued", "correct", "errors", "retries",
+                    "tasks/s", "ETA"):
+            table.add_column(col, justify="right" if col not in ("request", "status") else "left")
+        for st in list(self.stats.values()):
+            eta = st.eta_s()
+            table.add_row(st.name, st.status, f"{st.done}/{st.total}", str(st.running),
+                          str(max(0, st.total - st.done - st.running)), str(st.correct), str(st.errors),
+                          str(st.retries), f"{st.rate():.1f}", f"{eta:.0f}s" if eta is not None else "-")
+        return table
+
+    def start(self) -> None:
+        self._live.start()
+
+    def stop(self) -> None:
+        self._live.stop()
+
+
+def make_display(mode: str) -> Display:
+    """``auto``: rich on a TTY, plain lines elsewhere; ``none``: nothing."""
+    if mode == "none":
+        return Display()
+    if mode == "rich" or (mode == "auto" and sys.stderr.isatty()):
+        return RichDisplay()
+    return PlainDisplay()
+
+
+OnProgress = Callable[[ProgressEvent], Any]
+
+
+class EventBus:
+    """Events from every actor, delivered in order to progress.jsonl, ``on_progress`` and the display."""
+
+    def __init__(self, display: Display, on_progress: OnProgress | None = None) -> None:
+        self.queue: asyncio.Queue[ProgressEvent | None] = asyncio.Queue()
+        self.display = display
+        self.on_progress = on_progress
+        self._files: dict[str, tuple[IO[bytes], Redactor]] = {}
+        self._encoder = msgspec.json.Encoder()
+        self._task: asyncio.Task[None] | None = None
+
+    def emit(self, ev: ProgressEvent) -> None:
+        self.queue.put_nowait(ev)
+
+    def attach_file(self, request: str, path: str, redactor: Redactor) -> None:
+        """Append this request's events to ``path`` (progress.jsonl)."""
+        self._files[request] = (open(path, "ab"), redactor)
+
+    def detach_file(self, request: str) -> None:
+        entry = self._files.pop(request, None)
+        if entry:
+            entry[0].close()
+
+    def start(self) -> None:
+        self.display.start()
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _deliver(self, ev: ProgressEvent) -> None:
+        entry = self._files.get(ev.request)
+        if entry is not None:
+            f, redactor = entry
+            f.write(redactor.bytes(self._encoder.encode(ev)) + b"\n")
+            if isinstance(ev, RequestFinished):  # the last event of a request
+                self.detach_file(ev.request)
+        self.display.update(ev)
+        if self.on_progress is not None:
+            try:
+                out = self.on_progress(ev)
+                if inspect.isawaitable(out):
+                    await out
+            except Exception as exc:  # a user callback must not break the run
+                log.warning("on_progress callback raised: %r", exc)
+
+    async def _run(self) -> None:
+        while True:
+            ev = await self.queue.get()
+            batch = [ev]
+            while not self.queue.empty():
+                batch.append(self.queue.get_nowait())
+            for item in batch:
+                if item is None:
+                    self._flush()
+                    return
+                await self._deliver(item)
+            self._flush()
+
+    def _flush(self) -> None:
+        for f, _ in self._files.values():
+            f.flush()
+
+    async def close(self) -> None:
+        """Deliver what is queued, then stop; files are closed."""
+        if self._task is not None:
+            self.queue.put_nowait(None)
+            try:
+                await asyncio.wait_for(asyncio.shield(self._task), 30)
+            except (TimeoutError, asyncio.CancelledError):
+                self._task.cancel()
+        for name in list(self._files):
+            self.detach_file(name)
+        self.display.stop()

@@ -1,0 +1,504 @@
+"""RequestActor: resolves one request, owns its run directory, feeds the scheduler, commits details.
+
+Any failure here ends this request only (a failed outcome with a readable error); the launch goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import platform
+import re
+import sys
+import time
+import traceback
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from .. import __version__
+from .._errors import AgentCompassError, ConfigError
+from ..interfaces import ComponentContext, NetworkPolicy, TaskSpec
+from ..metrics import DefaultAccumulator
+from ..records import (
+    AttemptRecord,
+    RequestCounts,
+    RequestFinished,
+    RequestStarted,
+    RunInfo,
+    RunStatus,
+    Summary,
+    TaskDetail,
+    TaskFinished,
+    Usage,
+)
+from ..results import RequestOutcome
+from ..specs import RunRequestSpec
+from .identity import request_identity, task_identity
+from .messages import AttemptDone, MsgQueue, Submit, WorkItem
+from .redact import RedactingFormatter, Redactor
+from .run_dir import RunDir, check_results_dir, new_run_id, read_detail_file, request_dir, safe_name
+from .runtime import NetworkPhases, PhaseTimeouts, RequestRuntime
+from .task_actor import TaskActor, describe
+
+if TYPE_CHECKING:
+    from .supervisor import Supervisor
+
+_NET_KEYS = ("network_policy", "run_network_policy", "verifier_network_policy")
+_RUN_INFO_EVERY_S = 2.0
+_REUSE_LIST_CAP = 200
+
+
+@dataclass
+class _InFlight:
+    task: TaskSpec
+    identity: str
+    attempts: dict[int, AttemptRecord]
+
+
+def _pop_float(params: dict[str, Any], key: str, default: float, field: str) -> float:
+    value = params.pop(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ConfigError(f"Invalid `{field}.{key}`: expected a positive number of seconds, got {value!r}.",
+                          field=f"{field}.{key}")
+    return float(value)
+
+
+def parse_network_policy(value: Any, field: str) -> NetworkPolicy:
+    """``"none"`` or ``{"mode": "allowlist", "hosts": [...]}`` -> NetworkPolicy, with a readable error."""
+    raw = {"mode": value} if isinstance(value, str) else value
+    try:
+        return msgspec.convert(raw, NetworkPolicy)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(
+            f"Invalid `environment_params.{field}`: {str(exc).split(' - at')[0]}. Allowed: \"public\", \"none\", "
+            f"\"model\", or {{\"mode\": \"allowlist\", \"hosts\": [...]}}.", field=f"environment_params.{field}"
+        ) from None
+
+
+class RequestActor:
+    """One per RunRequestSpec."""
+
+    def __init__(self, index: int, spec: RunRequestSpec, name: str, sup: Supervisor) -> None:
+        self.index = index
+        self.spec = spec
+        self.name = name
+        self.sup = sup
+        self.inbox: MsgQueue[AttemptDone] = MsgQueue(AttemptDone)
+        self.counts = RequestCounts()
+        self.errors_by_kind: dict[str, int] = {}
+        self.usage = Usage()
+        self.run_id = spec.run_id or new_run_id(spec.name)
+        self.rt: RequestRuntime | None = None
+        self.run_dir: RunDir | None = None
+        self.run_info: RunInfo | None = None
+        self.in_flight: dict[str, _InFlight] = {}
+        self.reuse_report: dict[str, Any] = {}
+        self._handlers: list[logging.Handler] = []
+        self._last_info_write = 0.0
+        self._accumulator: Any = None
+        self.started_at = time.time()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def run(self) -> RequestOutcome:
+        status: RunStatus = "failed"
+        error: BaseException | None = None
+        try:
+            await self._resolve()
+            await self._execute()
+            status = "completed"
+        except asyncio.CancelledError:
+            status = self.sup.stop_reason or "cancelled"
+            self._commit_interrupted(status)
+            if self.sup.stop_reason is None:
+                await self._finish(status, None)
+                raise
+        except AgentCompassError as exc:
+            error = exc
+        except Exception as exc:
+            error = exc
+            if self.rt is not None:
+                self.rt.log.error("request failed: %s", traceback.format_exc())
+        if status == "failed":
+            self._cancel_lane()
+        return await self._finish(status, error)
+
+    def _cancel_lane(self) -> None:
+        from .messages import CancelRequest
+
+        if self.rt is not None:
+            self.sup.scheduler.inbox.put(CancelRequest(request=self.index))
+
+    # ------------------------------------------------------------------ resolve
+
+    async def _resolve(self) -> None:
+        spec, sup = self.spec, self.sup
+        if spec.wrap_api_key:
+            from .._errors import NotSupportedYet
+
+            raise NotSupportedYet("`wrap_api_key=True` needs the model gateway, which arrives with the model-layer "
+                                  "work (gateway, usage ledger, wrap_api_key); run without it for now.")
+        for i, pat in enumerate(spec.retry_pattern_list):
+            try:
+                re.compile(pat)
+            except re.error as exc:
+                raise ConfigError(f"Invalid `retry_pattern_list[{i}]` {pat!r}: not a regular expression ({exc}).",
+                                  field=f"retry_pattern_list[{i}]") from None
+        check_results_dir(spec.results_dir)
+        self._pick_run_id()
+        reg = sup.registries
+        bench_cls = reg["benchmark"].resolve(spec.benchmark.id, field="benchmark")
+        harness_cls = reg["harness"].resolve(spec.harness.id, field="harness")
+        provider_cls = reg["environment"].resolve(spec.environment.id, field="environment")
+
+        bench_params = dict(spec.benchmark.params)
+        harness_params = dict(spec.harness.params)
+        env_params = dict(spec.environment.params)
+        timeouts = PhaseTimeouts(
+            env_open=_pop_float(env_params, "open_timeout", 600.0, "environment_params"),
+            env_close=_pop_float(env_params, "close_timeout", 60.0, "environment_params"),
+            agent=_pop_float(harness_params, "agent_timeout", 3600.0, "harness_params"),
+            verify=_pop_float(bench_params, "verify_timeout", 1800.0, "benchmark_params"),
+        )
+        net = {k: parse_network_policy(env_params.pop(k), k) for k in _NET_KEYS if k in env_params}
+        network = NetworkPhases(baseline=net.get("network_policy", NetworkPolicy()),
+                                run=net.get("run_network_policy"), verifier=net.get("verifier_network_policy"))
+
+        ctx = ComponentContext(run_id=self.run_id, request=self.name, data_dir=spec.data_dir,
+                               auto_install_dependencies=spec.auto_install_dependencies)
+        benchmark = bench_cls(bench_params, ctx)
+        harness = harness_cls(harness_params, ctx)
+        provider = provider_cls(env_params, ctx)
+        for policy in (network.baseline, network.run, network.verifier):
+            if policy is not None:
+                provider.check_network_policy(policy)
+
+        self.identity = request_identity(
+            benchmark=spec.benchmark.id, benchmark_params=bench_params,
+            benchmark_version=str(getattr(benchmark, "version", "0")), harness=spec.harness.id,
+            harness_params=harness_params, model=spec.model.id, model_params=spec.model.params,
+            api_protocol=spec.model.api_protocol, environment=spec.environment.id, environment_params=env_params)
+
+        redactor = Redactor([spec.model.api_key, *sup.extra_secrets])
+        run_dir = self._choose_run_dir(redactor)
+        log, level = self._make_logger(run_dir, redactor)
+        self.run_dir = run_dir
+        from ..models.factory import create_model_client
+
+        concurrency = min(spec.task_concurrency, sup.spec.max_concurrent_tasks or spec.task_concurrency)
+        model = create_model_client(spec.model, max_connections=max(concurrency, 1))
+
+        self.rt = RequestRuntime(
+            index=self.index, name=self.name, run_id=self.run_id, benchmark=benchmark, harness=harness,
+            provider=provider, model=model, pool=sup.pool, run_dir=run_dir, log=log, emit=sup.bus.emit,
+            k=int(getattr(benchmark, "k", 1) or 1), max_retries=spec.max_retries,
+            retry_patterns=[re.compile(p) for p in spec.retry_pattern_list],
+            keep_environment=spec.keep_environment, file_log_level=level, timeouts=timeouts, network=network)
+        new_acc = getattr(benchmark, "new_accumulator", None)
+        self._accumulator = new_acc() if callable(new_acc) else DefaultAccumulator(self.rt.k)
+        self._write_params(bench_params, harness_params, env_params, timeouts, network, benchmark)
+        self.run_info = RunInfo(
+            run_id=self.run_id, request=self.name, status="running", benchmark=spec.benchmark.id,
+            harness=spec.harness.id, model=spec.model.id, environment=spec.environment.id,
+            started_at=self.started_at, paths=run_dir.paths, counts=self.counts, pid=os.getpid(),
+            version=__version__)
+        run_dir.write_run_info(self.run_info)
+        sup.bus.attach_file(self.name, run_dir.paths.progress, redactor)
+        log.info("request %s resolved: run_id=%s dir=%s", self.name, self.run_id, run_dir.path)
+
+    def _base_dir(self) -> Path:
+        spec = self.spec
+        return request_dir(spec.results_dir, spec.benchmark.id, spec.harness.id, spec.model.id, "x").parent
+
+    def _pick_run_id(self) -> None:
+        """``reuse=True`` without a run_id continues the most recent run of this selection."""
+        base = self._base_dir()
+        if self.spec.reuse and not self.spec.run_id and base.is_dir():
+            runs = sorted((p for p in base.iterdir() if (p / "run_info.json").exists()),
+                          key=lambda p: p.stat().st_mtime)
+            if runs:
+                self.run_id = runs[-1].name
+
+    def _choose_run_dir(self, redactor: Redactor) -> RunDir:
+        path = self._base_dir() / safe_name(self.run_id)
+        if path.exists() and not self.spec.reuse and any(path.iterdir()):
+            raise ConfigError(f"Run directory {str(path)!r} already exists. Pass `reuse=True` to continue that run, "
+                              "or a different `run_id`.", field="run_id")
+        rd = RunDir(path, redactor)
+        rd.create()
+        return rd
+
+    def _make_logger(self, run_dir: RunDir, redactor: Redactor) -> tuple[logging.Logger, int]:
+        file_level = logging.getLevelName(self.spec.file_log_level)
+        level = min(file_level, self.sup.console_level)
+        log = logging.Logger(f"agentcompass.run.{self.name}", level=level)
+        log.parent = self.sup.log
+        handler = logging.FileHandler(run_dir.paths.log, encoding="utf-8")
+        handler.setLevel(file_level)
+        handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s", redactor))
+        log.addHandler(handler)
+        self._handlers.append(handler)
+        return log, level
+
+    def _write_params(self, bench_params: dict[str, Any], harness_params: dict[str, Any], env_params: dict[str, Any],
+                      timeouts: PhaseTimeouts, network: NetworkPhases, benchmark: Any) -> None:
+        assert self.run_dir is not None
+        spec = msgspec.to_builtins(self.spec)
+        if spec.get("model", {}).get("api_key"):
+            spec["model"]["api_key"] = "***"
+        orch = msgspec.to_builtins(self.sup.spec)
+        orch.pop("requests", None)
+        self.run_dir.write_params({
+            "request": self.name, "run_id": self.run_id, "identity": self.identity, "spec": spec,
+            "resolved": {"benchmark_params": bench_params, "harness_params": harness_params,
+                         "environment_params": env_params, "k": self.rt.k if self.rt else 1,
+                         "timeouts": timeouts.__dict__,
+                         "network": {"baseline": msgspec.to_builtins(network.baseline),
+                                     "run": msgspec.to_builtins(network.run),
+                                     "verifier": msgspec.to_builtins(network.verifier)}},
+            "orchestration": orch,
+            "versions": {"agentcompass": __version__, "python": sys.version.split()[0],
+                         "platform": platform.platform(), "benchmark": str(getattr(benchmark, "version", "0"))},
+        })
+
+    # ------------------------------------------------------------------ execute
+
+    async def _load_tasks(self) -> list[TaskSpec]:
+        assert self.rt is not None
+        loaded = self.rt.benchmark.load_tasks()
+        if isinstance(loaded, AsyncIterator):
+            tasks = [t async for t in loaded]
+        else:
+            tasks = await asyncio.to_thread(list, loaded if isinstance(loaded, Iterable) else [])
+        seen: set[str] = set()
+        for t in tasks:
+            if t.task_id in seen:
+                raise ConfigError(f"benchmark {self.spec.benchmark.id!r} produced the task id {t.task_id!r} twice; "
+                                  "task ids must be unique.", field="benchmark")
+            seen.add(t.task_id)
+        return tasks
+
+    async def _execute(self) -> None:
+        rt = self.rt
+        assert rt is not None and self.run_dir is not None
+        tasks = await self._load_tasks()
+        self.counts.total = len(tasks)
+        to_run = self._apply_reuse(tasks)
+        rt.emit(RequestStarted(ts=time.time(), request=self.name, run_id=self.run_id,
+                               run_dir=str(self.run_dir.path), total_tasks=len(tasks),
+                               reused_tasks=self.counts.reused))
+        lane_limit = self.spec.task_concurrency
+        actor = TaskActor(rt)
+        self.sup.scheduler.add_lane(self.index, lane_limit, actor.run, self.inbox)
+        window = max(2 * lane_limit, 16)
+        outstanding = 0
+        for task, ident in to_run:
+            self.in_flight[task.task_id] = _InFlight(task, ident, {})
+            for attempt in range(1, rt.k + 1):
+                while outstanding >= window:
+                    self._on_done(await self.inbox.get())
+                    outstanding -= 1
+                self.sup.scheduler.inbox.put(Submit(WorkItem(self.index, task, attempt, ident)))
+                outstanding += 1
+        while outstanding:
+            self._on_done(await self.inbox.get())
+            outstanding -= 1
+
+    def _on_done(self, msg: AttemptDone) -> None:
+        entry = self.in_flight.get(msg.task_id)
+        if entry is None:
+            return
+        entry.attempts[msg.attempt] = msg.record
+        rec = msg.record
+        if len(rec.tries) > 1:
+            self.counts.retries += len(rec.tries) - 1
+        if len(entry.attempts) == (self.rt.k if self.rt else 1):
+            del self.in_flight[msg.task_id]
+            self._commit(entry)
+
+    def _commit(self, entry: _InFlight, *, reused_from: str | None = None) -> None:
+        detail = self._build_detail(entry)
+        detail.reused_from = reused_from
+        assert self.run_dir is not None and self.rt is not None
+        self.run_dir.write_detail(detail)
+        self._account(detail)
+        self.rt.emit(TaskFinished(ts=time.time(), request=self.name, run_id=self.run_id, task_id=detail.task_id,
+                                  correct=detail.correct, reused=reused_from is not None))
+        self._maybe_write_run_info()
+
+    def _build_detail(self, entry: _InFlight) -> TaskDetail:
+        k = self.rt.k if self.rt else 1
+        attempts = {str(i): entry.attempts[i] for i in sorted(entry.attempts)}
+        graded = [(i, a) for i, a in sorted(entry.attempts.items()) if a.correct is not None]
+        solved_at = next((i for i, a in graded if a.correct), None)
+        scores = [a.score for _, a in graded if a.score is not None]
+        return TaskDetail(
+            task_id=entry.task.task_id, category=entry.task.category, k=k, attempts=attempts,
+            correct=(solved_at is not None) if graded else None,
+            score=sum(scores) / len(scores) if scores else None,
+            attempts_tried=sum(1 for a in entry.attempts.values() if a.status != "skipped"),
+            solved_at=solved_at, identity=entry.identity)
+
+    def _account(self, detail: TaskDetail) -> None:
+        self.counts.done += 1
+        if detail.correct:
+            self.counts.correct += 1
+        for a in detail.attempts.values():
+            if a.status == "skipped":
+                self.counts.skipped += 1
+            elif a.status != "completed":
+                self.counts.errors += 1
+            if a.error_kind:
+                self.errors_by_kind[a.error_kind] = self.errors_by_kind.get(a.error_kind, 0) + 1
+            u = a.meta.get("usage")
+            if u:
+                self.usage.add(Usage(**u))
+        self._accumulator.add(detail)
+
+    def _maybe_write_run_info(self) -> None:
+        now = time.monotonic()
+        if now - self._last_info_write >= _RUN_INFO_EVERY_S and self.run_info is not None and self.run_dir:
+            self._last_info_write = now
+            self.run_info.updated_at = time.time()
+            self.run_info.counts = self.counts
+            self.run_dir.write_run_info(self.run_info)
+
+    # ------------------------------------------------------------------ reuse
+
+    def _apply_reuse(self, tasks: list[TaskSpec]) -> list[tuple[TaskSpec, str]]:
+        """Tasks to run; reused ones are committed (copied) right away."""
+        assert self.run_dir is not None
+        spec = self.spec
+        sources: list[tuple[str, Path]] = []
+        if spec.reuse:
+            sources.append(("this run", self.run_dir.details))
+        if spec.reuse_run_id:
+            src = request_dir(spec.results_dir, spec.benchmark.id, spec.harness.id, spec.model.id, spec.reuse_run_id)
+            if not src.is_dir():
+                raise ConfigError(f"Invalid `reuse_run_id` {spec.reuse_run_id!r}: no run directory at {str(src)!r}.",
+                                  field="reuse_run_id")
+            sources.append((spec.reuse_run_id, src / "details"))
+        out: list[tuple[TaskSpec, str]] = []
+        reused = 0
+        rerun: dict[str, list[str]] = {"identity_mismatch": [], "not_normal": [], "missing": []}
+        for task in tasks:
+            ident = task_identity(self.identity, task)
+            hit = None
+            why = "missing"
+            for label, details_dir in sources:
+                d = read_detail_file(details_dir / f"{safe_name(task.task_id)}.json")
+                if d is None:
+                    continue
+                if d.task_id != task.task_id or d.identity != ident:
+                    why = "identity_mismatch"
+                    continue
+                if any(a.status not in ("completed", "skipped") for a in d.attempts.values()):
+                    why = "not_normal"
+                    continue
+                hit = (label, d)
+                break
+            if hit is None:
+                if sources:
+                    lst = rerun[why]
+                    if len(lst) < _REUSE_LIST_CAP:
+                        lst.append(task.task_id)
+                out.append((task, ident))
+                continue
+            label, d = hit
+            reused += 1
+            self.counts.reused += 1
+            if label == "this run":
+                self._account(d)
+            else:
+                d.reused_from = label
+                self.run_dir.write_detail(d)
+                self._account(d)
+        if sources:
+            self.reuse_report = {"sources": [s for s, _ in sources], "reused": reused,
+                                 "rerun": {k: v for k, v in rerun.items() if v},
+                                 "rerun_count": len(tasks) - reused}
+        return out
+
+    # ------------------------------------------------------------------ finish
+
+    def _commit_interrupted(self, status: str) -> None:
+        """Details for attempts that were running when the run was stopped: recorded, not lost."""
+        if self.run_dir is None or self.rt is None:
+            return
+        kind = "run_timeout" if status == "timed_out" else "cancelled"
+        # Only tasks that had started; queued ones simply did not run (a resumed run picks them up).
+        started = [e for e in self.in_flight.values() if e.attempts or e.task.task_id in self.rt.running]
+        for entry in started:
+            for attempt in range(1, self.rt.k + 1):
+                entry.attempts.setdefault(attempt, AttemptRecord(
+                    status="run_error", error_kind=kind,
+                    error="the run hit timeout_seconds" if kind == "run_timeout" else "the run was cancelled"))
+            try:
+                self._commit(entry)
+            except Exception as exc:
+                self.rt.log.error("could not commit interrupted task %s: %r", entry.task.task_id, exc)
+        self.in_flight.clear()
+
+    async def _finish(self, status: RunStatus, error: BaseException | None) -> RequestOutcome:
+        finished = time.time()
+        metrics: dict[str, Any] = {}
+        by_category: dict[str, dict[str, Any]] = {}
+        err_text = None
+        if error is not None:
+            err_text = str(error) if isinstance(error, AgentCompassError) else describe(error)
+        if self._accumulator is not None:
+            try:
+                metrics, by_category = self._accumulator.result()
+            except Exception as exc:
+                err_text = err_text or f"aggregating metrics failed: {describe(exc)}"
+                status = "failed"
+        rt = self.rt
+        if self.run_dir is not None:
+            try:
+                summary = Summary(run_id=self.run_id, benchmark=self.spec.benchmark.id, harness=self.spec.harness.id,
+                                  model=self.spec.model.id, environment=self.spec.environment.id, status=status,
+                                  metrics=metrics, by_category=by_category, errors_by_kind=self.errors_by_kind,
+                                  counts=self.counts, reuse=self.reuse_report, usage=self.usage,
+                                  duration_s=round(finished - self.started_at, 3))
+                self.run_dir.write_summary(summary)
+                if self.run_info is not None:
+                    self.run_info.status = status
+                    self.run_info.finished_at = finished
+                    self.run_info.updated_at = finished
+                    self.run_info.duration_s = round(finished - self.started_at, 3)
+                    self.run_info.metrics = metrics
+                    self.run_info.counts = self.counts
+                    self.run_info.error = err_text
+                    self.run_dir.write_run_info(self.run_info)
+            except Exception as exc:  # nothing already written is lost; report what failed
+                err_text = err_text or f"writing the summary failed: {describe(exc)}"
+                status = "failed"
+        if rt is not None:
+            if err_text:
+                rt.log.error("request %s %s: %s", self.name, status, err_text)
+            rt.emit(RequestFinished(ts=finished, request=self.name, run_id=self.run_id, status=status,
+                                    metrics=metrics, error=err_text))
+            await self._release(rt)
+        for h in self._handlers:
+            h.close()
+        spec = self.spec
+        return RequestOutcome(
+            name=self.name, status=status, benchmark=spec.benchmark.id, harness=spec.harness.id, model=spec.model.id,
+            environment=spec.environment.id, run_id=self.run_id if self.run_dir else None, metrics=metrics,
+            by_category=by_category, errors_by_kind=self.errors_by_kind, counts=self.counts,
+            paths=self.run_dir.paths if self.run_dir else None, reuse=self.reuse_report, error=err_text,
+            error_type=type(error).__name__ if error is not None else None,
+            error_field=getattr(error, "field", None), started_at=self.started_at, finished_at=finished,
+            duration_s=round(finished - self.started_at, 3))
+
+    async def _release(self, rt: RequestRuntime) -> None:
+        for closer in (rt.provider.aclose, rt.model.aclose):
+            try:
+                await asyncio.wait_for(closer(), 60)
+            except Exception as exc:
+                rt.log.warning("closing %r failed: %r", closer, exc)

@@ -1,0 +1,144 @@
+"""The run directory: layout, safe file names, atomic writes and redaction at the persistence boundary."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from .._errors import ConfigError
+from ..records import RunInfo, RunPaths, Summary, TaskDetail
+from .redact import Redactor
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_encoder = msgspec.json.Encoder()
+_detail_decoder = msgspec.json.Decoder(TaskDetail)
+_run_info_decoder = msgspec.json.Decoder(RunInfo)
+
+
+def safe_name(value: str, *, max_len: int = 120) -> str:
+    """A stable file-name-safe form of ``value``: no ``/``, ``..`` or control characters.
+
+    Names that had to change get a short hash of the original, so two ids never map to one file."""
+    cleaned = _UNSAFE.sub("_", value).strip("._") or "_"
+    if cleaned == value and len(value) <= max_len and not value.startswith("."):
+        return value
+    digest = hashlib.sha256(value.encode()).hexdigest()[:8]
+    return f"{cleaned[:max_len]}-{digest}"
+
+
+def new_run_id(name: str | None = None) -> str:
+    """``[name-]YYYYmmdd-HHMMSS-xxxxxx``."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    rid = f"{stamp}-{secrets.token_hex(3)}"
+    return f"{safe_name(name)}-{rid}" if name else rid
+
+
+def request_dir(results_dir: str | Path, benchmark: str, harness: str, model: str, run_id: str) -> Path:
+    """``results/<benchmark>/<harness>/<model>/<run_id>``."""
+    return Path(results_dir) / safe_name(benchmark) / safe_name(harness) / safe_name(model) / safe_name(run_id)
+
+
+def check_results_dir(results_dir: str) -> None:
+    """results_dir must be a directory or creatable as one."""
+    p = Path(results_dir)
+    for parent in (p, *p.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                what = "is a file" if parent == p else f"is below {str(parent)!r}, which is a file"
+                raise ConfigError(
+                    f"Invalid `results_dir` {results_dir!r}: it {what}, not a directory. "
+                    "Pass a directory path (it is created if missing).", field="results_dir")
+            break
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write via a temp file in the same directory and rename: readers and a SIGKILL see old or new."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+class RunDir:
+    """One request's run directory. Every write is redacted and atomic."""
+
+    def __init__(self, path: Path, redactor: Redactor) -> None:
+        self.path = path
+        self.redactor = redactor
+        self.details = path / "details"
+        self.logs = path / "logs"
+        self.task_logs = self.logs / "tasks"
+        self.paths = RunPaths(
+            run_dir=str(path), params=str(path / "params.json"), run_info=str(path / "run_info.json"),
+            progress=str(path / "progress.jsonl"), details_dir=str(self.details),
+            summary=str(path / "summary.json"), log=str(self.logs / "run.log"))
+
+    def create(self) -> None:
+        try:
+            self.task_logs.mkdir(parents=True, exist_ok=True)
+            self.details.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError) as exc:
+            raise ConfigError(f"Cannot create the run directory {str(self.path)!r}: {exc}. Check `results_dir`.",
+                              field="results_dir") from None
+
+    def _write(self, path: Path, obj: Any) -> None:
+        write_atomic(path, self.redactor.bytes(msgspec.json.format(_encoder.encode(obj), indent=2)))
+
+    def write_params(self, params: dict[str, Any]) -> None:
+        self._write(self.path / "params.json", params)
+
+    def write_run_info(self, info: RunInfo) -> None:
+        self._write(self.path / "run_info.json", info)
+
+    def write_summary(self, summary: Summary) -> None:
+        self._write(self.path / "summary.json", summary)
+
+    def detail_path(self, task_id: str) -> Path:
+        return self.details / f"{safe_name(task_id)}.json"
+
+    def task_log_path(self, task_id: str) -> Path:
+        return self.task_logs / f"{safe_name(task_id)}.log"
+
+    def write_detail(self, detail: TaskDetail) -> None:
+        write_atomic(self.detail_path(detail.task_id), self.redactor.bytes(_encoder.encode(detail)))
+
+    def read_detail(self, task_id: str) -> TaskDetail | None:
+        return read_detail_file(self.detail_path(task_id))
+
+    def iter_details(self) -> Iterator[TaskDetail]:
+        yield from iter_details(self.details)
+
+
+def read_detail_file(path: Path) -> TaskDetail | None:
+    """A committed detail, or None when missing or unreadable."""
+    try:
+        return _detail_decoder.decode(path.read_bytes())
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+def iter_details(details_dir: Path) -> Iterator[TaskDetail]:
+    """Committed details of a run, one at a time (temp files are skipped)."""
+    if not details_dir.is_dir():
+        return
+    for entry in sorted(os.scandir(details_dir), key=lambda e: e.name):
+        if entry.name.endswith(".json") and not entry.name.startswith("."):
+            d = read_detail_file(Path(entry.path))
+            if d is not None:
+                yield d
+
+
+def read_run_info(run_dir: Path) -> RunInfo | None:
+    """A run's run_info.json, or None."""
+    try:
+        return _run_info_decoder.decode((run_dir / "run_info.json").read_bytes())
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return None

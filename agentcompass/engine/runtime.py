@@ -1,0 +1,60 @@
+"""What a request's TaskActors share: resolved components, settings and sinks (built by the RequestActor)."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..interfaces import Benchmark, EnvironmentProvider, Harness, ModelClient, NetworkPolicy
+from ..records import ProgressEvent
+from .env_pool import EnvironmentPool
+from .run_dir import RunDir
+
+
+@dataclass
+class PhaseTimeouts:
+    """Per-phase bounds, seconds."""
+
+    env_open: float = 600.0
+    env_close: float = 60.0
+    agent: float = 3600.0
+    verify: float = 1800.0
+
+
+@dataclass
+class NetworkPhases:
+    """Network policy at open, while the harness runs, and while grading."""
+
+    baseline: NetworkPolicy = field(default_factory=NetworkPolicy)
+    run: NetworkPolicy | None = None
+    verifier: NetworkPolicy | None = None
+
+
+@dataclass
+class RequestRuntime:
+    """Everything a TaskActor needs to run attempts of one request."""
+
+    index: int
+    name: str
+    run_id: str
+    benchmark: Benchmark
+    harness: Harness
+    provider: EnvironmentProvider
+    model: ModelClient
+    pool: EnvironmentPool
+    run_dir: RunDir
+    log: logging.Logger
+    emit: Callable[[ProgressEvent], None]
+    k: int = 1
+    max_retries: int = 0
+    retry_patterns: list[re.Pattern[str]] = field(default_factory=list)
+    keep_environment: bool = False
+    file_log_level: int = logging.INFO
+    timeouts: PhaseTimeouts = field(default_factory=PhaseTimeouts)
+    network: NetworkPhases = field(default_factory=NetworkPhases)
+    #: task ids with an attempt running now (kept by TaskActors; read when the run is interrupted).
+    running: set[str] = field(default_factory=set)
+    extra: dict[str, Any] = field(default_factory=dict)

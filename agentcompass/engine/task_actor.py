@@ -1,0 +1,270 @@
+"""TaskActor: one attempt of one task: open env -> harness -> collect -> close env -> verify.
+
+Every failure is classified into an ``error_kind``; transient ones are retried (new try, same plan) up to
+``max_retries``; every try is recorded. An agent that times out is still graded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+import traceback
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from .._errors import EnvironmentError_, ModelError
+from ..interfaces import (
+    Environment,
+    EnvOpenSpec,
+    EvalContext,
+    HarnessResult,
+    PreparedTask,
+    RunContext,
+    TaskSpec,
+)
+from ..records import AttemptFinished, AttemptRecord, AttemptStarted, TryRecord, TryRetrying
+from .messages import AttemptDone, WorkItem
+from .redact import RedactingFormatter
+from .runtime import RequestRuntime
+
+#: failures worth another try without any pattern: the world was flaky, not the agent.
+RETRYABLE_KINDS = frozenset({"model_rate_limit", "model_server_error", "model_connection_error",
+                             "env_open_failed", "env_lost"})
+BACKOFF_BASE_S = 0.5
+BACKOFF_MAX_S = 30.0
+_ERROR_CHARS = 4000
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message``, bounded."""
+    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return text[:_ERROR_CHARS]
+
+
+class _Failure(Exception):
+    """Internal: ends a try with a classified failure."""
+
+    def __init__(self, status: str, kind: str, error: str, result: HarnessResult | None = None) -> None:
+        super().__init__(error)
+        self.status = status
+        self.kind = kind
+        self.error = error
+        self.result = result
+
+
+class TaskActor:
+    """Runs attempts of one request; stateless between attempts, so one instance serves them all."""
+
+    def __init__(self, rt: RequestRuntime) -> None:
+        self.rt = rt
+
+    # ------------------------------------------------------------------ entry point (never raises)
+
+    async def run(self, item: WorkItem) -> AttemptDone:
+        rt = self.rt
+        task = item.task
+        log, handler = self._task_logger(task.task_id, item.attempt)
+        started = time.time()
+        tries: list[TryRecord] = []
+        try_no = 1
+        rt.running.add(task.task_id)
+        try:
+            while True:
+                rt.emit(AttemptStarted(ts=time.time(), request=rt.name, run_id=rt.run_id, task_id=task.task_id,
+                                       attempt=item.attempt, try_no=try_no))
+                t_start = time.time()
+                record = await self._try(task, item.attempt, try_no, log)
+                tries.append(TryRecord(try_no=try_no, status=record.status, started_at=t_start,
+                                       finished_at=time.time(), error=record.error, error_kind=record.error_kind))
+                if record.status != "completed" and record.status != "skipped" and try_no <= rt.max_retries \
+                        and self._retryable(record):
+                    backoff = min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** (try_no - 1)) * random.uniform(0.5, 1.0)
+                    log.warning("try %d failed (%s): %s; retrying in %.2fs", try_no, record.error_kind,
+                                record.error, backoff)
+                    rt.emit(TryRetrying(ts=time.time(), request=rt.name, run_id=rt.run_id, task_id=task.task_id,
+                                        attempt=item.attempt, try_no=try_no, error_kind=record.error_kind,
+                                        error=(record.error or "")[:500], backoff_s=backoff))
+                    await asyncio.sleep(backoff)
+                    try_no += 1
+                    continue
+                break
+        except asyncio.CancelledError:
+            log.warning("attempt cancelled")
+            raise
+        except Exception as exc:  # an engine bug must not hang the request: record it
+            log.error("engine error: %s", traceback.format_exc())
+            record = AttemptRecord(status="run_error", error_kind="engine_error", error=describe(exc))
+            tries.append(TryRecord(try_no=try_no, status="run_error", started_at=started, finished_at=time.time(),
+                                   error=record.error, error_kind="engine_error"))
+        finally:
+            handler.close()
+        rt.running.discard(task.task_id)  # kept when cancelled: the request records it as interrupted
+        record.tries = tries
+        record.meta["started_at"] = started
+        record.meta["duration_s"] = round(time.time() - started, 6)
+        log.info("attempt %d finished: status=%s correct=%s", item.attempt, record.status, record.correct)
+        rt.emit(AttemptFinished(ts=time.time(), request=rt.name, run_id=rt.run_id, task_id=task.task_id,
+                                attempt=item.attempt, status=record.status, correct=record.correct,
+                                duration_s=record.meta["duration_s"], error_kind=record.error_kind))
+        return AttemptDone(task_id=task.task_id, attempt=item.attempt, record=record)
+
+    def _retryable(self, record: AttemptRecord) -> bool:
+        if record.error_kind in RETRYABLE_KINDS:
+            return True
+        text = f"{record.error_kind or ''}: {record.error or ''}"
+        return any(p.search(text) for p in self.rt.retry_patterns)
+
+    def _task_logger(self, task_id: str, attempt: int) -> tuple[logging.Logger, logging.Handler]:
+        rt = self.rt
+        # Built directly (not via getLogger) so the logging manager does not keep one per task forever.
+        log = logging.Logger(f"agentcompass.task.{task_id}#{attempt}", level=rt.file_log_level)
+        log.parent = rt.log
+        handler = logging.FileHandler(rt.run_dir.task_log_path(task_id), delay=True, encoding="utf-8")
+        handler.setFormatter(RedactingFormatter(f"%(asctime)s %(levelname)s [attempt {attempt}] %(message)s",
+                                                rt.run_dir.redactor))
+        log.addHandler(handler)
+        return log, handler
+
+    # ------------------------------------------------------------------ one try
+
+    async def _try(self, task: TaskSpec, attempt: int, try_no: int, log: logging.Logger) -> AttemptRecord:
+        rt = self.rt
+        meta: dict[str, Any] = {"environments": []}
+        try:
+            # The benchmark never sees ground truth while preparing what the agent gets.
+            prepared = rt.benchmark.prepare(task.public())
+        except Exception as exc:
+            log.error("prepare failed: %s", traceback.format_exc())
+            return AttemptRecord(status="run_error", error_kind="prepare_error", error=describe(exc), meta=meta)
+        try:
+            result, artifacts = await self._agent_phase(task, prepared, attempt, try_no, log, meta)
+        except _Failure as f:
+            r = f.result
+            return AttemptRecord(status=f.status, error_kind=f.kind, error=f.error, meta=meta,  # type: ignore[arg-type]
+                                 trajectory=r.trajectory if r else None,
+                                 final_answer=r.final_answer if r else None)
+        usage = result.usage
+        meta["usage"] = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+                         "total_tokens": usage.total_tokens, "calls": usage.calls}
+        record = AttemptRecord(status="completed", final_answer=result.final_answer, trajectory=result.trajectory,
+                               artifacts=dict(result.artifacts), meta=meta,
+                               error=result.error, error_kind=result.error_kind)
+        if result.patch is not None:
+            record.artifacts["patch"] = result.patch
+        if not rt.harness.evaluates:
+            record.status = "skipped"
+            return record
+        t0 = time.monotonic()
+        ctx = EvalContext(task, prepared, result, artifacts, self._verifier_opener(task, prepared, meta), log)
+        try:
+            verdict = await asyncio.wait_for(rt.benchmark.evaluate(ctx), rt.timeouts.verify)
+        except TimeoutError:
+            record.status, record.error_kind = "eval_error", "eval_timeout"
+            record.error = f"verification timed out after {rt.timeouts.verify:g}s"
+            return record
+        except Exception as exc:
+            log.error("evaluation failed: %s", traceback.format_exc())
+            record.status, record.error_kind, record.error = "eval_error", "eval_error", describe(exc)
+            return record
+        finally:
+            meta["verify_s"] = round(time.monotonic() - t0, 6)
+        record.correct = bool(verdict.correct)
+        record.score = verdict.score if verdict.score is not None else (1.0 if verdict.correct else 0.0)
+        record.extra = dict(verdict.extra)
+        return record
+
+    async def _agent_phase(self, task: TaskSpec, prepared: PreparedTask, attempt: int, try_no: int,
+                           log: logging.Logger, meta: dict[str, Any]) -> tuple[HarnessResult, dict[str, Any]]:
+        rt = self.rt
+        env: Environment | None = None
+        try:
+            if rt.harness.needs_environment:
+                env = await self._open(task.task_id, "agent", prepared.image, prepared.workdir, prepared.env,
+                                       prepared.files, meta, log)
+                if rt.network.run is not None:
+                    try:
+                        await env.set_network_policy(rt.network.run)
+                    except Exception as exc:
+                        raise _Failure("run_error", "env_lost", f"setting run_network_policy: {describe(exc)}"
+                                       ) from None
+            ctx = RunContext(request=rt.name, run_id=rt.run_id, task_id=task.task_id, attempt=attempt,
+                             try_no=try_no)
+            t0 = time.monotonic()
+            try:
+                result = await asyncio.wait_for(rt.harness.run(prepared, env, rt.model, ctx, log), rt.timeouts.agent)
+            except TimeoutError:
+                # Still graded: the agent's work so far may be enough.
+                log.warning("agent timed out after %gs", rt.timeouts.agent)
+                result = HarnessResult(error=f"agent timed out after {rt.timeouts.agent:g}s",
+                                       error_kind="agent_timeout")
+            except ModelError as exc:
+                raise _Failure("run_error", exc.kind, describe(exc)) from None
+            except EnvironmentError_ as exc:
+                raise _Failure("run_error", "env_lost", describe(exc)) from None
+            except Exception as exc:
+                log.error("harness crashed: %s", traceback.format_exc())
+                raise _Failure("run_error", "harness_crash", describe(exc)) from None
+            finally:
+                meta["agent_s"] = round(time.monotonic() - t0, 6)
+            if result.error_kind and result.error_kind != "agent_timeout":
+                raise _Failure("run_error", result.error_kind, result.error or result.error_kind, result)
+            artifacts: dict[str, Any] = {}
+            collect = getattr(rt.benchmark, "collect", None)
+            if env is not None and collect is not None and rt.harness.evaluates:
+                try:
+                    artifacts = await asyncio.wait_for(collect(prepared, env, result), rt.timeouts.verify)
+                except Exception as exc:
+                    log.error("collect failed: %s", traceback.format_exc())
+                    raise _Failure("eval_error", "eval_error", f"collecting the attempt: {describe(exc)}",
+                                   result) from None
+            return result, artifacts
+        finally:
+            if env is not None:
+                await rt.pool.close(env, timeout=rt.timeouts.env_close)
+
+    async def _open(self, task_id: str, role: str, image: str | None, workdir: str | None, env_vars: dict[str, str],
+                    files: dict[str, str], meta: dict[str, Any], log: logging.Logger) -> Environment:
+        rt = self.rt
+        policy = rt.network.verifier if role == "verifier" and rt.network.verifier else rt.network.baseline
+        spec = EnvOpenSpec(run_id=rt.run_id, task_id=task_id, role=role,  # type: ignore[arg-type]
+                           image=image, workdir=workdir, env=env_vars, files=files, network=policy,
+                           keep=rt.keep_environment, labels={"agentcompass.request": rt.name})
+        try:
+            env = await rt.pool.open(rt.provider, spec, timeout=rt.timeouts.env_open, request=rt.name)
+        except TimeoutError:
+            raise _Failure("run_error", "env_open_failed",
+                           f"opening the {role} environment timed out after {rt.timeouts.env_open:g}s") from None
+        except Exception as exc:
+            log.error("opening %s environment failed: %s", role, traceback.format_exc())
+            raise _Failure("run_error", "env_open_failed", f"opening the {role} environment: {describe(exc)}"
+                           ) from None
+        entry: dict[str, Any] = {"role": role, "id": env.id, "workdir": env.workdir, "provider": rt.provider.name}
+        if rt.keep_environment:
+            entry["kept"] = True
+            rt.log.warning("keep_environment: %s environment of task %s kept: %s (%s)", role, task_id, env.id,
+                           env.workdir)
+        meta["environments"].append(entry)
+        log.info("%s environment %s opened", role, env.id)
+        return env
+
+    def _verifier_opener(self, task: TaskSpec, prepared: PreparedTask, meta: dict[str, Any]) -> Any:
+        rt = self.rt
+
+        @asynccontextmanager
+        async def open_verifier(*, image: str | None, files: dict[str, str],
+                                workdir: str | None) -> AsyncIterator[Environment]:
+            log = rt.log
+            try:
+                env = await self._open(task.task_id, "verifier", image or prepared.image, workdir, {}, files,
+                                       meta, log)
+            except _Failure as f:
+                raise EnvironmentError_(f.error) from None
+            try:
+                yield env
+            finally:
+                await rt.pool.close(env, timeout=rt.timeouts.env_close)
+
+        return open_verifier

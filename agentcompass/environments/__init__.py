@@ -1,0 +1,1 @@
+"""Environment providers: where an agent's commands run (``local`` temp workspaces, ``docker`` containers)."""

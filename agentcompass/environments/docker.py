@@ -1,0 +1,804 @@
+"""The ``docker`` environment provider: one container per environment, driven over the Engine API.
+
+Containers run an init process and a do-nothing keep-alive command; every command is a separate exec.
+Each exec announces its pid (= its process group, runc makes every exec a session leader) on stderr
+before it runs the command, so a timeout kills the whole group inside the container through a second
+exec. Containers carry ``agentcompass.*`` labels (run, task, role, owner pid and host) for the sweep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+import os
+import posixpath
+import re
+import tarfile
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+import aiodocker
+from aiodocker.containers import DockerContainer
+from yarl import URL
+
+from .._errors import ConfigError, EnvironmentError_
+from ..interfaces import ComponentContext, EnvOpenSpec, ExecResult, NetworkPolicy
+from ._output import CappedBuffer
+from ._tar import make_tar, safe_relpath
+from .docker_api import (
+    DEFAULT_BASE_IMAGE,
+    LABEL_KEEP,
+    LABEL_ROLE,
+    LABEL_RUN_ID,
+    LABEL_TASK_ID,
+    call,
+    image_exists,
+    make_client,
+    owner_labels,
+    settled,
+)
+from .docker_images import build_lock
+from .docker_network import DockerNetworks, check_policy, run_labels
+
+log = logging.getLogger("agentcompass.environments.docker")
+
+TIMEOUT_EXIT_CODE = 124
+_EXEC_MARKER = "AGENTCOMPASS_EXEC"
+# Print our pid (the process group leader) on stderr, then become the command.
+_WRAPPER = 'echo "$$" >&2; exec "$@"'
+_KEEPALIVE = ["tail", "-f", "/dev/null"]
+_KILL_GRACE_S = 5.0
+_DRAIN_GRACE_S = 2.0
+_EXIT_POLL_S = 3.0
+
+_DEFAULTS: dict[str, Any] = {
+    "image": DEFAULT_BASE_IMAGE,
+    "cpus": None,
+    "memory": None,
+    "pids_limit": None,
+    "user": None,
+    "workdir": "/workspace",
+    "docker_host": None,
+    "open_timeout": 120.0,
+    "exec_default_timeout": 600.0,
+    "close_timeout": 30.0,
+    "daemon_timeout": 60.0,
+    "init": True,
+    "build_context": None,
+    "dockerfile": None,
+    "pull_timeout": 60.0,
+    "build_timeout": 1800.0,
+    "output_limit_bytes": 1 << 20,
+    "forwarder_image": DEFAULT_BASE_IMAGE,
+}
+ALLOWED_PARAMS: tuple[str, ...] = tuple(_DEFAULTS)
+
+_MEMORY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
+_NAME_RE = re.compile(r"[^a-zA-Z0-9_.-]+")
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+# ----------------------------------------------------------------------------- params
+
+
+def _field(key: str) -> str:
+    return f"environment.params.{key}"
+
+
+def parse_memory(value: Any) -> int:
+    """``"2g"``, ``"512m"``, ``"1.5GiB"`` or an int of bytes -> bytes (powers of 1024)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    match = _MEMORY_RE.match(value) if isinstance(value, str) else None
+    if not match or float(match.group(1)) <= 0:
+        raise ConfigError(f"environment docker: memory must be a size like '512m' or '2g' (units k, m, g, t) "
+                          f"or a positive int of bytes, got {value!r}", field=_field("memory"))
+    scale = 1024 ** " kmgt".index(match.group(2).lower() or " ")
+    return int(float(match.group(1)) * scale)
+
+
+def _positive(params: dict[str, Any], key: str, *, integer: bool = False) -> Any:
+    value = params[key]
+    if value is None:
+        return None
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+    if not ok or (integer and not isinstance(value, int)):
+        kind = "a positive integer" if integer else "a positive number"
+        raise ConfigError(f"environment docker: {key} must be {kind}, got {value!r}", field=_field(key))
+    return value
+
+
+def _string(params: dict[str, Any], key: str) -> str | None:
+    value = params[key]
+    if value is not None and (not isinstance(value, str) or not value):
+        raise ConfigError(f"environment docker: {key} must be a non-empty string, got {value!r}",
+                          field=_field(key))
+    return value
+
+
+def _safe_name(text: str, limit: int) -> str:
+    return _NAME_RE.sub("_", text)[:limit].strip("_.-") or "x"
+
+
+def _check_env(env: Any, field: str) -> dict[str, str]:
+    if not isinstance(env, dict):
+        raise ConfigError(f"{field}: expected a mapping of str to str, got {type(env).__name__}", field=field)
+    for k, v in env.items():
+        if not isinstance(k, str) or not _ENV_NAME_RE.match(k):
+            raise ConfigError(f"{field}: invalid variable name {k!r}", field=field)
+        if not isinstance(v, str) or "\0" in v:
+            raise ConfigError(f"{field}[{k!r}]: expected a str without NUL, got {v!r}", field=field)
+    return dict(env)
+
+
+def _files_tar(files: dict[str, bytes]) -> bytes:
+    """A tar of ``files`` (safe relative path -> bytes), stamped with the current time."""
+    now = int(time.time())
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), 0o644, now
+            tf.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _chown_tar(tar_bytes: bytes, owner: tuple[int, int]) -> bytes:
+    """The same archive with every member owned by ``owner`` (uid, gid)."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=io.BytesIO(tar_bytes), mode="r:*") as src, \
+            tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as dst:
+        for member in src:
+            member.uid, member.gid = owner
+            member.uname = member.gname = ""
+            dst.addfile(member, src.extractfile(member) if member.isfile() else None)
+    return out.getvalue()
+
+
+def numeric_owner(user: str | None) -> tuple[int, int] | None:
+    """``"1000"`` / ``"1000:1000"`` -> (uid, gid); None for root, unset or named users."""
+    match = re.fullmatch(r"(\d+)(?::(\d+))?", user or "")
+    if not match or user in ("0", "0:0"):
+        return None
+    uid = int(match.group(1))
+    return uid, int(match.group(2)) if match.group(2) is not None else uid
+
+
+def _check_member_names(tar_bytes: bytes) -> None:
+    """Refuse members with absolute names or ``..``: an archive lands inside its target directory."""
+    try:
+        with tarfile.open(fileobj=io.BytesIO(tar_bytes), mode="r:*") as tf:
+            for member in tf:
+                parts = member.name.split("/")
+                if member.name.startswith("/") or ".." in parts:
+                    raise ConfigError(f"archive member {member.name!r} would leave the target directory",
+                                      field="archive")
+                if member.ischr() or member.isblk() or member.isfifo():
+                    raise ConfigError(f"archive member {member.name!r} is a device or fifo: refused",
+                                      field="archive")
+    except tarfile.TarError as exc:
+        raise ConfigError(f"archive: not a readable tar archive ({exc})", field="archive") from exc
+
+
+def _reroot(tar_bytes: bytes) -> bytes:
+    """Docker's archive of ``dir`` names members ``dir/...``: rename them relative to ``dir``."""
+    src = tarfile.open(fileobj=io.BytesIO(tar_bytes), mode="r:*")
+    members = src.getmembers()
+    if not members:
+        return tar_bytes
+    top = members[0]
+    if not top.isdir():
+        return tar_bytes  # a single file: keep its base name, as the local provider does
+    prefix = top.name.rstrip("/") + "/"
+    out = io.BytesIO()
+    with src, tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as dst:
+        for member in members[1:]:
+            if not member.name.startswith(prefix):
+                continue
+            data = src.extractfile(member) if member.isfile() else None
+            member.name = member.name[len(prefix):]
+            if member.islnk() and member.linkname.startswith(prefix):
+                member.linkname = member.linkname[len(prefix):]
+            dst.addfile(member, data)
+    return out.getvalue()
+
+
+# ----------------------------------------------------------------------------- environment
+
+
+class DockerEnvironment:
+    """An open container. Implements ``agentcompass.interfaces.Environment``."""
+
+    def __init__(self, provider: DockerProvider, container: DockerContainer, *, name: str, workdir: str,
+                 keep: bool, on_close: Callable[[DockerEnvironment], None]) -> None:
+        self.id = container.id
+        self.name = name
+        self.workdir = workdir
+        self._provider = provider
+        self._container = container
+        self._keep = keep
+        self._on_close = on_close
+        self._closed = False
+        self._close_task: asyncio.Task[None] | None = None
+
+    def __repr__(self) -> str:
+        return f"DockerEnvironment(id={self.id[:12]!r}, name={self.name!r}, workdir={self.workdir!r})"
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise EnvironmentError_(f"environment {self.name} is closed")
+
+    def _path(self, path: str, field: str = "path") -> str:
+        if not isinstance(path, str) or not path or "\0" in path:
+            raise ConfigError(f"{field}: expected a non-empty path str, got {path!r}", field=field)
+        return posixpath.normpath(posixpath.join(self.workdir, path))
+
+    async def _daemon(self, op: Callable[[], Any], what: str, *, retry_timeouts: bool = True) -> Any:
+        try:
+            return await call(op, what=what, timeout_s=self._provider.daemon_timeout,
+                              retry_timeouts=retry_timeouts)
+        except aiodocker.DockerError as exc:
+            gone = "No such container" in str(exc.message) or "is not running" in str(exc.message)
+            if exc.status in (404, 409) and gone:
+                raise EnvironmentError_(f"environment {self.name}: container is gone "
+                                        f"({exc.message})") from exc
+            raise
+
+    # ------------------------------------------------------------------ commands
+
+    async def exec(self, cmd: str | Sequence[str], *, timeout: float | None = None,
+                   cwd: str | None = None, env: dict[str, str] | None = None) -> ExecResult:
+        """Run ``cmd`` (a str through ``/bin/sh -c``, a list directly); a timeout kills its process group."""
+        self._check_open()
+        if isinstance(cmd, str):
+            argv = ["/bin/sh", "-c", cmd]
+        else:
+            argv = list(cmd)
+            if not argv or not all(isinstance(a, str) for a in argv):
+                raise ConfigError(f"cmd: expected a str or a non-empty list of str, got {cmd!r}", field="cmd")
+        if timeout is None:
+            limit = self._provider.exec_default_timeout
+        elif isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+            raise ConfigError(f"timeout: expected a positive number of seconds, got {timeout!r}",
+                              field="timeout")
+        else:
+            limit = float(timeout)
+        workdir = self._path(cwd, "cwd") if cwd is not None else self.workdir
+        key = uuid.uuid4().hex
+        exec_env = {**_check_env(env or {}, "env"), _EXEC_MARKER: key}
+        out = CappedBuffer(self._provider.output_limit_bytes)
+        err = CappedBuffer(self._provider.output_limit_bytes)
+        state: dict[str, Any] = {"pid": None, "exec": None}
+        started = time.monotonic()
+        deadline = asyncio.timeout(limit)
+        try:
+            async with deadline:
+                await self._run(argv, workdir, exec_env, out, err, state)
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+        except BaseException:
+            # Cancelled or failed half-way: never leave the command running in the container.
+            await asyncio.shield(self._kill(state["pid"], key))
+            raise
+        timed_out = deadline.expired()
+        if timed_out:
+            await asyncio.shield(self._kill(state["pid"], key))
+            exit_code: int | None = TIMEOUT_EXIT_CODE
+        else:
+            exit_code = await self._exit_code(state["exec"])
+            if state["pid"] is None and exit_code == 126 and b"chdir to cwd" in out.getvalue():
+                # The runtime could not even start the command: same error as the local provider.
+                raise EnvironmentError_(f"cwd {cwd!r} is not a directory in environment {self.name}")
+        return ExecResult(
+            exit_code=exit_code if exit_code is not None else -1,
+            stdout=out.text(), stderr=err.text(), timed_out=timed_out,
+            duration_s=time.monotonic() - started, truncated=out.truncated or err.truncated,
+            output_bytes=out.total + err.total)
+
+    async def _run(self, argv: list[str], workdir: str, env: dict[str, str], out: CappedBuffer,
+                   err: CappedBuffer, state: dict[str, Any]) -> None:
+        full = ["/bin/sh", "-c", _WRAPPER, "sh", *argv]
+        ex = await self._daemon(lambda: self._container.exec(full, environment=env, workdir=workdir),
+                                "exec create", retry_timeouts=False)
+        state["exec"] = ex
+        stream = ex.start(detach=False)
+        head: bytearray | None = bytearray()  # stderr until our pid line is complete
+        try:
+            while (msg := await stream.read_out()) is not None:
+                if msg.stream == 1:
+                    out.feed(msg.data)
+                elif head is None:
+                    err.feed(msg.data)
+                else:
+                    head += msg.data
+                    line, nl, rest = bytes(head).partition(b"\n")
+                    if nl:
+                        head = None
+                        if line.strip().isdigit():
+                            state["pid"] = int(line)
+                            err.feed(rest)
+                        else:
+                            err.feed(line + nl + rest)
+            if head:
+                err.feed(bytes(head))
+        finally:
+            await stream.close()
+
+    async def _exit_code(self, ex: Any) -> int | None:
+        """The exit code of a finished exec (the daemon may lag behind the end of the stream)."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + _EXIT_POLL_S
+        while True:
+            info = await self._daemon(ex.inspect, "exec inspect")
+            if not info.get("Running") or loop.time() > until:
+                code = info.get("ExitCode")
+                return int(code) if code is not None else None
+            await asyncio.sleep(0.02)
+
+    async def _kill(self, pid: int | None, key: str) -> None:
+        """Kill the exec's process group and anything else carrying its marker, through a second exec."""
+        script = (
+            f'p={pid or ""}; if [ -n "$p" ] && [ "$p" -gt 1 ]; then kill -s KILL -$p 2>/dev/null; '
+            'kill -s KILL $p 2>/dev/null; fi; '
+            'for d in /proc/[0-9]*; do '
+            f'case "$(tr "\\0" "\\n" < $d/environ 2>/dev/null)" in *"{_EXEC_MARKER}={key}"*) '
+            'kill -s KILL "${d#/proc/}" 2>/dev/null;; esac; done; true')
+        try:
+            await self.root_exec(script, timeout_s=_KILL_GRACE_S)
+        except (TimeoutError, aiodocker.DockerError, OSError) as exc:
+            log.warning("environment %s: killing a timed-out command failed: %s", self.name, exc)
+
+    async def root_exec(self, script: str, *, timeout_s: float) -> int | None:
+        """Run a small ``/bin/sh -c`` script as root, without output; its exit code (None if unknown)."""
+        async with asyncio.timeout(timeout_s):
+            ex = await self._container.exec(["/bin/sh", "-c", script], user="0", stdout=False, stderr=False)
+            await ex.start(detach=True)
+            while True:
+                info = await ex.inspect()
+                if not info.get("Running"):
+                    code = info.get("ExitCode")
+                    return int(code) if code is not None else None
+                await asyncio.sleep(0.02)
+
+    # ------------------------------------------------------------------ files
+
+    async def _put(self, path: str, tar_bytes: bytes) -> None:
+        params: dict[str, str] = {"path": path}
+        owner = numeric_owner(self._provider.user)
+        if owner is not None:
+            tar_bytes = await asyncio.to_thread(_chown_tar, tar_bytes, owner)
+        elif self._provider.user and self._provider.user not in ("0", "root"):
+            # A named user: the daemon looks it up in the container's /etc/passwd.
+            params["copyUIDGID"] = "1"
+
+        async def op() -> None:
+            async with self._container.docker._query(
+                    f"containers/{self.id}/archive", method="PUT", params=params, data=tar_bytes,
+                    headers={"Content-Type": "application/x-tar"}):
+                pass
+
+        await self._daemon(op, "archive put")
+
+    async def _get(self, path: str) -> bytes:
+        async def op() -> bytes:
+            async with self._container.docker._query(
+                    URL(f"containers/{self.id}/archive").with_query({"path": path}), method="GET") as resp:
+                return await resp.read()
+
+        try:
+            data: bytes = await self._daemon(op, "archive get")
+        except aiodocker.DockerError as exc:
+            if exc.status == 404:
+                raise FileNotFoundError(f"no such file or directory in {self.name}: {path!r}") from exc
+            raise
+        return data
+
+    async def _mkdir(self, path: str) -> None:
+        res = await self.exec(["mkdir", "-p", path], timeout=self._provider.daemon_timeout)
+        if res.exit_code != 0:
+            raise EnvironmentError_(f"environment {self.name}: cannot create {path!r}: {res.output.strip()}")
+
+    async def write_file(self, path: str, data: bytes | str) -> None:
+        """Write ``data`` (str as UTF-8) to ``path`` (relative to the workdir), creating parent dirs."""
+        self._check_open()
+        target = self._path(path)
+        payload = data.encode() if isinstance(data, str) else bytes(data)
+        parent, base = posixpath.split(target)
+        if not base:
+            raise ConfigError(f"path: {path!r} names a directory, not a file", field="path")
+        tar_bytes = _files_tar({base: payload})
+        try:
+            await self._put(parent, tar_bytes)
+        except aiodocker.DockerError as exc:
+            if exc.status != 404:
+                raise EnvironmentError_(f"writing {path!r} in {self.name} failed: {exc.message}") from exc
+            await self._mkdir(parent)
+            await self._put(parent, tar_bytes)
+
+    async def read_file(self, path: str) -> bytes:
+        """The bytes of ``path``; FileNotFoundError if it does not exist, IsADirectoryError for a dir."""
+        self._check_open()
+        target = self._path(path)
+        raw = await self._get(target)
+        with tarfile.open(fileobj=io.BytesIO(raw), mode="r:*") as tf:
+            member = tf.next()
+            if member is None:
+                raise FileNotFoundError(f"no such file in {self.name}: {path!r}")
+            if member.isdir():
+                raise IsADirectoryError(f"{path!r} is a directory in {self.name}")
+            if member.issym():
+                # get_archive does not follow a final symlink: read its target instead.
+                return await self.read_file(posixpath.join(posixpath.dirname(target), member.linkname))
+            fh = tf.extractfile(member)
+            if fh is None:
+                raise EnvironmentError_(f"{path!r} in {self.name} is not a regular file")
+            return fh.read()
+
+    async def put_archive(self, path: str, tar_bytes: bytes) -> None:
+        """Extract a tar (of a directory's contents) into directory ``path``, creating it if needed."""
+        self._check_open()
+        target = self._path(path)
+        _check_member_names(tar_bytes)
+        try:
+            await self._put(target, tar_bytes)
+        except aiodocker.DockerError as exc:
+            if exc.status != 404:
+                raise EnvironmentError_(f"extracting into {path!r} in {self.name} failed: "
+                                        f"{exc.message}") from exc
+            await self._mkdir(target)
+            await self._put(target, tar_bytes)
+
+    async def get_archive(self, path: str) -> bytes:
+        """A tar of directory ``path``'s contents (names relative to it) or of the single file ``path``."""
+        self._check_open()
+        raw = await self._get(self._path(path))
+        return await asyncio.to_thread(_reroot, raw)
+
+    # ------------------------------------------------------------------ network, lifecycle
+
+    async def set_network_policy(self, policy: NetworkPolicy) -> None:
+        """Attach the live container to exactly the networks ``policy`` allows."""
+        self._check_open()
+        self._provider.check_network_policy(policy)
+        await self._provider.networks.apply(self.id, policy)
+
+    async def close(self) -> None:
+        """Remove the container (kept running when opened with ``keep``). Idempotent, bounded in time."""
+        if self._close_task is None:
+            self._closed = True
+            self._close_task = asyncio.ensure_future(self._do_close())
+        # Shielded: a cancelled caller must not abort the removal half-way.
+        await asyncio.shield(self._close_task)
+
+    async def _do_close(self) -> None:
+        try:
+            if self._keep:
+                log.warning("environment %s kept: container %s (%s) is still running", self.name,
+                            self.id[:12], self.name)
+                return
+            await self._provider.remove_container(self.id)
+        finally:
+            self._on_close(self)
+
+
+# ----------------------------------------------------------------------------- provider
+
+
+class DockerProvider:
+    """Opens ``DockerEnvironment``s on the local (or ``docker_host``) Docker daemon."""
+
+    name: ClassVar[str] = "docker"
+    remote: ClassVar[bool] = False
+
+    def __init__(self, params: dict[str, Any] | None, ctx: ComponentContext) -> None:
+        raw = dict(params or {})
+        unknown = sorted(set(raw) - set(ALLOWED_PARAMS))
+        if unknown:
+            raise ConfigError(f"environment docker: unknown param {unknown[0]!r}; allowed: "
+                              f"{', '.join(ALLOWED_PARAMS)}", field=_field(unknown[0]))
+        p = {**_DEFAULTS, **raw}
+        self.ctx = ctx
+        self.image: str = _string(p, "image") or DEFAULT_BASE_IMAGE
+        self.forwarder_image: str = _string(p, "forwarder_image") or DEFAULT_BASE_IMAGE
+        self.cpus: float | None = _positive(p, "cpus")
+        self.memory: int | None = parse_memory(p["memory"]) if p["memory"] is not None else None
+        self.pids_limit: int | None = _positive(p, "pids_limit", integer=True)
+        self.user: str | None = _string(p, "user")
+        workdir = _string(p, "workdir") or "/workspace"
+        if not workdir.startswith("/"):
+            raise ConfigError(f"environment docker: workdir must be an absolute path, got {workdir!r}",
+                              field=_field("workdir"))
+        self.workdir = posixpath.normpath(workdir)
+        self.docker_host: str | None = _string(p, "docker_host")
+        self.open_timeout = float(_positive(p, "open_timeout"))
+        self.exec_default_timeout = float(_positive(p, "exec_default_timeout"))
+        self.close_timeout = float(_positive(p, "close_timeout"))
+        self.daemon_timeout = float(_positive(p, "daemon_timeout"))
+        self.pull_timeout = float(_positive(p, "pull_timeout"))
+        self.build_timeout = float(_positive(p, "build_timeout"))
+        if not isinstance(p["init"], bool):
+            raise ConfigError(f"environment docker: init must be true or false, got {p['init']!r}",
+                              field=_field("init"))
+        self.init: bool = p["init"]
+        self.build_context: str | None = _string(p, "build_context")
+        self.dockerfile: str | None = _string(p, "dockerfile")
+        limit = p["output_limit_bytes"]
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 64:
+            raise ConfigError(f"environment docker: output_limit_bytes must be an integer >= 64, "
+                              f"got {limit!r}", field=_field("output_limit_bytes"))
+        self.output_limit_bytes: int = limit
+        self._owner = owner_labels()
+        self._docker: aiodocker.Docker | None = None
+        self._networks: DockerNetworks | None = None
+        self._envs: set[DockerEnvironment] = set()
+        self._images_ready: set[str] = set()
+        self._image_errors: dict[str, BaseException] = {}
+        self._closed = False
+
+    # ------------------------------------------------------------------ plumbing
+
+    @property
+    def docker(self) -> aiodocker.Docker:
+        """The aiodocker client (created on first use, inside the running loop)."""
+        if self._closed:
+            raise EnvironmentError_("the docker provider is closed")
+        if self._docker is None:
+            self._docker = make_client(self.docker_host)
+        return self._docker
+
+    @property
+    def networks(self) -> DockerNetworks:
+        """Network policy machinery of this provider."""
+        if self._networks is None:
+            self._networks = DockerNetworks(
+                self.docker, labels=run_labels(self.ctx.run_id, self._owner),
+                forwarder_image=self.forwarder_image, ensure_image=self.ensure_image,
+                daemon_timeout=self.daemon_timeout)
+        return self._networks
+
+    @property
+    def open_environments(self) -> int:
+        """How many environments this provider opened that are not closed yet."""
+        return len(self._envs)
+
+    def _local_daemon(self) -> bool:
+        return self.docker_host is None or self.docker_host.startswith("unix://")
+
+    def check_network_policy(self, policy: NetworkPolicy) -> None:
+        """``public``, ``none`` and ``model`` are enforced; ``allowlist`` is refused with a ConfigError."""
+        check_policy(policy, local_daemon=self._local_daemon())
+
+    async def ensure_model_route(self, model_host: str, model_port: int) -> tuple[str, int]:
+        """Make the model endpoint reachable from ``model``-mode containers; returns the in-container
+        ``(host, port)`` to use instead (rewrite the agent's base_url with it)."""
+        self.check_network_policy(NetworkPolicy(mode="model"))
+        return await self.networks.ensure_model_route(model_host, model_port)
+
+    # ------------------------------------------------------------------ images
+
+    async def ensure_image(self, image: str | None = None) -> str:
+        """Make sure ``image`` (default: the ``image`` param) exists locally.
+
+        Builds it from ``build_context``/``dockerfile`` when given, else tries to pull. Once per image;
+        a failure is remembered so concurrent opens fail fast with the same error.
+        """
+        ref = image or self.image
+        if ref in self._images_ready:
+            return ref
+        if ref in self._image_errors:
+            raise self._image_errors[ref]
+        async with build_lock(f"provider:{id(self)}:{ref}"):
+            if ref in self._images_ready:
+                return ref
+            if ref in self._image_errors:
+                raise self._image_errors[ref]
+            try:
+                if not await image_exists(self.docker, ref, timeout_s=self.daemon_timeout):
+                    if (self.build_context or self.dockerfile) and ref == self.image:
+                        await self._build(ref)
+                    else:
+                        await self._pull(ref)
+            except (EnvironmentError_, ConfigError) as exc:
+                self._image_errors[ref] = exc
+                raise
+            self._images_ready.add(ref)
+            return ref
+
+    def _build_inputs(self) -> tuple[str, str]:
+        """(context dir, dockerfile relative to it) from the params; ConfigError if missing."""
+        context = self.build_context or os.path.dirname(os.path.abspath(self.dockerfile or "."))
+        if not os.path.isdir(context):
+            raise ConfigError(f"environment docker: build_context {context!r} is not a directory",
+                              field=_field("build_context"))
+        dockerfile = self.dockerfile or "Dockerfile"
+        if os.path.isabs(dockerfile):
+            dockerfile = os.path.relpath(dockerfile, context)
+        if not os.path.isfile(os.path.join(context, dockerfile)):
+            raise ConfigError(f"environment docker: dockerfile {dockerfile!r} not found in {context!r}",
+                              field=_field("dockerfile"))
+        return context, dockerfile
+
+    async def _build(self, ref: str) -> None:
+        context, dockerfile = await asyncio.to_thread(self._build_inputs)
+        log.info("building image %s from %s", ref, context)
+        tar_bytes = await asyncio.to_thread(make_tar, context)
+        started = time.monotonic()
+        try:
+            async with asyncio.timeout(self.build_timeout):
+                await self.docker.images.build(fileobj=io.BytesIO(tar_bytes), encoding="identity", tag=ref,
+                                               path_dockerfile=dockerfile, rm=True, forcerm=True)
+        except TimeoutError as exc:
+            raise EnvironmentError_(f"building image {ref} timed out after "
+                                    f"{self.build_timeout:.0f}s") from exc
+        except aiodocker.DockerError as exc:
+            raise EnvironmentError_(f"building image {ref} from {context} failed: {exc.message}") from exc
+        log.info("built image %s in %.1fs", ref, time.monotonic() - started)
+
+    async def _pull(self, ref: str) -> None:
+        if ref == DEFAULT_BASE_IMAGE:
+            hint = "build it with `agentcompass images build-base`"
+        elif ref.startswith("agentcompass/base:"):
+            hint = f"build it with `agentcompass images build-base --tag {ref}`"
+        else:
+            hint = "build or load it locally, or give build_context/dockerfile"
+        try:
+            async with asyncio.timeout(self.pull_timeout):
+                await self.docker.images.pull(ref)
+        except TimeoutError as exc:
+            raise EnvironmentError_(f"image {ref} is not present locally and pulling it timed out after "
+                                    f"{self.pull_timeout:.0f}s (no registry reachable?); {hint}") from exc
+        except aiodocker.DockerError as exc:
+            raise EnvironmentError_(f"image {ref} is not present locally and no registry is reachable "
+                                    f"({exc.message}); {hint}") from exc
+
+    # ------------------------------------------------------------------ open / close
+
+    def _labels(self, spec: EnvOpenSpec) -> dict[str, str]:
+        extra = spec.labels or {}
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in extra.items()):
+            raise ConfigError("labels: expected a mapping of str to str", field="labels")
+        labels = {**extra, LABEL_RUN_ID: spec.run_id, LABEL_TASK_ID: spec.task_id, LABEL_ROLE: spec.role,
+                  **self._owner}
+        if spec.keep:
+            labels[LABEL_KEEP] = "1"
+        return labels
+
+    def _container_config(self, spec: EnvOpenSpec, image: str, workdir: str, network: str) -> dict[str, Any]:
+        host: dict[str, Any] = {"Init": self.init, "NetworkMode": network}
+        if self.cpus is not None:
+            host["NanoCpus"] = int(self.cpus * 1e9)
+        if self.memory is not None:
+            host["Memory"] = self.memory
+            host["MemorySwap"] = self.memory  # no swap beyond the limit
+        if self.pids_limit is not None:
+            host["PidsLimit"] = self.pids_limit
+        env = _check_env(spec.env, "env")
+        return {
+            "Image": image, "Entrypoint": _KEEPALIVE, "Cmd": None, "WorkingDir": workdir,
+            "Env": [f"{k}={v}" for k, v in env.items()], "Labels": self._labels(spec),
+            "User": self.user or "", "Tty": False, "OpenStdin": False, "AttachStdout": False,
+            "AttachStderr": False, "HostConfig": host,
+        }
+
+    async def open(self, spec: EnvOpenSpec) -> DockerEnvironment:
+        """Create and start a labelled container, apply the network policy, write ``spec.files``."""
+        if self._closed:
+            raise EnvironmentError_("the docker provider is closed")
+        self.check_network_policy(spec.network)
+        workdir = posixpath.normpath(posixpath.join(self.workdir, spec.workdir)) if spec.workdir \
+            else self.workdir
+        files = {safe_relpath(n, field=f"files[{n!r}]"): c.encode() if isinstance(c, str) else bytes(c)
+                 for n, c in spec.files.items()}
+        image = await self.ensure_image(spec.image or self.image)
+        name = "-".join(["ac", _safe_name(spec.run_id, 20), _safe_name(spec.task_id, 40), spec.role[:1],
+                         uuid.uuid4().hex[:10]])
+        network = await self.networks.network_for(spec.network)
+        config = self._container_config(spec, image, workdir, network)
+        handle: DockerEnvironment | None = None
+        # The create runs as its own task: if we are cancelled while the daemon is still creating, the
+        # cleanup can wait for the id instead of racing the daemon with a remove-by-name.
+        create = asyncio.ensure_future(self._create(config, name))
+        try:
+            async with asyncio.timeout(self.open_timeout):
+                container = await asyncio.shield(create)
+                if spec.network.mode == "none":
+                    await self.networks.apply(container.id, spec.network, current={network})
+                await call(container.start, what="container start", timeout_s=self.daemon_timeout)
+                handle = DockerEnvironment(self, container, name=name, workdir=workdir, keep=spec.keep,
+                                           on_close=self._envs.discard)
+                self._envs.add(handle)
+                if self.user:
+                    await self._own_workdir(handle)
+                if files:
+                    await handle.put_archive(workdir, _files_tar(files))
+        except BaseException as exc:
+            # Cancelled, timed out or failed: the container must not outlive this call.
+            if handle is not None:
+                handle._closed = True
+                self._envs.discard(handle)
+            await asyncio.shield(self._discard_failed_open(create, name))
+            if isinstance(exc, TimeoutError):
+                raise EnvironmentError_(f"opening a container for task {spec.task_id} timed out after "
+                                        f"{self.open_timeout:.0f}s") from exc
+            if isinstance(exc, aiodocker.DockerError):
+                raise EnvironmentError_(f"opening a container for task {spec.task_id} failed: "
+                                        f"{exc.message}") from exc
+            raise
+        assert handle is not None
+        log.debug("opened %s (%s) for task %s", name, handle.id[:12], spec.task_id)
+        return handle
+
+    async def _discard_failed_open(self, create: asyncio.Future[DockerContainer], name: str) -> None:
+        created = await settled(create, self.close_timeout + self.daemon_timeout)
+        await self.remove_container(created.id if created is not None else name)
+
+    async def _create(self, config: dict[str, Any], name: str) -> DockerContainer:
+        async def op() -> DockerContainer:
+            try:
+                return await self.docker.containers.create(config, name=name)
+            except aiodocker.DockerError as exc:
+                if exc.status == 409 and "already in use" in str(exc.message):
+                    # An earlier try of ours went through before its connection broke: adopt it.
+                    return self.docker.containers.container(name)
+                raise
+
+        container: DockerContainer = await call(op, what="container create", timeout_s=self.daemon_timeout)
+        if not re.fullmatch(r"[0-9a-f]{64}", container.id):
+            info = await call(container.show, what="container inspect", timeout_s=self.daemon_timeout)
+            container = self.docker.containers.container(info["Id"])
+        return container
+
+    async def _own_workdir(self, env: DockerEnvironment) -> None:
+        user = str(self.user).replace("'", "")
+        code = await env.root_exec(f"chown '{user}' '{env.workdir}'", timeout_s=self.daemon_timeout)
+        if code != 0:
+            raise EnvironmentError_(f"cannot give {env.workdir} to user {self.user!r} (chown exit {code})")
+
+    async def remove_container(self, ref: str) -> None:
+        """Force-remove container ``ref`` (id or name), bounded by ``close_timeout``; gone is fine."""
+        if self._docker is None:
+            return
+        docker = self._docker
+        loop = asyncio.get_running_loop()
+        until = loop.time() + self.close_timeout
+        while True:
+            left = until - loop.time()
+            try:
+                await call(lambda: docker.containers.container(ref).delete(force=True, v=True),
+                           what="container remove", timeout_s=max(1.0, left))
+                return
+            except aiodocker.DockerError as exc:
+                if exc.status == 404:
+                    return
+                if exc.status != 409 or loop.time() >= until:  # 409: removal already in progress
+                    log.warning("removing container %s failed: %s", ref[:12], exc.message)
+                    return
+            except EnvironmentError_ as exc:
+                log.warning("removing container %s failed: %s", ref[:12], exc)
+                return
+            await asyncio.sleep(0.2)
+
+    async def aclose(self) -> None:
+        """Close every environment still open, the network machinery, and the daemon client."""
+        if self._closed and self._docker is None:
+            return
+        try:
+            leftovers = list(self._envs)
+            if leftovers:
+                log.info("docker provider: closing %d environments still open", len(leftovers))
+                await asyncio.gather(*(e.close() for e in leftovers), return_exceptions=True)
+            if self._networks is not None:
+                await self._networks.aclose()
+        finally:
+            self._closed = True
+            if self._docker is not None:
+                docker, self._docker = self._docker, None
+                await docker.close()

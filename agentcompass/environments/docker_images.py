@@ -1,0 +1,351 @@
+"""Build the base images locally, with no registry: a debootstrap Debian rootfs or a busybox one.
+
+The rootfs is imported through the Engine API (``POST /images/create?fromSrc=-``, the API behind
+``docker import``). A tag that already exists is kept unless ``force``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import glob
+import io
+import json
+import logging
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import time
+import weakref
+from collections.abc import AsyncIterator, Sequence
+from typing import Literal, get_args
+
+import aiodocker
+from yarl import URL
+
+from .._errors import ConfigError, EnvironmentError_
+from .docker_api import DEFAULT_BASE_IMAGE, image_exists, make_client
+
+log = logging.getLogger("agentcompass.environments.docker_images")
+
+BuildMethod = Literal["debootstrap", "busybox"]
+METHODS: tuple[str, ...] = get_args(BuildMethod)
+BUSYBOX_IMAGE = "agentcompass/base:busybox"
+
+DEBOOTSTRAP_SUITE = "bookworm"
+DEBOOTSTRAP_PACKAGES = ("python3", "coreutils", "bash", "procps", "git")
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+
+DEBOOTSTRAP_TIMEOUT_S = 1800.0
+APT_TIMEOUT_S = 900.0
+IMPORT_TIMEOUT_S = 900.0
+
+_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+# One lock table per event loop: a lock must not be shared across loops (two runs, two loops).
+_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = (
+    weakref.WeakKeyDictionary())
+
+
+def build_lock(key: str) -> asyncio.Lock:
+    """The lock serialising builds of ``key`` within the running event loop."""
+    table = _locks.setdefault(asyncio.get_running_loop(), {})
+    return table.setdefault(key, asyncio.Lock())
+
+
+def split_tag(ref: str) -> tuple[str, str]:
+    """``repo:tag`` -> (repo, tag); the tag defaults to ``latest``."""
+    repo, sep, tag = ref.rpartition(":")
+    if not sep or "/" in tag:
+        return ref, "latest"
+    return repo, tag
+
+
+# ----------------------------------------------------------------------------- host tools
+
+
+async def _run(argv: Sequence[str], *, timeout_s: float, what: str, env: dict[str, str] | None = None) -> str:
+    """Run a host command, bounded in time; its combined output, or EnvironmentError_ with the tail."""
+    proc = await asyncio.create_subprocess_exec(
+        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        stdin=asyncio.subprocess.DEVNULL, env={**os.environ, **(env or {})}, start_new_session=True)
+    try:
+        async with asyncio.timeout(timeout_s):
+            out, _ = await proc.communicate()
+    except BaseException:
+        _kill_group(proc)
+        await proc.wait()
+        raise
+    text = out.decode(errors="replace")
+    if proc.returncode != 0:
+        tail = "\n".join(text.strip().splitlines()[-15:])
+        raise EnvironmentError_(f"{what} failed (exit {proc.returncode}):\n{tail}")
+    return text
+
+
+def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    if proc.returncode is None:
+        try:
+            os.killpg(proc.pid, 9)
+        except ProcessLookupError:
+            pass
+
+
+async def ensure_apt_package(package: str, binary: str) -> str:
+    """Path of ``binary``, installing Debian ``package`` with apt-get when it is missing."""
+    found = shutil.which(binary) or shutil.which(binary, path="/usr/sbin:/sbin:/usr/bin:/bin")
+    if found:
+        return found
+    if os.geteuid() != 0:
+        raise EnvironmentError_(f"{binary} is missing and installing {package} needs root: "
+                                f"run `apt-get install {package}` as root")
+    if not shutil.which("apt-get"):
+        raise EnvironmentError_(f"{binary} is missing and this host has no apt-get to install {package}")
+    env = {"DEBIAN_FRONTEND": "noninteractive"}
+    install = ["apt-get", "install", "-y", "--no-install-recommends", package]
+    try:
+        await _run(install, timeout_s=APT_TIMEOUT_S, what=f"apt-get install {package}", env=env)
+    except EnvironmentError_:
+        await _run(["apt-get", "update"], timeout_s=APT_TIMEOUT_S, what="apt-get update", env=env)
+        await _run(install, timeout_s=APT_TIMEOUT_S, what=f"apt-get install {package}", env=env)
+    found = shutil.which(binary) or shutil.which(binary, path="/usr/sbin:/sbin:/usr/bin:/bin")
+    if not found:
+        raise EnvironmentError_(f"installed {package} but {binary} is still not on PATH")
+    return found
+
+
+def apt_mirror(suite: str = DEBOOTSTRAP_SUITE, *, apt_dir: str = "/etc/apt") -> str:
+    """The first http(s) Debian mirror in this machine's apt sources that serves ``suite``."""
+    entries: list[tuple[list[str], list[str]]] = []  # (uris, suites)
+    one_line = [os.path.join(apt_dir, "sources.list"),
+                *sorted(glob.glob(os.path.join(apt_dir, "sources.list.d", "*.list")))]
+    for path in one_line:
+        try:
+            with open(path) as fh:
+                lines = fh.read().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            words = line.split("#", 1)[0].split()
+            if len(words) >= 3 and words[0] == "deb":
+                rest = words[1:]
+                if rest[0].startswith("["):
+                    while rest and not rest[0].endswith("]"):
+                        rest = rest[1:]
+                    rest = rest[1:]
+                if len(rest) >= 2:
+                    entries.append(([rest[0]], [rest[1]]))
+    for path in sorted(glob.glob(os.path.join(apt_dir, "sources.list.d", "*.sources"))):
+        try:
+            with open(path) as fh:
+                text = fh.read()
+        except OSError:
+            continue
+        for stanza in text.split("\n\n"):
+            fields: dict[str, str] = {}
+            for line in stanza.splitlines():
+                if line.startswith("#") or ":" not in line or line[:1].isspace():
+                    continue
+                key, _, value = line.partition(":")
+                fields[key.strip().lower()] = value.strip()
+            if "deb" in fields.get("types", "").split() and fields.get("enabled", "yes") != "no":
+                entries.append((fields.get("uris", "").split(), fields.get("suites", "").split()))
+    for uris, suites in entries:
+        if suite in suites:
+            for uri in uris:
+                if uri.startswith(("http://", "https://")):
+                    return uri.rstrip("/")
+    return DEFAULT_MIRROR
+
+
+# ----------------------------------------------------------------------------- import
+
+
+async def _import_rootfs(docker: aiodocker.Docker, tag: str, body: AsyncIterator[bytes] | bytes,
+                         *, cmd: str) -> None:
+    """``docker import`` through the Engine API: the tar stream ``body`` becomes image ``tag``."""
+    repo, name = split_tag(tag)
+    query = [("fromSrc", "-"), ("repo", repo), ("tag", name), ("message", "agentcompass base image"),
+             ("changes", f"ENV PATH={_PATH}"), ("changes", "ENV LANG=C.UTF-8"),
+             ("changes", f"CMD {json.dumps([cmd])}"), ("changes", "LABEL agentcompass.image=base")]
+    url = URL("images/create").with_query(query)
+    async with asyncio.timeout(IMPORT_TIMEOUT_S), docker._query(
+            url, method="POST", data=body, headers={"Content-Type": "application/x-tar"},
+            timeout=None) as response:
+        raw = await response.read()
+    for line in raw.decode(errors="replace").splitlines():
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(msg, dict) and msg.get("error"):
+            raise EnvironmentError_(f"importing {tag} failed: {msg['error']}")
+
+
+async def _tar_stream(root: str) -> AsyncIterator[bytes]:
+    """Stream ``root`` as a tar (GNU tar keeps owners, modes, links and device-free /dev)."""
+    proc = await asyncio.create_subprocess_exec(
+        "tar", "--numeric-owner", "-C", root, "--exclude=./dev/*", "--exclude=./proc/*",
+        "--exclude=./sys/*", "-cf", "-", ".", stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL, start_new_session=True)
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        while chunk := await proc.stdout.read(1 << 20):
+            yield chunk
+        err = await proc.stderr.read()
+        if await proc.wait() != 0:
+            raise EnvironmentError_(f"tar of {root} failed: {err.decode(errors='replace')[-500:]}")
+    finally:
+        _kill_group(proc)
+        await proc.wait()
+
+
+# ----------------------------------------------------------------------------- methods
+
+
+def _trim_rootfs(root: str) -> None:
+    """Drop package caches and logs from a fresh rootfs; add /workspace."""
+    for junk in ("var/cache/apt/archives/*.deb", "var/lib/apt/lists/*", "var/log/*.log", "debootstrap"):
+        for path in glob.glob(os.path.join(root, junk)):
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.unlink(path)
+    os.makedirs(os.path.join(root, "workspace"), exist_ok=True)
+
+
+async def _build_debootstrap(docker: aiodocker.Docker, tag: str) -> None:
+    if os.geteuid() != 0:
+        raise EnvironmentError_("debootstrap needs root; run `agentcompass images build-base` as root")
+    debootstrap = await ensure_apt_package("debootstrap", "debootstrap")
+    mirror = apt_mirror(DEBOOTSTRAP_SUITE)
+    tmp = tempfile.mkdtemp(prefix="agentcompass-rootfs-")
+    root = os.path.join(tmp, "rootfs")
+    try:
+        log.info("debootstrap %s from %s into %s", DEBOOTSTRAP_SUITE, mirror, root)
+        await _run([debootstrap, "--variant=minbase", f"--include={','.join(DEBOOTSTRAP_PACKAGES)}",
+                    DEBOOTSTRAP_SUITE, root, mirror], timeout_s=DEBOOTSTRAP_TIMEOUT_S, what="debootstrap")
+        await asyncio.to_thread(_trim_rootfs, root)
+        await _import_rootfs(docker, tag, _tar_stream(root), cmd="/bin/bash")
+    finally:
+        await asyncio.to_thread(shutil.rmtree, tmp, True)
+
+
+def _busybox_rootfs(busybox: str) -> bytes:
+    """A tar of a minimal rootfs: /bin/busybox, its applet links, /etc/passwd, /tmp."""
+    applets = subprocess.run([busybox, "--list-full"], capture_output=True, text=True, timeout=30,
+                             check=True).stdout.split()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        def add_dir(name: str, mode: int = 0o755) -> None:
+            info = tarfile.TarInfo(name)
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, mode, int(time.time())
+            tar.addfile(info)
+
+        def add_file(name: str, data: bytes, mode: int = 0o644) -> None:
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), mode, int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+
+        for d in ("bin", "sbin", "usr", "usr/bin", "usr/sbin", "etc", "root", "workspace", "dev", "proc",
+                  "sys", "var", "run"):
+            add_dir(d)
+        add_dir("tmp", 0o1777)
+        with open(busybox, "rb") as fh:
+            add_file("bin/busybox", fh.read(), 0o755)
+        add_file("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n"
+                               b"nobody:x:65534:65534:nobody:/nonexistent:/bin/false\n")
+        add_file("etc/group", b"root:x:0:\nnogroup:x:65534:\n")
+        for applet in sorted(set(applets)):
+            if applet == "bin/busybox" or "/" not in applet:
+                continue
+            info = tarfile.TarInfo(applet)
+            info.type, info.linkname, info.mode = tarfile.SYMTYPE, "/bin/busybox", 0o777
+            tar.addfile(info)
+    return buf.getvalue()
+
+
+def _is_static_elf(path: str) -> bool:
+    """Whether ``path`` is an ELF64 executable without a program interpreter (statically linked)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64)
+            if head[:5] != b"\x7fELF\x02":
+                return False
+            order: Literal["little", "big"] = "little" if head[5] == 1 else "big"
+            phoff = int.from_bytes(head[32:40], order)
+            phentsize = int.from_bytes(head[54:56], order)
+            phnum = int.from_bytes(head[56:58], order)
+            fh.seek(phoff)
+            table = fh.read(phentsize * phnum)
+    except OSError:
+        return False
+    pt_interp = 3
+    return all(int.from_bytes(table[i * phentsize:i * phentsize + 4], order) != pt_interp
+               for i in range(phnum))
+
+
+async def _build_busybox(docker: aiodocker.Docker, tag: str) -> None:
+    busybox = "/bin/busybox"
+    if not _is_static_elf(busybox):
+        if shutil.which("busybox"):
+            # A dynamic busybox is installed: busybox-static replaces it.
+            await _run(["apt-get", "install", "-y", "busybox-static"], timeout_s=APT_TIMEOUT_S,
+                       what="apt-get install busybox-static", env={"DEBIAN_FRONTEND": "noninteractive"})
+        else:
+            await ensure_apt_package("busybox-static", "busybox")
+    if not _is_static_elf(busybox):
+        raise EnvironmentError_("busybox-static is not installed (/bin/busybox is missing or not static)")
+    rootfs = await asyncio.to_thread(_busybox_rootfs, busybox)
+    await _import_rootfs(docker, tag, rootfs, cmd="/bin/sh")
+
+
+async def build_base_image(tag: str = DEFAULT_BASE_IMAGE, *, method: BuildMethod = "debootstrap",
+                           force: bool = False, docker_url: str | None = None) -> str:
+    """Build image ``tag`` locally (no registry) unless it exists; returns the tag.
+
+    ``debootstrap``: Debian bookworm minbase with python3, coreutils, bash, procps and git, fetched from
+    the machine's apt mirror. ``busybox``: a ~2 MB image of busybox-static, for fast lifecycle benchmarks.
+    """
+    if method not in METHODS:
+        raise ConfigError(f"method: {method!r} is not one of {', '.join(METHODS)}", field="method")
+    if not tag or any(c.isspace() for c in tag):
+        raise ConfigError(f"tag: {tag!r} is not a valid image tag", field="tag")
+    docker = make_client(docker_url)
+    try:
+        async with build_lock(f"base:{tag}"):
+            if not force and await image_exists(docker, tag):
+                log.info("image %s exists; not rebuilding", tag)
+                return tag
+            started = time.monotonic()
+            if method == "debootstrap":
+                await _build_debootstrap(docker, tag)
+            else:
+                await _build_busybox(docker, tag)
+            log.info("built %s (%s) in %.1fs", tag, method, time.monotonic() - started)
+            return tag
+    finally:
+        await docker.close()
+
+
+def build_base_main(argv: Sequence[str] | None = None) -> int:
+    """``agentcompass images build-base [--tag T] [--method debootstrap|busybox] [--force]``."""
+    parser = argparse.ArgumentParser(prog="agentcompass images build-base",
+                                     description="Build the AgentCompass base image locally (no registry).")
+    parser.add_argument("--tag", default=None, help=f"image tag (default {DEFAULT_BASE_IMAGE}, "
+                                                    f"or {BUSYBOX_IMAGE} with --method busybox)")
+    parser.add_argument("--method", choices=METHODS, default="debootstrap")
+    parser.add_argument("--force", action="store_true", help="rebuild even if the tag exists")
+    parser.add_argument("--docker-host", default=None, help="Docker daemon url (default: local socket)")
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    tag = args.tag or (BUSYBOX_IMAGE if args.method == "busybox" else DEFAULT_BASE_IMAGE)
+    started = time.monotonic()
+    try:
+        asyncio.run(build_base_image(tag, method=args.method, force=args.force, docker_url=args.docker_host))
+    except (ConfigError, EnvironmentError_, aiodocker.DockerError) as exc:
+        print(f"error: {exc}")
+        return 1
+    print(f"{tag} ready ({args.method}, {time.monotonic() - started:.1f}s)")
+    return 0

@@ -1,0 +1,500 @@
+"""The ``local`` provider: a fresh temp directory per environment, commands run as host subprocesses.
+
+Not a sandbox: commands run as the engine's user with the host's network, so only network policy
+``public`` is accepted. What it does guarantee is cleanup: every command runs in its own process group,
+which is SIGKILLed on timeout or cancellation; ``close()`` kills whatever the environment's commands left
+running (found by a marker variable in their environment, so daemons that escaped the group are caught
+too on Linux) and removes the directory.
+
+Exit codes: the command's own code; ``-N`` when it died of signal N; ``124`` (like coreutils ``timeout``)
+with ``timed_out=True`` when it ran past its timeout; ``127``/``126`` when a list command's program is
+missing / not executable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import re
+import shutil
+import signal
+import stat
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from .._errors import ConfigError, EnvironmentError_
+from ..interfaces import ComponentContext, EnvOpenSpec, ExecResult, NetworkPolicy
+from ._output import CappedBuffer
+from ._tar import extract_tar, make_tar, safe_relpath
+
+log = logging.getLogger(__name__)
+
+#: exit code reported for a command killed by its timeout (as coreutils ``timeout`` does).
+TIMEOUT_EXIT_CODE = 124
+#: environment variable carrying the environment id into every process it starts.
+MARKER_VAR = "AGENTCOMPASS_LOCAL_ENV"
+
+_ALLOWED_PARAMS = ("base_dir", "output_limit_bytes", "default_timeout", "shell")
+_DEFAULT_OUTPUT_LIMIT = 128 * 1024  # per stream: 256 KiB kept per command at most
+_DEFAULT_TIMEOUT_S = 300.0
+# After the command exits, how long a background process still holding stdout/stderr may keep us reading.
+_DRAIN_GRACE_S = 0.5
+_REAP_WAIT_S = 5.0
+_CLOSE_TIMEOUT_S = 60.0
+
+
+_HAVE_PROC = os.path.isdir("/proc")
+
+
+def _default_shell() -> str:
+    return "/bin/bash" if os.access("/bin/bash", os.X_OK) else "/bin/sh"
+
+
+def _inside(root: str, path: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _killpg(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def _kill_marked(marker: bytes, rounds: int = 5) -> int:
+    """SIGKILL every process whose environment holds ``marker`` (Linux ``/proc``); returns how many."""
+    me = os.getpid()
+    killed = 0
+    for _ in range(rounds):  # repeat: a process may fork while we scan
+        found = 0
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == me:
+                continue
+            try:
+                with open(f"/proc/{name}/environ", "rb") as f:
+                    environ = f.read()
+            except OSError:
+                continue
+            if marker in environ.split(b"\0"):
+                with contextlib.suppress(OSError):
+                    os.kill(int(name), signal.SIGKILL)
+                    found += 1
+        killed += found
+        if not found:
+            break
+    return killed
+
+
+def _remove_tree(path: str) -> None:
+    """rmtree that also removes what a command made unwritable (chmod 000 directories)."""
+    try:
+        shutil.rmtree(path)
+        return
+    except FileNotFoundError:
+        return
+    except OSError:
+        pass
+    for dirpath, dirnames, _ in os.walk(path):
+        for d in dirnames:
+            full = os.path.join(dirpath, d)
+            with contextlib.suppress(OSError):
+                if not os.path.islink(full):
+                    os.chmod(full, stat.S_IRWXU)
+    with contextlib.suppress(OSError):
+        os.chmod(path, stat.S_IRWXU)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _make_workspace(base_dir: str | None, role: str, workdir_rel: str | None,
+                    files: Mapping[str, str | bytes]) -> tuple[str, str]:
+    """Create the temp root, its workdir and the files; nothing is left behind on failure."""
+    root = os.path.realpath(tempfile.mkdtemp(prefix=f"agentcompass-{role}-", dir=base_dir))
+    try:
+        workdir = os.path.join(root, workdir_rel) if workdir_rel else root
+        os.makedirs(workdir, exist_ok=True)
+        for rel, content in files.items():
+            target = os.path.join(workdir, rel)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "wb") as f:
+                f.write(content.encode() if isinstance(content, str) else bytes(content))
+    except BaseException:
+        _remove_tree(root)
+        raise
+    return root, workdir
+
+
+def _check_env_map(env: Mapping[str, str], field: str) -> dict[str, str]:
+    if not isinstance(env, Mapping):
+        raise ConfigError(f"{field}: expected a mapping of str to str, got {type(env).__name__}", field=field)
+    out: dict[str, str] = {}
+    for k, v in env.items():
+        if not isinstance(k, str) or not k or "=" in k or "\0" in k:
+            raise ConfigError(f"{field}: invalid variable name {k!r}", field=field)
+        if not isinstance(v, str) or "\0" in v:
+            raise ConfigError(f"{field}[{k!r}]: expected a str without NUL, got {v!r}", field=field)
+        out[k] = v
+    return out
+
+
+def _refuse_policy(policy: NetworkPolicy) -> None:
+    if not isinstance(policy, NetworkPolicy):
+        raise ConfigError(f"network_policy: expected a NetworkPolicy, got {type(policy).__name__}",
+                          field="network_policy")
+    if policy.mode != "public":
+        raise ConfigError(
+            f'network_policy "{policy.mode}" cannot be enforced by the local environment provider (it runs '
+            'commands on the host with full network access); it needs an isolating provider such as docker. '
+            'Allowed with local: "public".', field="network_policy")
+
+
+class _Capture(asyncio.SubprocessProtocol):
+    """Collects a command's stdout/stderr into CappedBuffers and signals its exit and the pipes' EOF.
+
+    The pipes are created and owned by the loop's subprocess transport. We never touch their file
+    descriptors: handing our own ``os.pipe()`` ends to the loop made uvloop close each read end twice
+    (libuv closes the fd, then uvloop closes the attached file object again), which, with worker threads
+    opening files meanwhile, closed descriptors that belonged to someone else.
+    """
+
+    def __init__(self, out: CappedBuffer, err: CappedBuffer, loop: asyncio.AbstractEventLoop) -> None:
+        self._bufs = {1: out, 2: err}
+        self._open_pipes = {1, 2}
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.drained: asyncio.Future[None] = loop.create_future()
+
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        buf = self._bufs.get(fd)
+        if buf is not None:
+            buf.feed(data.encode() if isinstance(data, str) else data)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        self._open_pipes.discard(fd)
+        if not self._open_pipes:
+            _resolve(self.drained)
+
+    def process_exited(self) -> None:
+        _resolve(self.exited)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        # The transport is finished (or closed by us): nothing more will arrive.
+        _resolve(self.exited)
+        _resolve(self.drained)
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+class LocalEnvironment:
+    """An open local workspace. Implements ``agentcompass.interfaces.Environment``."""
+
+    def __init__(self, *, env_id: str, root: str, workdir: str, env: dict[str, str], shell: str,
+                 default_timeout: float, output_limit: int, keep: bool,
+                 on_close: Callable[[LocalEnvironment], None]) -> None:
+        self.id = env_id
+        self.root = root
+        self.workdir = workdir
+        self._env = env
+        self._shell = shell
+        self._default_timeout = default_timeout
+        self._output_limit = output_limit
+        self._keep = keep
+        self._on_close = on_close
+        self._running: dict[int, asyncio.SubprocessTransport] = {}  # pgid -> leader's transport
+        self._lingering: set[int] = set()  # groups whose leader exited while members lived on
+        self._closed = False
+        self._close_future: asyncio.Future[None] | None = None
+
+    def __repr__(self) -> str:
+        return f"LocalEnvironment(id={self.id!r}, workdir={self.workdir!r})"
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise EnvironmentError_(f"environment {self.id} is closed")
+
+    # ------------------------------------------------------------------ commands
+
+    def _argv(self, cmd: str | Sequence[str]) -> list[str]:
+        if isinstance(cmd, str):
+            return [self._shell, "-c", cmd]
+        argv = list(cmd)
+        if not argv or not all(isinstance(a, str) for a in argv):
+            raise ConfigError(f"cmd: expected a str or a non-empty list of str, got {cmd!r}", field="cmd")
+        return argv
+
+    def _exec_cwd(self, cwd: str | None) -> str:
+        if cwd is None:
+            return self.workdir
+        if not isinstance(cwd, str) or "\0" in cwd:
+            raise ConfigError(f"cwd: expected a path str, got {cwd!r}", field="cwd")
+        path = cwd if os.path.isabs(cwd) else os.path.join(self.workdir, cwd)
+        if not os.path.isdir(path):
+            raise EnvironmentError_(f"cwd {cwd!r} is not a directory in environment {self.id}")
+        return path
+
+    async def exec(self, cmd: str | Sequence[str], *, timeout: float | None = None,
+                   cwd: str | None = None, env: dict[str, str] | None = None) -> ExecResult:
+        """Run ``cmd`` (a str through ``shell -c``, a list directly) and capture its capped output.
+
+        ``cwd``: relative to the workdir (absolute paths are used as given); ``env`` is merged over the
+        environment's variables; ``timeout`` defaults to the provider's ``default_timeout``.
+        """
+        self._check_open()
+        argv = self._argv(cmd)
+        if timeout is None:
+            limit = self._default_timeout
+        elif isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+            raise ConfigError(f"timeout: expected a positive number of seconds, got {timeout!r}",
+                              field="timeout")
+        else:
+            limit = float(timeout)
+        run_cwd = self._exec_cwd(cwd)
+        run_env = {**self._env, **_check_env_map(env or {}, "env"), MARKER_VAR: self.id}
+
+        loop = asyncio.get_running_loop()
+        out_buf, err_buf = CappedBuffer(self._output_limit), CappedBuffer(self._output_limit)
+        capture = _Capture(out_buf, err_buf, loop)
+        transport: asyncio.SubprocessTransport | None = None
+        pid = 0
+        timed_out = False
+        start = time.monotonic()
+        try:
+            try:
+                transport, _ = await loop.subprocess_exec(
+                    lambda: capture, *argv, stdin=asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                    cwd=run_cwd, env=run_env, start_new_session=True)
+            except FileNotFoundError as exc:
+                return ExecResult(exit_code=127, stderr=f"{argv[0]}: command not found ({exc.strerror})",
+                                  duration_s=time.monotonic() - start)
+            except PermissionError as exc:
+                return ExecResult(exit_code=126, stderr=f"{argv[0]}: cannot execute ({exc.strerror})",
+                                  duration_s=time.monotonic() - start)
+            pid = transport.get_pid()
+            self._running[pid] = transport
+            if self._closed:  # close() ran while we were spawning
+                raise EnvironmentError_(f"environment {self.id} was closed while starting a command")
+            # Wait for the exit only, not for the pipes' EOF (a background child may hold them forever);
+            # asyncio.wait does not cancel the future on timeout.
+            await asyncio.wait([capture.exited], timeout=limit)
+            if not capture.exited.done():
+                timed_out = True
+                _killpg(pid)
+                await asyncio.wait([capture.exited], timeout=_REAP_WAIT_S)
+            await asyncio.wait([capture.drained], timeout=_DRAIN_GRACE_S)
+        finally:
+            if transport is not None:
+                self._running.pop(pid, None)
+                if transport.get_returncode() is None:  # cancelled, or the kill did not take
+                    _killpg(pid)
+                elif _group_alive(pid):
+                    self._lingering.add(pid)
+                # Closes the pipes (the loop owns and closes each fd once).
+                with contextlib.suppress(ProcessLookupError):
+                    transport.close()
+
+        returncode = transport.get_returncode()
+        exit_code = TIMEOUT_EXIT_CODE if timed_out else returncode
+        return ExecResult(
+            exit_code=exit_code if exit_code is not None else -signal.SIGKILL,
+            stdout=out_buf.text(), stderr=err_buf.text(), timed_out=timed_out,
+            duration_s=time.monotonic() - start, truncated=out_buf.truncated or err_buf.truncated,
+            output_bytes=out_buf.total + err_buf.total)
+
+    # ------------------------------------------------------------------ files
+
+    def _resolve(self, path: str, field: str = "path") -> str:
+        """Host path for ``path`` (relative to workdir, or absolute inside the workspace)."""
+        if not isinstance(path, str) or not path or "\0" in path:
+            raise ConfigError(f"{field}: expected a non-empty path str, got {path!r}", field=field)
+        full = path if os.path.isabs(path) else os.path.join(self.workdir, path)
+        real = os.path.realpath(full)
+        if not _inside(self.root, real):
+            raise ConfigError(f"{field}: {path!r} is outside the workspace of environment {self.id} "
+                              f"({self.root}); use a path relative to the workdir", field=field)
+        return real
+
+    async def write_file(self, path: str, data: bytes | str) -> None:
+        """Write ``data`` (str as UTF-8) to ``path``, creating parent directories."""
+        self._check_open()
+        target = self._resolve(path)
+        payload = data.encode() if isinstance(data, str) else bytes(data)
+
+        def _write() -> None:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "wb") as f:
+                f.write(payload)
+
+        await asyncio.to_thread(_write)
+
+    async def read_file(self, path: str) -> bytes:
+        """The bytes of ``path``; FileNotFoundError if it does not exist."""
+        self._check_open()
+        return await asyncio.to_thread(Path(self._resolve(path)).read_bytes)
+
+    async def put_archive(self, path: str, tar_bytes: bytes) -> None:
+        """Extract a tar (of a directory's contents) into directory ``path``, creating it if needed."""
+        self._check_open()
+        target = self._resolve(path)
+
+        def _put() -> None:
+            os.makedirs(target, exist_ok=True)
+            extract_tar(tar_bytes, target)
+
+        await asyncio.to_thread(_put)
+
+    async def get_archive(self, path: str) -> bytes:
+        """A tar of directory ``path``'s contents (names relative to it) or of the single file ``path``."""
+        self._check_open()
+        return await asyncio.to_thread(make_tar, self._resolve(path))
+
+    async def set_network_policy(self, policy: NetworkPolicy) -> None:
+        """Only ``public`` is possible locally; anything else raises ConfigError."""
+        self._check_open()
+        _refuse_policy(policy)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def close(self) -> None:
+        """Kill what this environment started and remove its directory (kept when ``keep``). Idempotent.
+
+        Bounded: waits at most ``_CLOSE_TIMEOUT_S``. The work runs in a worker thread started before the
+        first await, so a cancelled caller (or a loop shutting down, which waits for its executor) cannot
+        stop it half-way.
+        """
+        if self._close_future is None:
+            self._closed = True
+            for pgid in list(self._running):
+                _killpg(pgid)
+            loop = asyncio.get_running_loop()
+            try:
+                self._close_future = loop.run_in_executor(None, self._close_sync, list(self._lingering))
+            except RuntimeError:  # the loop's executor is already shut down: clean up inline
+                self._close_sync(list(self._lingering))
+                self._on_close(self)
+                return
+            self._close_future.add_done_callback(lambda _: self._on_close(self))
+        try:
+            await asyncio.wait_for(asyncio.shield(self._close_future), _CLOSE_TIMEOUT_S)
+        except TimeoutError:
+            log.warning("environment %s: close did not finish within %.0f s; it continues in the background",
+                        self.id, _CLOSE_TIMEOUT_S)
+
+    def _close_sync(self, lingering: list[int]) -> None:
+        for pgid in lingering:
+            _killpg(pgid)
+        if _HAVE_PROC:
+            n = _kill_marked(f"{MARKER_VAR}={self.id}".encode())
+            if n:
+                log.debug("environment %s: killed %d leftover processes", self.id, n)
+        if self._keep:
+            log.info("environment %s: keeping workspace %s", self.id, self.root)
+        else:
+            _remove_tree(self.root)
+
+
+class LocalProvider:
+    """Opens ``LocalEnvironment``s. Params: base_dir, output_limit_bytes, default_timeout, shell."""
+
+    name: ClassVar[str] = "local"
+    remote: ClassVar[bool] = False
+
+    def __init__(self, params: dict[str, Any] | None, ctx: ComponentContext) -> None:
+        params = dict(params or {})
+        unknown = sorted(set(params) - set(_ALLOWED_PARAMS))
+        if unknown:
+            raise ConfigError(f"environment local: unknown param {unknown[0]!r}; allowed: "
+                              f"{', '.join(_ALLOWED_PARAMS)}", field=f"environment.params.{unknown[0]}")
+        self.ctx = ctx
+        self.base_dir = self._param_base_dir(params.get("base_dir"))
+        self.output_limit_bytes = int(self._param_number(params, "output_limit_bytes", _DEFAULT_OUTPUT_LIMIT,
+                                                         integer=True, minimum=64))
+        self.default_timeout = float(self._param_number(params, "default_timeout", _DEFAULT_TIMEOUT_S))
+        shell = params.get("shell", _default_shell())
+        if not isinstance(shell, str) or not os.path.isabs(shell) or not os.access(shell, os.X_OK):
+            raise ConfigError(f"environment local: shell must be an absolute path to an executable, got "
+                              f"{shell!r}", field="environment.params.shell")
+        self.shell = shell
+        self._envs: set[LocalEnvironment] = set()
+        self._closed = False
+
+    @staticmethod
+    def _param_base_dir(value: Any) -> str | None:
+        if value is None:
+            return None
+        if not isinstance(value, str) or not os.path.isdir(value):
+            raise ConfigError(f"environment local: base_dir must be an existing directory, got {value!r}",
+                              field="environment.params.base_dir")
+        return os.path.realpath(value)
+
+    @staticmethod
+    def _param_number(params: dict[str, Any], key: str, default: float, *, integer: bool = False,
+                      minimum: float = 0.0) -> float:
+        value: Any = params.get(key, default)
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if not ok or (integer and not isinstance(value, int)) or not value > minimum:
+            kind = "an integer" if integer else "a number"
+            raise ConfigError(f"environment local: {key} must be {kind} > {minimum:g}, got {value!r}",
+                              field=f"environment.params.{key}")
+        return float(value)
+
+    @property
+    def open_environments(self) -> int:
+        """How many environments this provider opened that are not closed yet."""
+        return len(self._envs)
+
+    def check_network_policy(self, policy: NetworkPolicy) -> None:
+        """Accept only ``public``: local commands share the host's network."""
+        _refuse_policy(policy)
+
+    async def open(self, spec: EnvOpenSpec) -> LocalEnvironment:
+        """A fresh temp workspace with ``spec.files`` written relative to its workdir."""
+        if self._closed:
+            raise EnvironmentError_("the local provider is closed")
+        self.check_network_policy(spec.network)
+        spec_env = _check_env_map(spec.env, "env")
+        sub = (spec.workdir or "").strip("/")
+        workdir_rel = safe_relpath(sub, field="workdir") if sub else None
+        files = {safe_relpath(name, field=f"files[{name!r}]"): content
+                 for name, content in spec.files.items()}
+        role = re.sub(r"[^A-Za-z0-9_.-]", "_", spec.role)[:32] or "env"
+
+        # Synchronous on purpose: no await between mkdtemp and tracking, so a cancel cannot leak the dir.
+        root, workdir = _make_workspace(self.base_dir, role, workdir_rel, files)
+        env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": workdir,
+               "LANG": os.environ.get("LANG", "C.UTF-8"), **spec_env}
+        handle = LocalEnvironment(
+            env_id=f"local-{role}-{uuid.uuid4().hex[:12]}", root=root, workdir=workdir, env=env,
+            shell=self.shell, default_timeout=self.default_timeout, output_limit=self.output_limit_bytes,
+            keep=spec.keep, on_close=self._envs.discard)
+        self._envs.add(handle)
+        log.debug("opened %s at %s for task %s", handle.id, root, spec.task_id)
+        return handle
+
+    async def aclose(self) -> None:
+        """Close every environment this provider opened that is still open."""
+        self._closed = True
+        leftovers = list(self._envs)
+        if leftovers:
+            log.info("local provider: closing %d environments left open", len(leftovers))
+        results = await asyncio.gather(*(env.close() for env in leftovers), return_exceptions=True)
+        for env, res in zip(leftovers, results, strict=True):
+            if isinstance(res, BaseException):
+                log.warning("local provider: closing %s failed: %r", env.id, res)

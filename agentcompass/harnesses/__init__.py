@@ -1,0 +1,79 @@
+"""Built-in harnesses (agent loops): ``none``, ``openai_chat`` and ``shell_agent``.
+
+Each harness module is imported lazily through the registry; this package only holds the small
+parameter checks they share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .._errors import ConfigError
+
+
+def _field(where: str, key: str) -> str:
+    # ``where`` is "<kind> <name>", e.g. "harness shell_agent"; the field is "<kind>.params.<key>".
+    return f"{where.split()[0]}.params.{key}"
+
+
+def check_param_keys(params: Mapping[str, Any], allowed: Iterable[str], where: str) -> None:
+    """Raise ConfigError naming the first unknown key in ``params`` and the allowed keys.
+
+    ``where`` names the component as "<kind> <name>", e.g. ``"harness shell_agent"``.
+    """
+    allowed_set = set(allowed)
+    for key in params:
+        if key not in allowed_set:
+            names = ", ".join(sorted(allowed_set)) or "(none)"
+            raise ConfigError(f"Unknown parameter {key!r} for {where}. Allowed parameters: {names}.",
+                              field=_field(where, key))
+
+
+def int_param(params: Mapping[str, Any], key: str, default: int, where: str, *, minimum: int = 1) -> int:
+    """An integer parameter >= ``minimum`` (bools are rejected)."""
+    value = params.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"Parameter {key!r} of {where} must be an integer >= {minimum}, got {value!r}.",
+                          field=_field(where, key))
+    return value
+
+
+def float_param(params: Mapping[str, Any], key: str, default: float, where: str) -> float:
+    """A number parameter > 0."""
+    value = params.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ConfigError(f"Parameter {key!r} of {where} must be a number > 0, got {value!r}.",
+                          field=_field(where, key))
+    return float(value)
+
+
+def str_param(params: Mapping[str, Any], key: str, where: str) -> str | None:
+    """An optional string parameter."""
+    value = params.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ConfigError(f"Parameter {key!r} of {where} must be a string, got {type(value).__name__}.",
+                          field=_field(where, key))
+    return value
+
+
+def dict_param(params: Mapping[str, Any], key: str, where: str) -> dict[str, Any]:
+    """An optional mapping parameter (copied)."""
+    value = params.get(key) or {}
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise ConfigError(f"Parameter {key!r} of {where} must be a mapping with string keys, got {value!r}.",
+                          field=_field(where, key))
+    return dict(value)
+
+
+def str_list_param(params: Mapping[str, Any], key: str, where: str) -> list[str] | None:
+    """An optional list of strings (a single string is taken as a one-item list)."""
+    value = params.get(key)
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"Parameter {key!r} of {where} must be a list of strings, got {value!r}.",
+                          field=_field(where, key))
+    return list(value)

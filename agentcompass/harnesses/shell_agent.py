@@ -1,0 +1,167 @@
+"""The ``shell_agent`` harness: a small native multi-turn agent that acts through shell commands.
+
+Protocol (told to the model in the system prompt): a reply holds exactly one ```bash block, which runs in
+the workspace; its result comes back as ``<returncode>N</returncode>\\n<output>\\n...\\n</output>``.
+``<submit>ANSWER</submit>`` ends the run (a command in the same reply runs first). Agent-level problems
+(format errors, step limit) are recorded as stop reasons; model and environment failures propagate so the
+engine can classify and retry them.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from typing import Any, ClassVar
+
+from .._errors import EnvironmentError_
+from ..interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
+from ..records import Step, Trajectory, Usage
+from . import check_param_keys, dict_param, float_param, int_param, str_param
+
+_WHERE = "harness shell_agent"
+_PARAMS = ("step_limit", "command_timeout", "system_prompt", "observation_limit", "model_params")
+FORMAT_ERROR_LIMIT = 3
+
+_BASH_BLOCK = re.compile(r"```(?:bash|sh)[ \t]*\r?\n(.*?)```", re.DOTALL)
+_SUBMIT = re.compile(r"<submit>(.*?)</submit>", re.DOTALL)
+
+DEFAULT_SYSTEM_PROMPT = """\
+You are an autonomous agent solving a task by running shell commands in a workspace.
+
+Each reply must contain exactly ONE shell command (it may be several lines or use && and pipes) in a \
+fenced block:
+
+```bash
+your command here
+```
+
+The command runs in the workspace directory (a fresh shell each time, so `cd` does not persist). \
+You then get its result as:
+<returncode>N</returncode>
+<output>
+...
+</output>
+
+Do not run interactive programs (editors, pagers) or commands that never end; long outputs are truncated.
+When the task is done, reply with <submit>FINAL ANSWER</submit>. The content may be empty when the \
+task only asks you to change files. If a reply contains both a bash block and <submit>, the command runs \
+first and then the run ends.
+"""
+
+FORMAT_ERROR = """\
+Format error: {problem}. Reply with exactly one ```bash fenced block holding the command to run, \
+or with <submit>FINAL ANSWER</submit> to finish."""
+
+
+def truncate_middle(text: str, limit: int) -> str:
+    """Keep the head and the tail of ``text`` so the result has at most about ``limit`` characters."""
+    if len(text) <= limit:
+        return text
+    half = max(limit // 2, 1)
+    omitted = len(text) - 2 * half
+    return f"{text[:half]}\n... [{omitted} characters omitted] ...\n{text[-half:]}"
+
+
+class ParsedReply:
+    """What a model reply asks for: a command, a submission, or neither (a format error)."""
+
+    def __init__(self, content: str) -> None:
+        blocks = _BASH_BLOCK.findall(content)
+        submits = _SUBMIT.findall(content)
+        self.submit: str | None = submits[0].strip() if submits else None
+        self.command: str | None = None
+        self.problem: str | None = None
+        if len(blocks) > 1:
+            self.problem = f"found {len(blocks)} bash blocks, expected exactly one"
+        elif blocks:
+            self.command = blocks[0].strip()
+            if not self.command and self.submit is None:
+                self.problem = "the bash block is empty"
+        elif self.submit is None:
+            self.problem = "found no ```bash block and no <submit>"
+
+
+class ShellAgent:
+    """The native multi-turn shell agent.
+
+    Params: ``step_limit`` (30), ``command_timeout`` seconds (60), ``observation_limit`` characters
+    (10000), ``system_prompt`` (override), ``model_params`` (dict merged into every model call).
+    Stop reasons: ``submitted``, ``step_limit``, ``format_error_limit``.
+    """
+
+    evaluates: ClassVar[bool] = True
+    needs_environment: ClassVar[bool] = True
+
+    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
+        check_param_keys(params, _PARAMS, _WHERE)
+        self.step_limit = int_param(params, "step_limit", 30, _WHERE)
+        self.command_timeout = float_param(params, "command_timeout", 60.0, _WHERE)
+        self.observation_limit = int_param(params, "observation_limit", 10000, _WHERE, minimum=100)
+        self.system_prompt = str_param(params, "system_prompt", _WHERE) or DEFAULT_SYSTEM_PROMPT
+        self.model_params = dict_param(params, "model_params", _WHERE)
+
+    async def run(self, task: PreparedTask, env: Environment | None, model: ModelClient,
+                  ctx: RunContext, log: logging.Logger) -> HarnessResult:
+        if env is None:
+            raise EnvironmentError_("shell_agent needs an environment but got none")
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": self.system_prompt},
+            {"role": "user", "content": task.prompt},
+        ]
+        trajectory = Trajectory(started_at=time.time())
+        usage = Usage()
+        final_answer: str | None = None
+        stop_reason = "step_limit"
+        format_errors = 0
+        for index in range(self.step_limit):
+            started = time.time()
+            resp = await model.complete(messages, **self.model_params)
+            usage.add(resp.usage)
+            if resp.usage.calls == 0:  # a client that does not count its calls
+                usage.calls += 1
+            content = resp.content or ""
+            messages.append({"role": "assistant", "content": content})
+            step = Step(index=index, content=content, reasoning=resp.reasoning,
+                        prompt_tokens=resp.usage.prompt_tokens,
+                        completion_tokens=resp.usage.completion_tokens,
+                        model_latency_s=resp.latency_s, finish_reason=resp.finish_reason, started_at=started)
+            trajectory.steps.append(step)
+            reply = ParsedReply(content)
+            if reply.problem is not None:
+                format_errors += 1
+                step.observation = FORMAT_ERROR.format(problem=reply.problem)
+                log.info("step %d: format error (%s)", index, reply.problem)
+                if format_errors >= FORMAT_ERROR_LIMIT:
+                    stop_reason = "format_error_limit"
+                    break
+                messages.append({"role": "user", "content": step.observation})
+                continue
+            format_errors = 0
+            if reply.command:
+                step.action = reply.command
+                step.observation, step.exit_code, step.exec_latency_s = await self._execute(
+                    env, reply.command)
+                log.info("step %d: exit %s after %.2fs: %s", index, step.exit_code, step.exec_latency_s,
+                         reply.command[:200])
+                if reply.submit is None:
+                    messages.append({"role": "user", "content": step.observation})
+            if reply.submit is not None:
+                final_answer = reply.submit
+                stop_reason = "submitted"
+                break
+        trajectory.finished_at = time.time()
+        trajectory.stop_reason = stop_reason
+        return HarnessResult(final_answer=final_answer, trajectory=trajectory, usage=usage)
+
+    async def _execute(self, env: Environment, command: str) -> tuple[str, int, float]:
+        """Run one command; return (observation, exit code, seconds)."""
+        t0 = time.monotonic()
+        res = await env.exec(command, timeout=self.command_timeout, cwd=env.workdir)
+        elapsed = time.monotonic() - t0
+        output = truncate_middle(res.output, self.observation_limit)
+        observation = f"<returncode>{res.exit_code}</returncode>\n<output>\n{output}\n</output>"
+        if res.timed_out:
+            observation += (f"\n<timeout>The command timed out after {self.command_timeout:g} seconds and "
+                            "was killed. Avoid long-running or interactive commands.</timeout>")
+        return observation, res.exit_code, elapsed

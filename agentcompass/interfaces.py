@@ -1,0 +1,262 @@
+"""The contracts between the engine and its components: Benchmark, Harness, Environment, ModelClient.
+
+A component is a class constructed as ``Cls(params: dict, ctx: ComponentContext)``; the registries map
+short names to ``module:Class`` paths. Adding a benchmark means adding one file that implements
+``Benchmark`` and one registry line (or an entry point / recipe dir).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
+
+import msgspec
+
+from .records import AttemptRecord, TaskDetail, Trajectory, Usage
+
+# ----------------------------------------------------------------------------- tasks
+
+
+class TaskSpec(msgspec.Struct, omit_defaults=True):
+    """A task as the benchmark loaded it. ``ground_truth`` is for the evaluator only."""
+
+    task_id: str
+    category: str | None = None
+    input: dict[str, Any] = {}
+    ground_truth: Any = None
+    metadata: dict[str, Any] = {}
+
+    def public(self) -> TaskSpec:
+        """The task without its ground truth: the only form ``Benchmark.prepare`` ever sees."""
+        return msgspec.structs.replace(self, ground_truth=None)
+
+
+class PreparedTask(msgspec.Struct, omit_defaults=True):
+    """What the harness and the agent's environment may see."""
+
+    task_id: str
+    prompt: str
+    files: dict[str, str] = {}
+    workdir: str | None = None
+    image: str | None = None
+    env: dict[str, str] = {}
+    metadata: dict[str, Any] = {}
+
+
+# ----------------------------------------------------------------------------- environments
+
+NetworkMode = Literal["public", "none", "model", "allowlist"]
+
+
+class NetworkPolicy(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
+    """Network access of an environment; ``allowlist`` takes hosts."""
+
+    mode: NetworkMode = "public"
+    hosts: list[str] = []
+
+
+class ExecResult(msgspec.Struct, omit_defaults=True):
+    """Result of one command. Output is capped: head and tail kept, ``output_bytes`` is the real size."""
+
+    exit_code: int
+    stdout: str = ""
+    stderr: str = ""
+    timed_out: bool = False
+    duration_s: float = 0.0
+    truncated: bool = False
+    output_bytes: int = 0
+
+    @property
+    def output(self) -> str:
+        """stdout and stderr together, as an agent would read them."""
+        if self.stderr and self.stdout:
+            return f"{self.stdout}\n{self.stderr}"
+        return self.stdout or self.stderr
+
+
+class EnvOpenSpec(msgspec.Struct, omit_defaults=True):
+    """What the pool asks a provider to open."""
+
+    run_id: str
+    task_id: str
+    role: Literal["agent", "verifier"] = "agent"
+    image: str | None = None
+    workdir: str | None = None
+    env: dict[str, str] = {}
+    files: dict[str, str] = {}
+    network: NetworkPolicy = msgspec.field(default_factory=NetworkPolicy)
+    labels: dict[str, str] = {}
+    keep: bool = False
+
+
+@runtime_checkable
+class Environment(Protocol):
+    """An open sandbox. ``close`` is idempotent and bounded in time."""
+
+    id: str
+    workdir: str
+
+    async def exec(self, cmd: str | Sequence[str], *, timeout: float | None = None, cwd: str | None = None,
+                   env: dict[str, str] | None = None) -> ExecResult: ...
+    async def write_file(self, path: str, data: bytes | str) -> None: ...
+    async def read_file(self, path: str) -> bytes: ...
+    async def put_archive(self, path: str, tar_bytes: bytes) -> None: ...
+    async def get_archive(self, path: str) -> bytes: ...
+    async def set_network_policy(self, policy: NetworkPolicy) -> None: ...
+    async def close(self) -> None: ...
+
+
+class EnvironmentProvider(Protocol):
+    """Opens environments of one kind. One instance per request; limits are per provider ``name``."""
+
+    name: ClassVar[str]
+    remote: ClassVar[bool]
+
+    def check_network_policy(self, policy: NetworkPolicy) -> None:
+        """Raise ConfigError before any task starts if ``policy`` cannot be enforced."""
+        ...
+
+    async def open(self, spec: EnvOpenSpec) -> Environment: ...
+    async def aclose(self) -> None: ...
+
+
+# ----------------------------------------------------------------------------- models
+
+
+class ModelResponse(msgspec.Struct, omit_defaults=True):
+    """One model completion normalised across protocols."""
+
+    content: str | None = None
+    reasoning: str | None = None
+    tool_calls: list[Any] = []
+    finish_reason: str | None = None
+    usage: Usage = msgspec.field(default_factory=Usage)
+    latency_s: float = 0.0
+    raw: Any = None
+
+
+class ModelClient(Protocol):
+    """Talks to one model endpoint."""
+
+    model_id: str
+
+    async def complete(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
+                       **params: Any) -> ModelResponse: ...
+    async def aclose(self) -> None: ...
+
+
+# ----------------------------------------------------------------------------- harnesses
+
+
+class HarnessResult(msgspec.Struct, omit_defaults=True):
+    """What an agent produced."""
+
+    final_answer: str | None = None
+    patch: str | None = None
+    trajectory: Trajectory = msgspec.field(default_factory=Trajectory)
+    usage: Usage = msgspec.field(default_factory=Usage)
+    artifacts: dict[str, Any] = {}
+    error: str | None = None
+    error_kind: str | None = None
+
+
+class RunContext(msgspec.Struct, omit_defaults=True):
+    """Identity of the attempt a component is working on (for logs and labels)."""
+
+    request: str
+    run_id: str
+    task_id: str
+    attempt: int
+    try_no: int = 1
+
+
+class Harness(Protocol):
+    """The agent loop."""
+
+    #: when False the engine records attempts as ``skipped`` and runs no verifier (e.g. harness ``none``).
+    evaluates: ClassVar[bool]
+    #: when False the engine opens no environment for the agent.
+    needs_environment: ClassVar[bool]
+
+    async def run(self, task: PreparedTask, env: Environment | None, model: ModelClient,
+                  ctx: RunContext, log: logging.Logger) -> HarnessResult: ...
+
+
+# ----------------------------------------------------------------------------- benchmarks
+
+
+class EvalResult(msgspec.Struct, omit_defaults=True):
+    """The verifier's verdict on one attempt."""
+
+    correct: bool
+    score: float | None = None
+    extra: dict[str, Any] = {}
+
+
+class EvalContext:
+    """What ``Benchmark.evaluate`` gets: the full task (with ground truth), the attempt, what
+    ``Benchmark.collect`` took out of the agent's environment, and a way to open a fresh verifier
+    environment the agent never saw. The agent's environment is already closed at this point, so an
+    evaluation never holds two environments (that would deadlock under ``provider_limits``)."""
+
+    def __init__(self, task: TaskSpec, prepared: PreparedTask, result: HarnessResult,
+                 artifacts: dict[str, Any], open_verifier: Any, log: logging.Logger) -> None:
+        self.task = task
+        self.prepared = prepared
+        self.result = result
+        self.artifacts = artifacts
+        self._open_verifier = open_verifier
+        self.log = log
+
+    def open_verifier(self, *, image: str | None = None, files: dict[str, str] | None = None,
+                      workdir: str | None = None) -> AbstractAsyncContextManager[Environment]:
+        """Open a verifier environment (same provider as the agent's, ``role=verifier``); closed on exit."""
+        opener: AbstractAsyncContextManager[Environment] = self._open_verifier(
+            image=image, files=files or {}, workdir=workdir)
+        return opener
+
+
+class Benchmark(Protocol):
+    """Loads tasks, prepares what the agent sees, grades attempts, aggregates metrics."""
+
+    #: bump when loading/grading changes: part of the reuse identity hash.
+    version: ClassVar[str]
+
+    def load_tasks(self) -> Iterable[TaskSpec] | AsyncIterator[TaskSpec]: ...
+    def prepare(self, task: TaskSpec) -> PreparedTask: ...
+
+    async def collect(self, task: PreparedTask, env: Environment, result: HarnessResult) -> dict[str, Any]:
+        """Take what grading needs out of the agent's environment (a patch, a workspace tar) before the
+        engine closes it. Optional: without it ``artifacts`` is empty."""
+        ...
+
+    async def evaluate(self, ctx: EvalContext) -> EvalResult: ...
+
+
+class MetricsAccumulator(Protocol):
+    """Aggregates metrics one committed task at a time (so memory stays flat). A benchmark may offer its
+    own through ``new_accumulator()``; the default is ``agentcompass.metrics.DefaultAccumulator``."""
+
+    def add(self, detail: TaskDetail) -> None: ...
+    def result(self) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+        """(metrics, metrics by category)."""
+        ...
+
+
+class ComponentContext(msgspec.Struct, omit_defaults=True):
+    """What every component constructor gets besides its params."""
+
+    run_id: str = ""
+    request: str = ""
+    data_dir: str | None = None
+    auto_install_dependencies: bool = False
+    k: int = 1
+
+
+__all__ = [
+    "AttemptRecord", "Benchmark", "ComponentContext", "EnvOpenSpec", "Environment", "EnvironmentProvider",
+    "EvalContext", "EvalResult", "ExecResult", "Harness", "HarnessResult", "MetricsAccumulator", "ModelClient",
+    "ModelResponse", "NetworkPolicy", "PreparedTask", "RunContext", "TaskSpec",
+]

@@ -1,0 +1,34 @@
+"""Model clients: OpenAI-compatible chat over httpx and the built-in scripted model.
+
+Imports are lazy so ``import agentcompass.models`` stays cheap (httpx loads only for real endpoints).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .factory import create_model_client
+    from .openai_chat import OpenAIChatClient
+    from .scripted import ScriptedClient, ScriptedPolicy
+    from .scripted_server import ScriptedServer, serve_scripted_main
+
+_EXPORTS = {
+    "create_model_client": ".factory",
+    "OpenAIChatClient": ".openai_chat",
+    "ScriptedClient": ".scripted",
+    "ScriptedPolicy": ".scripted",
+    "ScriptedServer": ".scripted_server",
+    "serve_scripted_main": ".scripted_server",
+}
+
+__all__ = ["OpenAIChatClient", "ScriptedClient", "ScriptedPolicy", "ScriptedServer", "create_model_client",
+           "serve_scripted_main"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module, __name__), name)

@@ -1,0 +1,46 @@
+"""Build a ``ModelClient`` from a ``ModelSpec``: the model is a value in the request, not a component.
+
+- ``id`` ``scripted`` (or ``scripted-...``) without ``base_url``: the in-process ``ScriptedClient``;
+  its params configure the script (see ``agentcompass.models.scripted``).
+- otherwise ``base_url`` is required and ``api_protocol`` picks the client; ``openai-chat`` is built,
+  ``openai-responses`` and ``anthropic-messages`` raise ``NotSupportedYet``. Params go into the request
+  body except the client's reserved keys (see ``agentcompass.models.openai_chat.RESERVED_PARAMS``).
+"""
+
+from __future__ import annotations
+
+from .._errors import ConfigError, NotSupportedYet
+from ..interfaces import ModelClient
+from ..specs import ModelSpec
+
+SUPPORTED_PROTOCOLS = ("openai-chat",)
+PLANNED_PROTOCOLS = ("openai-responses", "anthropic-messages")
+
+
+def is_scripted(spec: ModelSpec) -> bool:
+    """True when ``spec`` selects the built-in in-process scripted model."""
+    return spec.id.startswith("scripted") and not spec.base_url
+
+
+def create_model_client(spec: ModelSpec, *, max_connections: int = 100,
+                        timeout: float = 600.0) -> ModelClient:
+    """The client for ``spec``; size ``max_connections`` to the request's concurrency."""
+    if is_scripted(spec):
+        from .scripted import ScriptedClient
+
+        return ScriptedClient(spec.params, model_id=spec.id)
+    if not spec.base_url:
+        raise ConfigError(
+            f"Model {spec.id!r} needs `model_base_url` (e.g. http://127.0.0.1:8000/v1); only the built-in "
+            "`scripted` model runs without one.", field="model_base_url")
+    if spec.api_protocol == "openai-chat":
+        from .openai_chat import OpenAIChatClient
+
+        return OpenAIChatClient(spec.id, spec.base_url, spec.api_key, spec.params,
+                                max_connections=max_connections, timeout=timeout)
+    if spec.api_protocol in PLANNED_PROTOCOLS:
+        raise NotSupportedYet(
+            f"api_protocol {spec.api_protocol!r} arrives with the model-layer work (gateway/protocols); "
+            "use api_protocol 'openai-chat', which is available now.")
+    raise ConfigError(f"Unknown model_api_protocol {spec.api_protocol!r}; allowed: "
+                      f"{', '.join(SUPPORTED_PROTOCOLS + PLANNED_PROTOCOLS)}.", field="model_api_protocol")

@@ -1,0 +1,234 @@
+"""The built-in ``scripted`` model: deterministic replies from JSON scripts, for hermetic tests.
+
+A script is a JSON list of entries ``{"match": "<substring of the FIRST user message>", "turns": [...]}``.
+The reply is ``turns[i]`` where ``i`` is the number of assistant messages already in the conversation
+(the last turn repeats once the script runs out). The first matching entry wins, searched in this order:
+model param ``script`` (inline entries), ``script_file`` (a path or a list of paths), then every
+``*.json`` in ``agentcompass/models/scripts/`` (unless ``bundled: false``). No match -> ``fallback``.
+
+Model params (anything else, e.g. ``temperature``, is accepted and ignored so one request can switch
+between a real and the scripted model): ``script``, ``script_file``, ``bundled`` (bool, default true),
+``fallback`` (str), ``echo`` (bool: reply with the last user message), ``latency_s`` (float: simulated
+model latency per call).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import msgspec
+
+from .._errors import ConfigError
+from ..interfaces import ModelResponse
+from ..records import Usage
+
+DEFAULT_FALLBACK = "I could not solve this task.\n<submit></submit>"
+BUNDLED_SCRIPTS_DIR = Path(__file__).resolve().parent / "scripts"
+SCRIPT_PARAMS = ("script", "script_file", "bundled", "fallback", "echo", "latency_s")
+_MATCH_CACHE_SIZE = 4096
+
+
+class ScriptEntry(msgspec.Struct, frozen=True):
+    """One script entry. Unknown keys (comments, ids) are ignored."""
+
+    match: str
+    turns: Annotated[tuple[str, ...], msgspec.Meta(min_length=1)]
+
+
+class ScriptedReply(msgspec.Struct, frozen=True):
+    """What the policy answers to one conversation."""
+
+    content: str
+    prompt_tokens: int
+    completion_tokens: int
+
+
+def message_text(message: Any) -> str:
+    """The text of an OpenAI chat message (string content or a list of ``text`` parts)."""
+    if not isinstance(message, Mapping):
+        return ""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content
+                       if isinstance(p, Mapping) and isinstance(p.get("text"), str))
+    return ""
+
+
+def _decode_entries(data: Any, where: str, field: str) -> tuple[ScriptEntry, ...]:
+    try:
+        if isinstance(data, bytes | str):
+            entries = msgspec.json.decode(data, type=list[ScriptEntry])
+        else:
+            entries = msgspec.convert(data, list[ScriptEntry])
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise ConfigError(
+            f"Invalid scripted-model script in {where}: {exc}. Expected a JSON list of "
+            '{"match": "<substring of the first user message>", "turns": ["reply 1", ...]} entries.',
+            field=field) from None
+    return tuple(entries)
+
+
+@functools.lru_cache(maxsize=256)
+def _load_file_cached(path: str, mtime_ns: int, size: int, field: str) -> tuple[ScriptEntry, ...]:
+    # keyed on mtime/size so an edited file is re-read; entries are immutable, so sharing is safe
+    return _decode_entries(Path(path).read_bytes(), path, field)
+
+
+def load_script_file(path: str | Path, *, field: str = "script_file") -> tuple[ScriptEntry, ...]:
+    """Read and validate one JSON script file (cached until the file changes)."""
+    p = Path(path).expanduser()
+    try:
+        st = p.stat()
+    except OSError as exc:
+        raise ConfigError(f"Scripted-model {field} {str(path)!r} cannot be read: {exc.strerror}.",
+                          field=field) from None
+    if not p.is_file():
+        raise ConfigError(f"Scripted-model {field} {str(path)!r} is not a file.", field=field)
+    return _load_file_cached(str(p.resolve()), st.st_mtime_ns, st.st_size, field)
+
+
+def bundled_entries(directory: Path = BUNDLED_SCRIPTS_DIR) -> tuple[ScriptEntry, ...]:
+    """Entries of every ``*.json`` script in the package's scripts folder, in file-name order."""
+    if not directory.is_dir():
+        return ()
+    out: list[ScriptEntry] = []
+    for f in sorted(directory.glob("*.json")):
+        out.extend(load_script_file(f, field="bundled"))
+    return tuple(out)
+
+
+def _make_matcher(entries: tuple[ScriptEntry, ...]) -> Callable[[str], ScriptEntry | None]:
+    # drop later duplicates of a match string: they can never win
+    seen: set[str] = set()
+    ordered: list[ScriptEntry] = []
+    for e in entries:
+        if e.match not in seen:
+            seen.add(e.match)
+            ordered.append(e)
+    frozen = tuple(ordered)
+
+    # a conversation keeps the same first user message on every turn, so the scan runs once per task
+    @functools.lru_cache(maxsize=_MATCH_CACHE_SIZE)
+    def find(text: str) -> ScriptEntry | None:
+        for e in frozen:
+            if e.match in text:
+                return e
+        return None
+
+    return find
+
+
+def _bool_param(params: Mapping[str, Any], key: str, default: bool) -> bool:
+    value = params.get(key, default)
+    if not isinstance(value, bool):
+        raise ConfigError(f"Scripted-model param `{key}` must be true or false, got {value!r}.", field=key)
+    return value
+
+
+class ScriptedPolicy:
+    """Decides the assistant reply from the conversation, deterministically. Scripts load once here."""
+
+    def __init__(self, params: Mapping[str, Any] | None = None) -> None:
+        params = dict(params or {})
+        self.echo = _bool_param(params, "echo", False)
+        fallback = params.get("fallback", DEFAULT_FALLBACK)
+        if not isinstance(fallback, str):
+            raise ConfigError(f"Scripted-model param `fallback` must be a string, got {fallback!r}.",
+                              field="fallback")
+        self.fallback = fallback
+        latency = params.get("latency_s", 0.0)
+        if isinstance(latency, bool) or not isinstance(latency, int | float) or latency < 0:
+            raise ConfigError(f"Scripted-model param `latency_s` must be a number >= 0, got {latency!r}.",
+                              field="latency_s")
+        self.latency_s = float(latency)
+
+        entries: list[ScriptEntry] = []
+        inline = params.get("script")
+        if inline is not None:
+            if not isinstance(inline, list):
+                raise ConfigError("Scripted-model param `script` must be a list of "
+                                  '{"match": ..., "turns": [...]} entries.', field="script")
+            entries.extend(_decode_entries(inline, "param `script`", "script"))
+        files = params.get("script_file")
+        if files is not None:
+            if isinstance(files, str | Path):
+                files = [files]
+            if not isinstance(files, list) or not all(isinstance(f, str | Path) for f in files):
+                raise ConfigError("Scripted-model param `script_file` must be a path or a list of paths.",
+                                  field="script_file")
+            for f in files:
+                entries.extend(load_script_file(f))
+        if _bool_param(params, "bundled", True):
+            entries.extend(bundled_entries())
+        self.entries: tuple[ScriptEntry, ...] = tuple(entries)
+        self._find = _make_matcher(self.entries)
+
+    def match(self, first_user_message: str) -> ScriptEntry | None:
+        """The first entry whose ``match`` occurs in ``first_user_message``."""
+        return self._find(first_user_message)
+
+    def reply_text(self, messages: Sequence[Any]) -> str:
+        """The assistant reply to ``messages``."""
+        return self.respond(messages).content
+
+    def respond(self, messages: Sequence[Any]) -> ScriptedReply:
+        """The reply with its token counts (chars // 4, at least 1). One pass over the messages."""
+        first_user: str | None = None
+        last_user = ""
+        assistants = 0
+        chars = 0
+        for m in messages:
+            if not isinstance(m, dict) and not isinstance(m, Mapping):
+                continue
+            content = m.get("content")
+            text = content if isinstance(content, str) else message_text(m)
+            chars += len(text)
+            role = m.get("role")
+            if role == "assistant":
+                assistants += 1
+            elif role == "user":
+                last_user = text
+                if first_user is None:
+                    first_user = text
+        if self.echo:
+            reply = last_user
+        else:
+            entry = self._find(first_user) if first_user is not None else None
+            if entry is None:
+                reply = self.fallback
+            else:
+                turns = entry.turns
+                reply = turns[assistants] if assistants < len(turns) else turns[-1]
+        return ScriptedReply(reply, max(1, chars // 4), max(1, len(reply) // 4))
+
+
+class ScriptedClient:
+    """The scripted model in-process: a ``ModelClient`` with zero I/O."""
+
+    def __init__(self, params: Mapping[str, Any] | None = None, *, model_id: str = "scripted") -> None:
+        self.model_id = model_id
+        self.policy = ScriptedPolicy(params)
+        self.calls = 0
+
+    async def complete(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
+                       **params: Any) -> ModelResponse:
+        """Answer from the script; ``tools`` and per-call params are ignored."""
+        start = time.perf_counter()
+        if self.policy.latency_s:
+            await asyncio.sleep(self.policy.latency_s)
+        r = self.policy.respond(messages)
+        self.calls += 1
+        usage = Usage(prompt_tokens=r.prompt_tokens, completion_tokens=r.completion_tokens,
+                      total_tokens=r.prompt_tokens + r.completion_tokens, calls=1)
+        return ModelResponse(content=r.content, finish_reason="stop", usage=usage,
+                             latency_s=time.perf_counter() - start)
+
+    async def aclose(self) -> None:
+        """Nothing to release."""

@@ -1,0 +1,367 @@
+"""The scripted model served as a real OpenAI-compatible HTTP server, on asyncio streams.
+
+Serves ``POST /v1/chat/completions`` (JSON, or SSE when ``stream: true``), ``GET /v1/models`` and
+``GET /health`` over HTTP/1.1 keep-alive. Replies come from the same ``ScriptedPolicy`` as the in-process
+client, so a run against ``base_url`` behaves exactly like one against the in-process ``scripted`` model.
+For tests it can require an API key, add latency, fail every Nth completion with a given status, and
+it keeps the last request bodies in ``recent_requests``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hmac
+import signal
+import sys
+import time
+from collections import deque
+from collections.abc import Mapping
+from http import HTTPStatus
+from typing import Any
+
+import msgspec
+
+from .._errors import ConfigError
+from .scripted import ScriptedPolicy
+
+_MAX_HEADER_BYTES = 64 * 1024
+_STREAM_PIECE_CHARS = 16
+_ENC = msgspec.json.Encoder()
+_DEC = msgspec.json.Decoder()
+
+
+class _Reply(Exception):
+    """An error answer: status, OpenAI-shaped error body, and whether the connection must close."""
+
+    def __init__(self, status: int, message: str, *, type_: str = "invalid_request_error",
+                 code: str | None = None, param: str | None = None, close: bool = False,
+                 headers: Mapping[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = {"error": {"message": message, "type": type_, "param": param, "code": code}}
+        self.close = close
+        self.headers = dict(headers or {})
+
+
+def _head(status: int, headers: Mapping[str, str]) -> bytes:
+    lines = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}", "Server: agentcompass-scripted"]
+    lines.extend(f"{k}: {v}" for k, v in headers.items())
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+class ScriptedServer:
+    """An OpenAI-compatible server answering from a ``ScriptedPolicy``. Use ``async with`` or start/stop.
+
+    ``fail_status``/``fail_every``/``retry_after`` make every ``fail_every``-th completion fail with that
+    status (and a ``Retry-After`` header). ``requests_served`` counts every HTTP request answered,
+    ``completions_served`` the successful completions; ``connections_accepted`` and ``peak_connections``
+    show how clients pooled their connections.
+    """
+
+    def __init__(self, params: Mapping[str, Any] | None = None, *, host: str = "127.0.0.1", port: int = 0,
+                 require_api_key: str | None = None, latency_s: float | None = None,
+                 model_id: str = "scripted", fail_status: int | None = None, fail_every: int = 1,
+                 retry_after: float | None = None, record_requests: int = 32,
+                 max_body_bytes: int = 16 * 1024 * 1024, idle_timeout: float = 120.0,
+                 backlog: int = 1024) -> None:
+        self.policy = ScriptedPolicy(params)
+        self.host = host
+        self.port = port
+        self.model_id = model_id
+        self.require_api_key = require_api_key or None
+        self.latency_s = self.policy.latency_s if latency_s is None else latency_s
+        if fail_status is not None and not 400 <= fail_status <= 599:
+            raise ConfigError(f"fail_status must be an HTTP error status (400-599), got {fail_status}.",
+                              field="fail_status")
+        if fail_every < 1:
+            raise ConfigError(f"fail_every must be >= 1, got {fail_every}.", field="fail_every")
+        self.fail_status = fail_status
+        self.fail_every = fail_every
+        self.retry_after = retry_after
+        self.max_body_bytes = max_body_bytes
+        self.idle_timeout = idle_timeout
+        self.backlog = backlog
+        self.base_url: str | None = None
+        self.requests_served = 0
+        self.completions_served = 0
+        self.connections_accepted = 0
+        self.peak_connections = 0
+        self.recent_requests: deque[dict[str, Any]] = deque(maxlen=record_requests)
+        self._chat_requests = 0
+        self._server: asyncio.Server | None = None
+        self._conns: set[asyncio.Task[Any]] = set()
+
+    async def __aenter__(self) -> ScriptedServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def start(self) -> str:
+        """Listen and return the base URL (``http://host:port/v1``)."""
+        if self._server is not None:
+            raise RuntimeError("ScriptedServer already started")
+        self._server = await asyncio.start_server(self._on_connect, self.host, self.port,
+                                                  limit=_MAX_HEADER_BYTES, backlog=self.backlog)
+        self.port = self._server.sockets[0].getsockname()[1]
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        self.base_url = f"http://{host}:{self.port}/v1"
+        return self.base_url
+
+    async def stop(self) -> None:
+        """Stop listening and drop every open connection (bounded in time, idempotent)."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.close()
+        conns = list(self._conns)
+        for t in conns:
+            t.cancel()
+        if conns:
+            await asyncio.wait(conns, timeout=5.0)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(5.0):
+                await server.wait_closed()
+
+    # ------------------------------------------------------------------ connection handling
+
+    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._conns.add(task)
+        self.connections_accepted += 1
+        self.peak_connections = max(self.peak_connections, len(self._conns))
+        try:
+            await self._serve_connection(reader, writer)
+        except asyncio.CancelledError:
+            # only stop() cancels; on Python 3.11 a cancelled connection task would be logged as an error
+            pass
+        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
+            pass
+        finally:
+            self._conns.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                async with asyncio.timeout(1.0):
+                    await writer.wait_closed()
+
+    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                async with asyncio.timeout(self.idle_timeout):
+                    head = await reader.readuntil(b"\r\n\r\n")
+            except (asyncio.IncompleteReadError, TimeoutError):
+                return
+            except asyncio.LimitOverrunError:
+                await self._send_error(writer, _Reply(431, "Request headers are too large.", close=True))
+                return
+            try:
+                keep_alive = await self._serve_request(head, reader, writer)
+            except _Reply as r:
+                await self._send_error(writer, r)
+                keep_alive = not r.close
+            except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
+                raise
+            except Exception as exc:  # a bug here must answer 500, not leave the client hanging
+                await self._send_error(writer, _Reply(500, f"Internal error: {type(exc).__name__}",
+                                                      type_="server_error", close=True))
+                return
+            if not keep_alive:
+                return
+
+    async def _serve_request(self, head: bytes, reader: asyncio.StreamReader,
+                             writer: asyncio.StreamWriter) -> bool:
+        lines = head.decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ")
+        if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+            raise _Reply(400, "Malformed HTTP request line.", close=True)
+        method, target, version = parts
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            if not line:
+                continue
+            name, sep, value = line.partition(":")
+            if not sep:
+                raise _Reply(400, "Malformed HTTP header line.", close=True)
+            headers[name.strip().lower()] = value.strip()
+        conn = headers.get("connection", "").lower()
+        keep_alive = "keep-alive" in conn if version == "HTTP/1.0" else "close" not in conn
+
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            raise _Reply(411, "Chunked request bodies are not supported; send Content-Length.", close=True)
+        try:
+            length = int(headers.get("content-length", "0"))
+        except ValueError:
+            raise _Reply(400, "Invalid Content-Length header.", close=True) from None
+        if length < 0:
+            raise _Reply(400, "Invalid Content-Length header.", close=True)
+        if length > self.max_body_bytes:
+            raise _Reply(413, f"Request body of {length} bytes exceeds the limit of {self.max_body_bytes}.",
+                         close=True)
+        body = b""
+        if length:
+            if headers.get("expect", "").lower() == "100-continue":
+                writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            async with asyncio.timeout(self.idle_timeout):
+                body = await reader.readexactly(length)
+
+        path = target.split("?", 1)[0].rstrip("/")
+        self.requests_served += 1
+        if path == "/health":
+            await self._send_json(writer, 200, {"status": "ok"}, keep_alive)
+            return keep_alive
+        self._check_auth(headers)
+        if path in ("/v1/chat/completions", "/chat/completions"):
+            if method != "POST":
+                raise _Reply(405, f"Method {method} not allowed on {path}; use POST.")
+            return await self._chat(body, writer, keep_alive)
+        if path in ("/v1/models", "/models"):
+            if method != "GET":
+                raise _Reply(405, f"Method {method} not allowed on {path}; use GET.")
+            await self._send_json(writer, 200, {"object": "list", "data": [
+                {"id": self.model_id, "object": "model", "created": 0, "owned_by": "agentcompass"}]},
+                keep_alive)
+            return keep_alive
+        raise _Reply(404, f"Unknown request URL: {method} {path}.", code="unknown_url")
+
+    def _check_auth(self, headers: Mapping[str, str]) -> None:
+        if self.require_api_key is None:
+            return
+        scheme, _, token = headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(),
+                                                                 self.require_api_key.encode()):
+            # like OpenAI, never echo the key that was sent
+            raise _Reply(401, "Incorrect API key provided.", code="invalid_api_key")
+
+    # ------------------------------------------------------------------ chat completions
+
+    async def _chat(self, raw: bytes, writer: asyncio.StreamWriter, keep_alive: bool) -> bool:
+        try:
+            body = _DEC.decode(raw)
+        except msgspec.DecodeError:
+            raise _Reply(400, "We could not parse the JSON body of your request.") from None
+        if not isinstance(body, dict):
+            raise _Reply(400, "The request body must be a JSON object.")
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+            raise _Reply(400, "`messages` must be a list of message objects.", param="messages")
+        self.recent_requests.append(body)
+        self._chat_requests += 1
+        if self.fail_status is not None and self._chat_requests % self.fail_every == 0:
+            extra = {} if self.retry_after is None else {"Retry-After": f"{self.retry_after:g}"}
+            kind = "rate_limit_exceeded" if self.fail_status == 429 else "server_error"
+            raise _Reply(self.fail_status, f"Injected failure ({self.fail_status}).", type_=kind,
+                         headers=extra)
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+        r = self.policy.respond(messages)
+        requested = body.get("model")
+        model = requested if isinstance(requested, str) else self.model_id
+        cid = f"chatcmpl-scripted-{self._chat_requests:x}"
+        created = int(time.time())
+        usage = {"prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
+                 "total_tokens": r.prompt_tokens + r.completion_tokens}
+        self.completions_served += 1
+        if body.get("stream") is True:
+            opts = body.get("stream_options")
+            include_usage = isinstance(opts, dict) and opts.get("include_usage") is True
+            await self._stream(writer, cid, created, model, r.content, usage if include_usage else None,
+                               keep_alive)
+            return keep_alive
+        await self._send_json(writer, 200, {
+            "id": cid, "object": "chat.completion", "created": created, "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": r.content},
+                         "logprobs": None, "finish_reason": "stop"}],
+            "usage": usage,
+        }, keep_alive)
+        return keep_alive
+
+    async def _stream(self, writer: asyncio.StreamWriter, cid: str, created: int, model: str, content: str,
+                      usage: dict[str, int] | None, keep_alive: bool) -> None:
+        writer.write(_head(200, {"Content-Type": "text/event-stream; charset=utf-8",
+                                 "Cache-Control": "no-cache", "Transfer-Encoding": "chunked",
+                                 "Connection": "keep-alive" if keep_alive else "close"}))
+
+        def event(choices: list[Any], **extra: Any) -> None:
+            data = _ENC.encode({"id": cid, "object": "chat.completion.chunk", "created": created,
+                                "model": model, "choices": choices, **extra})
+            payload = b"data: " + data + b"\n\n"
+            writer.write(b"%x\r\n%s\r\n" % (len(payload), payload))
+
+        event([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
+        for i in range(0, len(content), _STREAM_PIECE_CHARS):
+            event([{"index": 0, "delta": {"content": content[i:i + _STREAM_PIECE_CHARS]},
+                    "finish_reason": None}])
+            await writer.drain()
+        event([{"index": 0, "delta": {}, "finish_reason": "stop"}])
+        if usage is not None:
+            event([], usage=usage)
+        done = b"data: [DONE]\n\n"
+        writer.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(done), done))
+        await writer.drain()
+
+    # ------------------------------------------------------------------ writing
+
+    async def _send_json(self, writer: asyncio.StreamWriter, status: int, obj: Any, keep_alive: bool,
+                         headers: Mapping[str, str] | None = None) -> None:
+        data = _ENC.encode(obj)
+        head = _head(status, {"Content-Type": "application/json", "Content-Length": str(len(data)),
+                              "Connection": "keep-alive" if keep_alive else "close", **(headers or {})})
+        writer.write(head + data)
+        await writer.drain()
+
+    async def _send_error(self, writer: asyncio.StreamWriter, r: _Reply) -> None:
+        await self._send_json(writer, r.status, r.body, not r.close, r.headers)
+
+
+# ---------------------------------------------------------------------- blocking entry points
+
+
+def serve_forever(host: str = "127.0.0.1", port: int = 8000, params: Mapping[str, Any] | None = None, *,
+                  require_api_key: str | None = None) -> None:
+    """Run a scripted server until Ctrl-C or SIGTERM; prints the base URL as the first stdout line."""
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError):  # not on Windows
+            loop.add_signal_handler(signal.SIGTERM, stop.set)
+        async with ScriptedServer(params, host=host, port=port, require_api_key=require_api_key) as srv:
+            print(srv.base_url, flush=True)
+            print("Scripted model server running; press Ctrl-C to stop.", file=sys.stderr, flush=True)
+            await stop.wait()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(main())
+
+
+def serve_scripted_main(argv: list[str] | None = None) -> int:
+    """``agentcompass serve-scripted``: parse options and serve until interrupted. Returns an exit code."""
+    parser = argparse.ArgumentParser(prog="agentcompass serve-scripted",
+                                     description="Serve the scripted model as an OpenAI-compatible API.")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port (0 picks a free one; default 8000)")
+    parser.add_argument("--script-file", action="append", default=[],
+                        help="JSON script file (repeatable); bundled scripts are always included")
+    parser.add_argument("--api-key", default=None, help="require this Bearer token")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds of simulated latency per call")
+    args = parser.parse_args(argv)
+    params: dict[str, Any] = {"latency_s": args.latency}
+    if args.script_file:
+        params["script_file"] = args.script_file
+    try:
+        serve_forever(args.host, args.port, params, require_api_key=args.api_key)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(serve_scripted_main())

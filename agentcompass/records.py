@@ -1,0 +1,251 @@
+"""The on-disk formats, in one place: details, trajectories, run info, summary and progress events.
+
+Every file in a run directory is one of these Structs encoded as JSON (see ``engine/run_dir.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+SCHEMA_VERSION = "1.0"
+
+AttemptStatus = Literal["completed", "run_error", "eval_error", "run_error_or_eval_error", "skipped"]
+RunStatus = Literal["pending", "running", "completed", "failed", "timed_out", "cancelled"]
+
+
+class ToolCall(msgspec.Struct, omit_defaults=True):
+    """A tool call proposed by the model (OpenAI shape: arguments is a JSON string)."""
+
+    id: str
+    name: str
+    arguments: str = ""
+
+
+class Usage(msgspec.Struct, omit_defaults=True):
+    """Token usage summed over model calls."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    calls: int = 0
+
+    def add(self, other: Usage) -> None:
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.total_tokens += other.total_tokens
+        self.calls += other.calls
+
+
+class Step(msgspec.Struct, omit_defaults=True):
+    """One turn of an agent: what the model said/called and what the environment answered."""
+
+    index: int
+    content: str | None = None
+    reasoning: str | None = None
+    tool_calls: list[ToolCall] = []
+    action: str | None = None
+    observation: str | None = None
+    exit_code: int | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    model_latency_s: float | None = None
+    exec_latency_s: float | None = None
+    finish_reason: str | None = None
+    started_at: float | None = None
+
+
+class Trajectory(msgspec.Struct, omit_defaults=True):
+    """All steps of one attempt."""
+
+    schema_version: str = SCHEMA_VERSION
+    started_at: float | None = None
+    finished_at: float | None = None
+    steps: list[Step] = []
+    stop_reason: str | None = None
+
+
+class TryRecord(msgspec.Struct, omit_defaults=True):
+    """One try of an attempt. Every try is recorded; retries never overwrite."""
+
+    try_no: int
+    status: AttemptStatus
+    started_at: float
+    finished_at: float
+    error: str | None = None
+    error_kind: str | None = None
+
+
+class AttemptRecord(msgspec.Struct, omit_defaults=True):
+    """The outcome of one attempt (of k) at a task."""
+
+    status: AttemptStatus
+    correct: bool | None = None
+    score: float | None = None
+    error: str | None = None
+    error_kind: str | None = None
+    final_answer: str | None = None
+    artifacts: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    meta: dict[str, Any] = {}
+    analysis: dict[str, Any] = {}
+    trajectory: Trajectory | None = None
+    tries: list[TryRecord] = []
+
+
+class TaskDetail(msgspec.Struct, omit_defaults=True):
+    """``details/<safe_task_id>.json``: one task with its k attempts (ACTF v1.0 shape)."""
+
+    task_id: str
+    k: int
+    attempts: dict[str, AttemptRecord]
+    category: str | None = None
+    correct: bool | None = None
+    score: float | None = None
+    attempts_tried: int = 0
+    solved_at: int | None = None
+    identity: str | None = None
+    reused_from: str | None = None
+
+
+class RequestCounts(msgspec.Struct):
+    """Task counts of one request."""
+
+    total: int = 0
+    done: int = 0
+    running: int = 0
+    correct: int = 0
+    errors: int = 0
+    skipped: int = 0
+    reused: int = 0
+    retries: int = 0
+
+
+class RunPaths(msgspec.Struct, omit_defaults=True):
+    """Where a request wrote its outputs."""
+
+    run_dir: str
+    params: str
+    run_info: str
+    progress: str
+    details_dir: str
+    summary: str
+    log: str
+
+
+class RunInfo(msgspec.Struct, omit_defaults=True):
+    """``run_info.json``: written at start, updated while running, final at the end."""
+
+    run_id: str
+    request: str
+    status: RunStatus
+    benchmark: str
+    harness: str
+    model: str
+    environment: str
+    started_at: float
+    paths: RunPaths
+    counts: RequestCounts = msgspec.field(default_factory=RequestCounts)
+    updated_at: float | None = None
+    finished_at: float | None = None
+    duration_s: float | None = None
+    metrics: dict[str, Any] = {}
+    error: str | None = None
+    pid: int | None = None
+    version: str | None = None
+
+
+class Summary(msgspec.Struct, omit_defaults=True):
+    """``summary.json``: aggregate metrics, by category, errors by kind, reuse report."""
+
+    run_id: str
+    benchmark: str
+    harness: str
+    model: str
+    environment: str
+    status: RunStatus
+    metrics: dict[str, Any]
+    by_category: dict[str, dict[str, Any]] = {}
+    errors_by_kind: dict[str, int] = {}
+    counts: RequestCounts = msgspec.field(default_factory=RequestCounts)
+    reuse: dict[str, Any] = {}
+    usage: Usage = msgspec.field(default_factory=Usage)
+    duration_s: float | None = None
+
+
+# ---------------------------------------------------------------- progress events (progress.jsonl)
+
+
+class _Event(msgspec.Struct, tag_field="event", omit_defaults=True, kw_only=True):
+    ts: float
+    request: str
+    run_id: str = ""
+
+
+class RequestStarted(_Event, tag="request_started"):
+    """A request resolved its components and knows its task count."""
+
+    run_dir: str
+    total_tasks: int
+    reused_tasks: int = 0
+
+
+class AttemptStarted(_Event, tag="attempt_started"):
+    """A try of an attempt got a slot and starts."""
+
+    task_id: str
+    attempt: int
+    try_no: int = 1
+
+
+class EnvOpened(_Event, tag="env_opened"):
+    """An environment opened (the pool's pacing is measured from these)."""
+
+    task_id: str
+    provider: str
+    env_id: str
+    role: str
+    open_s: float
+
+
+class TryRetrying(_Event, tag="try_retrying"):
+    """A try failed with a transient error and will be tried again after a backoff."""
+
+    task_id: str
+    attempt: int
+    try_no: int
+    error_kind: str | None
+    error: str
+    backoff_s: float
+
+
+class AttemptFinished(_Event, tag="attempt_finished"):
+    """An attempt finished (after all its tries)."""
+
+    task_id: str
+    attempt: int
+    status: AttemptStatus
+    correct: bool | None = None
+    duration_s: float = 0.0
+    error_kind: str | None = None
+
+
+class TaskFinished(_Event, tag="task_finished"):
+    """All k attempts of a task are done and its detail is committed."""
+
+    task_id: str
+    correct: bool | None
+    reused: bool = False
+
+
+class RequestFinished(_Event, tag="request_finished"):
+    """A request ended: its outcome."""
+
+    status: RunStatus
+    metrics: dict[str, Any] = {}
+    error: str | None = None
+
+
+ProgressEvent = RequestStarted | AttemptStarted | EnvOpened | TryRetrying | AttemptFinished | TaskFinished \
+    | RequestFinished

@@ -1,0 +1,142 @@
+"""Lazy registries of components, one set per engine instance.
+
+A name maps to ``"module:Class"``; the class is imported only when first used. Ids that contain ``:`` or a
+dot are taken as import paths. Third parties add components through entry points
+(group ``agentcompass.<kind>s``) or ``recipe_dirs`` (python files defining ``register(registries)``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.util
+import sys
+from collections.abc import Iterable
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any, Literal
+
+from ._errors import ConfigError
+
+Kind = Literal["benchmark", "harness", "environment", "recipe", "analyzer"]
+KINDS: tuple[Kind, ...] = ("benchmark", "harness", "environment", "recipe", "analyzer")
+
+BUILTINS: dict[Kind, dict[str, str]] = {
+    "benchmark": {
+        "shell_tasks": "agentcompass.benchmarks.shell_tasks:ShellTasks",
+    },
+    "harness": {
+        "none": "agentcompass.harnesses.none:NoneHarness",
+        "openai_chat": "agentcompass.harnesses.openai_chat:OpenAIChatHarness",
+        "shell_agent": "agentcompass.harnesses.shell_agent:ShellAgent",
+    },
+    "environment": {
+        "local": "agentcompass.environments.local:LocalProvider",
+        "docker": "agentcompass.environments.docker:DockerProvider",
+    },
+    "recipe": {},
+    "analyzer": {},
+}
+
+
+def import_object(path: str) -> Any:
+    """Import ``module:attr`` or ``module.attr``."""
+    if ":" in path:
+        mod_name, _, attr = path.partition(":")
+    else:
+        mod_name, _, attr = path.rpartition(".")
+    if not mod_name or not attr:
+        raise ImportError(f"not an import path: {path!r}")
+    obj: Any = importlib.import_module(mod_name)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+class Registry:
+    """Components of one kind: name -> import path or object, resolved lazily."""
+
+    def __init__(self, kind: Kind, entries: dict[str, Any] | None = None) -> None:
+        self.kind = kind
+        self._entries: dict[str, Any] = dict(entries or {})
+        self._loaded: dict[str, Any] = {}
+
+    def register(self, name: str, target: Any) -> None:
+        """Add or replace ``name`` (target: ``"module:Class"`` or the class itself)."""
+        self._entries[name] = target
+        self._loaded.pop(name, None)
+
+    def names(self) -> list[str]:
+        return sorted(self._entries)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._entries
+
+    def resolve(self, name: str, *, field: str | None = None) -> Any:
+        """The class for ``name``; a clear ConfigError for unknown ids or import failures."""
+        field = field or self.kind
+        if name in self._loaded:
+            return self._loaded[name]
+        target = self._entries.get(name)
+        if target is None and (":" in name or "." in name):
+            target = name
+        if target is None:
+            known = self.names()
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(
+                f"Unknown {self.kind} id {name!r} in field `{field}`. Known {self.kind}s: "
+                f"{', '.join(known) or '(none)'}.{hint} A `module:Class` import path is also accepted.",
+                field=field,
+            )
+        if isinstance(target, str):
+            try:
+                obj = import_object(target)
+            except (ImportError, AttributeError) as exc:
+                raise ConfigError(
+                    f"Cannot load {self.kind} {name!r} (field `{field}`) from {target!r}: {exc}.", field=field
+                ) from None
+        else:
+            obj = target
+        self._loaded[name] = obj
+        return obj
+
+
+class Registries:
+    """All registries of one engine: seeded from the built-ins, entry points and recipe dirs."""
+
+    def __init__(self, recipe_dirs: Iterable[str] = (), *, use_entry_points: bool = True) -> None:
+        self.by_kind: dict[Kind, Registry] = {k: Registry(k, BUILTINS[k]) for k in KINDS}
+        if use_entry_points:
+            self._load_entry_points()
+        for d in recipe_dirs:
+            self.load_recipe_dir(d)
+
+    def __getitem__(self, kind: Kind) -> Registry:
+        return self.by_kind[kind]
+
+    def _load_entry_points(self) -> None:
+        for kind in KINDS:
+            for ep in entry_points(group=f"agentcompass.{kind}s"):
+                self.by_kind[kind].register(ep.name, ep.value)
+
+    def load_recipe_dir(self, directory: str) -> None:
+        """Import every ``*.py`` in a trusted directory and call its ``register(registries)``."""
+        path = Path(directory)
+        if not path.is_dir():
+            raise ConfigError(f"recipe_dirs entry {directory!r} is not a directory.", field="recipe_dirs")
+        for file in sorted(path.glob("*.py")):
+            mod_name = f"agentcompass_recipe_{abs(hash(str(file.resolve())))}_{file.stem}"
+            spec = importlib.util.spec_from_file_location(mod_name, file)
+            if spec is None or spec.loader is None:
+                continue
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[mod_name] = module
+            try:
+                spec.loader.exec_module(module)
+            except Exception as exc:
+                raise ConfigError(f"recipe file {str(file)!r} failed to import: {exc!r}",
+                                  field="recipe_dirs") from None
+            register = getattr(module, "register", None)
+            if callable(register):
+                register(self)

@@ -1,0 +1,141 @@
+"""User-facing specifications: what to run. msgspec Structs, validated on construction via ``parse_*``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from ._errors import ConfigError
+
+ApiProtocol = Literal["openai-chat", "openai-responses", "anthropic-messages"]
+ProgressMode = Literal["auto", "rich", "plain", "none"]
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+NetworkPolicyName = Literal["public", "none", "model", "allowlist"]
+
+PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
+NonNegInt = Annotated[int, msgspec.Meta(ge=0)]
+NonNegFloat = Annotated[float, msgspec.Meta(ge=0)]
+
+
+class ComponentSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """A benchmark, harness or environment selection: a registry id (or ``module:Class``) and its params."""
+
+    id: str
+    params: dict[str, Any] = {}
+
+
+class ModelSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """A model endpoint. ``id`` ``scripted`` with no base_url uses the built-in in-process scripted model."""
+
+    id: str
+    base_url: str | None = None
+    api_key: str | None = None
+    api_protocol: ApiProtocol = "openai-chat"
+    params: dict[str, Any] = {}
+
+
+class RunRequestSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """One (benchmark, harness, model, environment) selection with its own run directory and outcome."""
+
+    benchmark: ComponentSpec
+    harness: ComponentSpec
+    model: ModelSpec
+    environment: ComponentSpec = msgspec.field(default_factory=lambda: ComponentSpec(id="local"))
+    name: str | None = None
+    run_id: str | None = None
+    wrap_api_key: bool = False
+    task_concurrency: PositiveInt = 8
+    max_retries: NonNegInt = 0
+    retry_pattern_list: list[str] = []
+    reuse: bool = False
+    reuse_run_id: str | None = None
+    keep_environment: bool = False
+    auto_install_dependencies: bool = False
+    results_dir: str = "results"
+    data_dir: str | None = None
+    file_log_level: LogLevel = "INFO"
+
+
+class OrchestrationSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """An ordered set of requests sharing one task limit, one timeout and one environment pool."""
+
+    requests: list[RunRequestSpec]
+    max_concurrent_tasks: PositiveInt | None = None
+    timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] | None = None
+    provider_limits: dict[str, PositiveInt] = {}
+    env_open_qps: NonNegFloat | dict[str, NonNegFloat] | None = None
+    progress: ProgressMode = "auto"
+    log_level: LogLevel = "WARNING"
+    recipe_dirs: list[str] = []
+
+
+def _component(value: Any, field: str) -> Any:
+    """Accept ``"id"`` as shorthand for ``{"id": "id"}``."""
+    if isinstance(value, str):
+        return {"id": value}
+    return value
+
+
+def _normalise_request(raw: Any, where: str) -> Any:
+    if not isinstance(raw, dict):
+        return raw
+    out = dict(raw)
+    for key in ("benchmark", "harness", "environment"):
+        if key in out:
+            out[key] = _component(out[key], f"{where}.{key}")
+    if isinstance(out.get("model"), str):
+        out["model"] = {"id": out["model"]}
+    return out
+
+
+def readable_validation_error(exc: msgspec.ValidationError, what: str) -> ConfigError:
+    """Turn msgspec's ``Expected `int`, got `str` - at `$.requests[0].task_concurrency` `` into a paragraph."""
+    text = str(exc)
+    field = None
+    if " - at `" in text:
+        text, _, path = text.partition(" - at `")
+        field = path.rstrip("`").removeprefix("$").lstrip(".") or None
+    hint = ""
+    if "Object contains unknown field" in text:
+        hint = " Remove it or check its spelling."
+    elif field and field.endswith("api_protocol"):
+        hint = " Allowed: openai-chat, openai-responses, anthropic-messages."
+    elif field and field.endswith("progress"):
+        hint = " Allowed: auto, rich, plain, none."
+    elif field and field.endswith("log_level"):
+        hint = " Allowed: DEBUG, INFO, WARNING, ERROR, CRITICAL."
+    where = f" in field `{field}`" if field else ""
+    return ConfigError(f"Invalid {what}{where}: {text}.{hint}", field=field)
+
+
+def parse_request(raw: Any, where: str = "request") -> RunRequestSpec:
+    """Validate a dict (or a RunRequestSpec) into a RunRequestSpec with a readable error."""
+    if isinstance(raw, RunRequestSpec):
+        raw = msgspec.to_builtins(raw)
+    try:
+        return msgspec.convert(_normalise_request(raw, where), RunRequestSpec)
+    except msgspec.ValidationError as exc:
+        raise readable_validation_error(exc, where) from None
+
+
+def parse_orchestration(raw: Any) -> OrchestrationSpec:
+    """Validate a dict / OrchestrationSpec (e.g. loaded from YAML) into an OrchestrationSpec."""
+    if isinstance(raw, OrchestrationSpec):
+        raw = msgspec.to_builtins(raw)
+    if not isinstance(raw, dict):
+        raise ConfigError(
+            f"Invalid orchestration spec: expected a mapping with a `requests` list, got {type(raw).__name__}.",
+            field="requests",
+        )
+    raw = dict(raw)
+    if isinstance(raw.get("requests"), list):
+        raw["requests"] = [_normalise_request(r, f"requests[{i}]") for i, r in enumerate(raw["requests"])]
+    try:
+        spec = msgspec.convert(raw, OrchestrationSpec)
+    except msgspec.ValidationError as exc:
+        raise readable_validation_error(exc, "orchestration spec") from None
+    if not spec.requests:
+        raise ConfigError("Invalid orchestration spec: `requests` is empty; give at least one request.",
+                          field="requests")
+    return spec

@@ -1,0 +1,112 @@
+"""Container lifecycle throughput: DockerProvider vs a raw aiodocker loop, in the same run.
+
+One lifecycle = open (create + start) + one exec (``echo``) + close (force remove). Each concurrency level
+runs the provider and the raw loop back to back on the tiny busybox image, so the ratio compares like with
+like on the same daemon load.
+
+    PYTHONPATH=. .venv/bin/python benchmarks_perf/docker_lifecycle.py [--per-level N] [--levels 1,8,16]
+
+Prints a table, writes ``docker_lifecycle.json`` next to this file, and ends with a ``RESULT`` line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiodocker
+
+from agentcompass.environments.docker import DockerProvider
+from agentcompass.environments.docker_images import BUSYBOX_IMAGE, build_base_image
+from agentcompass.environments.docker_sweep import sweep_orphans
+from agentcompass.interfaces import ComponentContext, EnvOpenSpec
+
+HERE = Path(__file__).resolve().parent
+
+
+async def _provider_lifecycle(provider: DockerProvider, run_id: str, i: int) -> None:
+    env = await provider.open(EnvOpenSpec(run_id=run_id, task_id=f"bench-{i}"))
+    try:
+        res = await env.exec(["echo", "hi"])
+        assert res.exit_code == 0 and res.stdout == "hi\n", res
+    finally:
+        await env.close()
+
+
+async def _raw_lifecycle(docker: aiodocker.Docker, image: str, run_id: str, i: int) -> None:
+    config = {"Image": image, "Entrypoint": ["tail", "-f", "/dev/null"], "Labels": {
+        "agentcompass.run_id": run_id, "agentcompass.task_id": f"raw-{i}"}, "HostConfig": {"Init": True}}
+    container = await docker.containers.create(config)
+    try:
+        await container.start()
+        ex = await container.exec(["echo", "hi"])
+        out = b""
+        async with ex.start(detach=False) as stream:
+            while (msg := await stream.read_out()) is not None:
+                out += msg.data
+        assert (await ex.inspect())["ExitCode"] == 0 and out == b"hi\n"
+    finally:
+        await container.delete(force=True, v=True)
+
+
+async def _throughput(job: Callable[[int], Awaitable[None]], total: int, concurrency: int) -> float:
+    """Lifecycles per second running ``total`` jobs with at most ``concurrency`` in flight."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(i: int) -> None:
+        async with gate:
+            await job(i)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(total)))
+    return total / (time.perf_counter() - started)
+
+
+async def main(levels: list[int], per_level: int) -> dict[str, Any]:
+    image = await build_base_image(BUSYBOX_IMAGE, method="busybox")
+    run_id = f"bench-{uuid.uuid4().hex[:8]}"
+    provider = DockerProvider({"image": image}, ComponentContext(run_id=run_id))
+    rows: list[dict[str, Any]] = []
+    try:
+        async with aiodocker.Docker() as docker:
+            # warm both paths (image cache, client connections)
+            await _provider_lifecycle(provider, run_id, -1)
+            await _raw_lifecycle(docker, image, run_id, -1)
+            for level in levels:
+                total = max(per_level, 2 * level)
+                ours = await _throughput(lambda i: _provider_lifecycle(provider, run_id, i), total, level)
+                raw = await _throughput(lambda i: _raw_lifecycle(docker, image, run_id, i), total, level)
+                rows.append({"concurrency": level, "lifecycles": total, "provider_per_s": round(ours, 3),
+                             "raw_per_s": round(raw, 3), "ratio": round(ours / raw, 3)})
+                print(f"concurrency {level:>3}: provider {ours:6.2f}/s  raw aiodocker {raw:6.2f}/s  "
+                      f"ratio {ours / raw:5.2f}  ({total} lifecycles each)", flush=True)
+    finally:
+        await provider.aclose()
+        await sweep_orphans(run_id=run_id, only_dead=False)
+    return {"benchmark": "docker_lifecycle", "image": image, "unit": "open+exec+close per second",
+            "rows": rows, "at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+
+
+def cli() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--levels", default="1,8,16", help="comma-separated concurrency levels")
+    parser.add_argument("--per-level", type=int, default=16, help="lifecycles per level (at least 2x level)")
+    args = parser.parse_args()
+    levels = [int(x) for x in args.levels.split(",") if x.strip()]
+    report = asyncio.run(main(levels, args.per_level))
+    out = HERE / "docker_lifecycle.json"
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    parts = [f"c{r['concurrency']}={r['provider_per_s']:.2f}/s(raw {r['raw_per_s']:.2f}/s, x{r['ratio']:.2f})"
+             for r in report["rows"]]
+    print(f"RESULT docker_lifecycle {' '.join(parts)} json={out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(cli())

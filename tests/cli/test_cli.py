@@ -1,0 +1,92 @@
+"""The agentcompass command line, run as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.run([sys.executable, "-m", "agentcompass.cli", *args], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=cwd)
+
+
+def test_run_evaluates_and_prints_the_run_directory(tmp_path: Path) -> None:
+    res = cli("run", "shell_tasks", "shell_agent", "scripted", "--env", "local", "--progress", "none",
+              "--results-dir", str(tmp_path), "--benchmark-params", '{"categories": ["answer"]}',
+              "--task-concurrency", "4", "--run-id", "cli1")
+    assert res.returncode == 0, res.stderr
+    assert "pass@1" in res.stdout and "run directory" in res.stdout
+    run_dir = tmp_path / "shell_tasks" / "shell_agent" / "scripted" / "cli1"
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["counts"]["done"] == summary["counts"]["total"] > 0
+    shown = cli("show", str(run_dir))
+    assert shown.returncode == 0 and "pass@1" in shown.stdout and "answer" in shown.stdout
+
+
+def test_run_against_the_scripted_http_server(tmp_path: Path, scripted_url: str) -> None:
+    res = cli("run", "shell_tasks", "openai_chat", "scripted", "--model-base-url", scripted_url,
+              "--model-api-key", "k-123456", "--progress", "plain", "--results-dir", str(tmp_path),
+              "--benchmark-params", '{"categories": ["answer"]}')
+    assert res.returncode == 0, res.stderr
+    assert "completed" in res.stderr  # the plain progress line at the end
+    assert "k-123456" not in "".join(p.read_text() for p in tmp_path.rglob("*") if p.is_file())
+
+
+def test_malformed_json_params_name_the_flag(tmp_path: Path) -> None:
+    res = cli("run", "shell_tasks", "shell_agent", "scripted", "--benchmark-params", "{sample_ids: [}",
+              "--results-dir", str(tmp_path))
+    assert res.returncode == 2
+    assert "--benchmark-params" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_unknown_id_is_one_readable_paragraph(tmp_path: Path) -> None:
+    res = cli("run", "shell_taks", "shell_agent", "scripted", "--results-dir", str(tmp_path))
+    assert res.returncode == 2
+    assert res.stderr.startswith("error: Unknown benchmark id 'shell_taks'") and "Traceback" not in res.stderr
+
+
+def test_launch_reads_yaml_and_reports_each_request(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"""
+progress: none
+max_concurrent_tasks: 4
+requests:
+  - name: answers
+    benchmark: {{id: shell_tasks, params: {{categories: [answer]}}}}
+    harness: shell_agent
+    model: scripted
+    results_dir: {tmp_path}/r
+  - name: broken
+    benchmark: nope
+    harness: shell_agent
+    model: scripted
+    results_dir: {tmp_path}/r
+""")
+    res = cli("launch", str(spec))
+    assert res.returncode == 1  # one request failed
+    assert "answers: completed" in res.stdout and "broken: failed" in res.stdout
+    assert "Unknown benchmark id 'nope'" in res.stdout and "launch partial" in res.stdout
+
+
+def test_malformed_yaml_names_file_and_line(tmp_path: Path) -> None:
+    spec = tmp_path / "bad.yaml"
+    spec.write_text("requests:\n  - benchmark: shell_tasks\n    harness: [unclosed\n")
+    res = cli("launch", str(spec))
+    assert res.returncode == 2
+    assert "bad.yaml" in res.stderr and "not valid YAML at line" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_list_shows_registered_components() -> None:
+    res = cli("list", "benchmarks")
+    assert res.returncode == 0 and "shell_tasks" in res.stdout.split()
+    res = cli("list", "harnesses")
+    assert {"none", "openai_chat", "shell_agent"} <= set(res.stdout.split())
+    res = cli("list", "environments")
+    assert {"local", "docker"} <= set(res.stdout.split())

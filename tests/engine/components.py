@@ -1,0 +1,59 @@
+"""Components that misbehave on purpose, loaded by dotted path like any third-party plugin."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, ClassVar
+
+from agentcompass.interfaces import (ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask,
+                                     RunContext)
+
+
+class CrashingHarness:
+    """Raises on every task."""
+
+    evaluates: ClassVar[bool] = True
+    needs_environment: ClassVar[bool] = True
+
+    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
+        self.params = params
+
+    async def run(self, task: PreparedTask, env: Environment | None, model: ModelClient, ctx: RunContext,
+                  log: logging.Logger) -> HarnessResult:
+        raise RuntimeError(f"boom on {task.task_id}")
+
+
+class SleepingHarness:
+    """Sleeps ``seconds`` in the environment (a real process), then answers nothing."""
+
+    evaluates: ClassVar[bool] = True
+    needs_environment: ClassVar[bool] = True
+
+    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
+        self.seconds = float(params.get("seconds", 0.2))
+
+    async def run(self, task: PreparedTask, env: Environment | None, model: ModelClient, ctx: RunContext,
+                  log: logging.Logger) -> HarnessResult:
+        assert env is not None
+        await env.exec(f"sleep {self.seconds}", timeout=self.seconds + 30)
+        await asyncio.sleep(0)
+        return HarnessResult(final_answer="")
+
+
+class FailingBenchmark:
+    """Raises while loading its tasks."""
+
+    version: ClassVar[str] = "1"
+
+    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
+        pass
+
+    def load_tasks(self) -> list[Any]:
+        raise OSError("dataset file is corrupt")
+
+    def prepare(self, task: Any) -> Any:
+        raise AssertionError("never called")
+
+    async def evaluate(self, ctx: Any) -> Any:
+        raise AssertionError("never called")

@@ -1,0 +1,73 @@
+"""The run directory: layout, formats, atomic details, and secrets that never reach disk."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import msgspec
+
+import agentcompass
+from agentcompass.engine.run_dir import safe_name
+from agentcompass.records import RunInfo, Summary, TaskDetail
+
+from ..fixtures_scripted import start_scripted_server
+
+SECRET = "sk-test-9f8e7d6c5b4a39281706"
+
+
+def test_run_directory_has_the_documented_layout(tmp_path: Path) -> None:
+    out = agentcompass.run_evaluation("shell_tasks", "shell_agent", "scripted", results_dir=str(tmp_path),
+                                      benchmark_params={"categories": ["files", "answer"]}, progress="none")
+    run_dir = out.run_dir
+    assert run_dir is not None
+    assert run_dir.parent == tmp_path / "shell_tasks" / "shell_agent" / "scripted"
+    for name in ("params.json", "run_info.json", "progress.jsonl", "summary.json", "logs/run.log"):
+        assert (run_dir / name).is_file(), name
+    details = sorted((run_dir / "details").glob("*.json"))
+    assert len(details) == out.counts.total > 0
+    assert not list((run_dir / "details").glob(".*"))  # no temp files left
+    assert len(list((run_dir / "logs" / "tasks").glob("*.log"))) == out.counts.total
+    info = msgspec.json.decode((run_dir / "run_info.json").read_bytes(), type=RunInfo)
+    assert info.status == "completed" and info.counts.done == out.counts.total and info.finished_at
+    summary = msgspec.json.decode((run_dir / "summary.json").read_bytes(), type=Summary)
+    assert summary.metrics == out.metrics and set(summary.by_category) == {"files", "answer"}
+    assert 0 < summary.metrics["pass_rate"] < 1
+    for path in details:
+        d = msgspec.json.decode(path.read_bytes(), type=TaskDetail)
+        assert path.name == f"{safe_name(d.task_id)}.json"
+        a = d.attempts["1"]
+        assert a.status == "completed" and a.trajectory is not None and a.trajectory.steps
+        assert a.correct == d.correct and a.tries and a.tries[0].try_no == 1
+    params = json.loads((run_dir / "params.json").read_text())
+    assert params["spec"]["benchmark"]["id"] == "shell_tasks" and params["versions"]["agentcompass"]
+
+
+def test_safe_names_are_stable_and_never_escape() -> None:
+    assert safe_name("files/hello") == safe_name("files/hello") != safe_name("files_hello")
+    for bad in ("../../etc/passwd", "a/../b", "x\x00y", "..", "", "\n"):
+        name = safe_name(bad)
+        assert "/" not in name and name not in (".", "..") and "\x00" not in name and "\n" not in name
+
+
+async def test_the_api_key_never_reaches_the_run_directory_or_logs(tmp_path: Path) -> None:
+    # The agent even prints the key into its trajectory: redaction at the persistence boundary must catch it.
+    script = [{"match": "Task: files/hello_world\n",
+               "turns": [f"```bash\necho {SECRET} > leak.txt; cat leak.txt\n```", "<submit></submit>"]}]
+    async with start_scripted_server({"script": script}, require_api_key=SECRET) as url:
+        result = await agentcompass.async_launch({
+            "requests": [{"benchmark": {"id": "shell_tasks", "params": {"sample_ids": ["files/hello_world",
+                                                                                        "answer/count_lines"]}},
+                          "harness": "shell_agent", "results_dir": str(tmp_path), "file_log_level": "DEBUG",
+                          "model": {"id": "scripted", "base_url": url, "api_key": SECRET}}],
+            "progress": "none", "log_level": "DEBUG"})
+    out = result.outcomes[0]
+    assert out.status == "completed" and out.counts.done == 2 and out.counts.errors == 0  # the key did work
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert len(files) >= 6
+    for p in files:
+        assert SECRET not in p.read_text(errors="replace"), p
+    detail = next((out.run_dir / "details").glob("files_hello*")).read_text()  # type: ignore[union-attr]
+    assert "***" in detail  # the echoed key was there, masked
+    assert os.environ.get("OPENAI_API_KEY") != SECRET

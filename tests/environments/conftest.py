@@ -1,0 +1,137 @@
+"""Docker fixtures: the base image (built once, cached by tag), labelled run ids, leak checks.
+
+Every test that touches Docker takes ``docker_run_id``: containers and networks it leaves behind under
+that run id are removed after the test and reported as a teardown error, so a leak fails the suite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, TypeVar
+
+import pytest
+import pytest_asyncio
+
+T = TypeVar("T")
+
+DOCKER_SOCKET = "/var/run/docker.sock"
+SESSION_PREFIX = f"pytest-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+LABEL_RUN_ID = "agentcompass.run_id"
+
+
+def run_in_thread(make: Callable[[], Awaitable[T]], timeout: float = 120.0) -> T:
+    """Run a coroutine on a private loop in a worker thread (safe from sync fixtures and teardowns)."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(asyncio.wait_for(make(), timeout))
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(timeout + 10)
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def docker_cli(*args: str, timeout: float = 30.0) -> str:
+    """Observe the daemon with the docker CLI (tests only; the library never uses it)."""
+    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout,
+                          check=True).stdout
+
+
+def containers_of(run_id: str) -> list[str]:
+    """Ids of every container (any state) labelled with ``run_id``."""
+    return docker_cli("ps", "-aq", "--no-trunc", "--filter", f"label={LABEL_RUN_ID}={run_id}").split()
+
+
+def networks_of(run_id: str) -> list[str]:
+    return docker_cli("network", "ls", "-q", "--filter", f"label={LABEL_RUN_ID}={run_id}").split()
+
+
+async def _remove_labelled(match: Callable[[str], bool]) -> list[str]:
+    import aiodocker
+    from aiodocker.networks import DockerNetwork
+
+    removed: list[str] = []
+    async with aiodocker.Docker() as docker:
+        for c in await docker.containers.list(all=True, filters={"label": [LABEL_RUN_ID]}):
+            if match((c["Labels"] or {}).get(LABEL_RUN_ID, "")):
+                await c.delete(force=True, v=True)
+                removed.append(f"container {c.id[:12]}")
+        for net in await docker.networks.list(filters={"label": [LABEL_RUN_ID]}):
+            if match((net.get("Labels") or {}).get(LABEL_RUN_ID, "")):
+                await DockerNetwork(docker, net["Id"]).delete()
+                removed.append(f"network {net['Name']}")
+    return removed
+
+
+def remove_labelled(match: Callable[[str], bool]) -> list[str]:
+    """Remove containers and networks whose run-id label satisfies ``match``; what was removed."""
+    return run_in_thread(lambda: _remove_labelled(match))
+
+
+@pytest.fixture(scope="session")
+def docker_available() -> None:
+    if not os.path.exists(DOCKER_SOCKET):
+        pytest.skip(f"no Docker daemon socket at {DOCKER_SOCKET}")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _sweep_session_leftovers() -> Iterator[None]:
+    yield
+    if os.path.exists(DOCKER_SOCKET):
+        remove_labelled(lambda rid: rid.startswith(SESSION_PREFIX))
+
+
+@pytest.fixture(scope="session")
+def base_image(docker_available: None) -> str:
+    """The debootstrap base image (built on first use, ~1-2 min; then cached by its tag)."""
+    from agentcompass.environments.docker_api import DEFAULT_BASE_IMAGE
+    from agentcompass.environments.docker_images import build_base_image
+
+    started = time.monotonic()
+    tag = run_in_thread(lambda: build_base_image(DEFAULT_BASE_IMAGE), timeout=1800)
+    took = time.monotonic() - started
+    if took > 5:
+        print(f"\nbuilt {tag} in {took:.1f}s")
+    return tag
+
+
+@pytest.fixture(scope="session")
+def busybox_image(docker_available: None) -> str:
+    from agentcompass.environments.docker_images import BUSYBOX_IMAGE, build_base_image
+
+    return run_in_thread(lambda: build_base_image(BUSYBOX_IMAGE, method="busybox"), timeout=600)
+
+
+@pytest.fixture
+def docker_run_id(docker_available: None) -> Iterator[str]:
+    """A run id unique to this test; anything left labelled with it fails the test at teardown."""
+    run_id = f"{SESSION_PREFIX}-{uuid.uuid4().hex[:8]}"
+    yield run_id
+    leaked = remove_labelled(lambda rid: rid == run_id)
+    if leaked:
+        pytest.fail(f"test leaked Docker resources (now removed): {', '.join(leaked)}")
+
+
+@pytest_asyncio.fixture
+async def docker_provider(base_image: str, docker_run_id: str) -> AsyncIterator[Any]:
+    """A DockerProvider on the base image, closed after the test."""
+    from agentcompass.environments.docker import DockerProvider
+    from agentcompass.interfaces import ComponentContext
+
+    provider = DockerProvider({"image": base_image}, ComponentContext(run_id=docker_run_id))
+    try:
+        yield provider
+    finally:
+        await provider.aclose()

@@ -1,0 +1,155 @@
+"""Network policies on real containers: what a container can reach under each mode, switched live.
+
+Servers run on this machine only: one on 0.0.0.0 (reachable from containers through the bridge gateway)
+and a "model" on 127.0.0.1 that only the model route may reach.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+
+from agentcompass._errors import ConfigError
+from agentcompass.environments.docker import DockerEnvironment, DockerProvider
+from agentcompass.interfaces import ComponentContext, EnvOpenSpec, NetworkPolicy
+
+from .conftest import docker_cli, networks_of
+
+pytestmark = pytest.mark.timeout(120)
+
+_PROBE = """
+import socket, sys
+try:
+    s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=float(sys.argv[3]))
+    print("OK", s.recv(64).decode().strip())
+except Exception as e:
+    print("FAIL", type(e).__name__)
+"""
+
+
+class Banner:
+    """A TCP server that greets every connection with its name."""
+
+    def __init__(self, name: str, host: str) -> None:
+        self.name, self.host = name, host
+        self.server: asyncio.Server | None = None
+        self.port = 0
+
+    async def __aenter__(self) -> Banner:
+        async def greet(_r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            w.write(f"{self.name}\n".encode())
+            await w.drain()
+            w.close()
+
+        self.server = await asyncio.start_server(greet, self.host, 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.server is not None
+        self.server.close()
+        await self.server.wait_closed()
+
+
+async def _reach(env: DockerEnvironment, host: str, port: int, wait: float = 2.0) -> str:
+    res = await env.exec(["python3", "-c", _PROBE, host, str(port), str(wait)], timeout=wait + 20)
+    assert res.exit_code == 0, res
+    return res.stdout.strip()
+
+
+@pytest_asyncio.fixture
+async def host_server() -> AsyncIterator[Banner]:
+    async with Banner("host", "0.0.0.0") as server:
+        yield server
+
+
+@pytest_asyncio.fixture
+async def gateway(docker_provider: DockerProvider) -> str:
+    return await docker_provider.networks._bridge_gateway()
+
+
+def _spec(run_id: str, mode: str) -> EnvOpenSpec:
+    return EnvOpenSpec(run_id=run_id, task_id="net", network=NetworkPolicy(mode=mode))  # type: ignore[arg-type]
+
+
+def test_allowlist_is_refused_because_it_cannot_be_enforced() -> None:
+    provider = DockerProvider({}, ComponentContext())
+    with pytest.raises(ConfigError, match="allowlist"):
+        provider.check_network_policy(NetworkPolicy(mode="allowlist", hosts=["example.com"]))
+    with pytest.raises(ConfigError, match="hosts"):
+        provider.check_network_policy(NetworkPolicy(mode="public", hosts=["example.com"]))
+    remote = DockerProvider({"docker_host": "tcp://10.0.0.1:2375"}, ComponentContext())
+    with pytest.raises(ConfigError, match="model"):
+        remote.check_network_policy(NetworkPolicy(mode="model"))
+
+
+async def test_public_reaches_a_server_on_the_host(docker_provider: DockerProvider, docker_run_id: str,
+                                                   host_server: Banner, gateway: str) -> None:
+    env = await docker_provider.open(_spec(docker_run_id, "public"))
+    try:
+        assert await _reach(env, gateway, host_server.port) == "OK host"
+    finally:
+        await env.close()
+
+
+async def test_none_reaches_nothing_not_even_the_host(docker_provider: DockerProvider, docker_run_id: str,
+                                                      host_server: Banner, gateway: str) -> None:
+    env = await docker_provider.open(_spec(docker_run_id, "none"))
+    try:
+        assert (await _reach(env, gateway, host_server.port)).startswith("FAIL")
+        interfaces = (await env.exec("ls /sys/class/net")).stdout.split()
+        assert interfaces == ["lo"]
+    finally:
+        await env.close()
+
+
+async def test_model_mode_reaches_the_model_route_and_nothing_else(
+        docker_provider: DockerProvider, docker_run_id: str, host_server: Banner, gateway: str) -> None:
+    async with Banner("model", "127.0.0.1") as model:
+        route_host, route_port = await docker_provider.ensure_model_route("127.0.0.1", model.port)
+        assert await docker_provider.ensure_model_route("127.0.0.1", model.port) == (route_host, route_port)
+        env = await docker_provider.open(_spec(docker_run_id, "model"))
+        try:
+            assert await _reach(env, route_host, route_port) == "OK model"
+            # neither the host (by any of its addresses) nor the model's real address
+            assert (await _reach(env, gateway, host_server.port, 1.0)).startswith("FAIL")
+            assert (await _reach(env, gateway, model.port, 1.0)).startswith("FAIL")
+            internal = json.loads(docker_cli("network", "inspect", await docker_provider.networks.internal_network()))
+            internal_gw = internal[0]["IPAM"]["Config"][0]["Gateway"]
+            assert (await _reach(env, internal_gw, host_server.port, 1.0)).startswith("FAIL")
+        finally:
+            await env.close()
+    assert networks_of(docker_run_id), "the internal network exists until the provider closes"
+    await docker_provider.aclose()
+    assert networks_of(docker_run_id) == []
+
+
+async def test_policy_switches_on_the_live_container(docker_provider: DockerProvider, docker_run_id: str,
+                                                     host_server: Banner, gateway: str) -> None:
+    async with Banner("model", "127.0.0.1") as model:
+        route = await docker_provider.ensure_model_route("127.0.0.1", model.port)
+        env = await docker_provider.open(_spec(docker_run_id, "public"))
+        try:
+            await env.exec("echo survives > marker.txt")
+            assert await _reach(env, gateway, host_server.port) == "OK host"
+            await env.set_network_policy(NetworkPolicy(mode="none"))
+            assert (await _reach(env, gateway, host_server.port, 1.0)).startswith("FAIL")
+            await env.set_network_policy(NetworkPolicy(mode="model"))
+            assert await _reach(env, *route) == "OK model"
+            assert (await _reach(env, gateway, host_server.port, 1.0)).startswith("FAIL")
+            await env.set_network_policy(NetworkPolicy(mode="public"))
+            assert await _reach(env, gateway, host_server.port) == "OK host"
+            assert (await env.exec("cat marker.txt")).stdout == "survives\n"
+            with pytest.raises(ConfigError):
+                await env.set_network_policy(NetworkPolicy(mode="allowlist", hosts=["x"]))
+        finally:
+            await env.close()
+
+
+async def test_model_route_rejects_a_bad_port(docker_provider: DockerProvider) -> None:
+    with pytest.raises(ConfigError, match="model_port"):
+        await docker_provider.ensure_model_route("127.0.0.1", 70000)

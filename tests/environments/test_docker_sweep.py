@@ -1,0 +1,99 @@
+"""The orphan sweep: resources of a dead owner go, those of live owners, other hosts and kept ones stay."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+import aiodocker
+import pytest
+
+from agentcompass.environments.docker import DockerProvider
+from agentcompass.environments.docker_api import LABEL_HOST, LABEL_PID, LABEL_RUN_ID
+from agentcompass.environments.docker_sweep import sweep_orphans
+from agentcompass.interfaces import ComponentContext, EnvOpenSpec
+
+from .conftest import containers_of, networks_of
+
+pytestmark = pytest.mark.timeout(120)
+
+REPO = Path(__file__).resolve().parents[2]
+
+_OWNER = """
+import asyncio, sys
+from agentcompass.environments.docker import DockerProvider
+from agentcompass.interfaces import ComponentContext, EnvOpenSpec
+
+async def main(run_id, image):
+    provider = DockerProvider({"image": image}, ComponentContext(run_id=run_id))
+    env = await provider.open(EnvOpenSpec(run_id=run_id, task_id="orphan"))
+    network = await provider.networks.internal_network()
+    print(env.id, network, flush=True)
+    await asyncio.sleep(3600)
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+"""
+
+
+async def _orphan_owner(run_id: str, image: str) -> tuple[str, str]:
+    """Start a process that opens a container and a network, then SIGKILL it; (container id, network)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _OWNER, run_id, image, stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 60)
+        container_id, network = line.decode().split()
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+    return container_id, network
+
+
+async def test_sweep_removes_what_a_killed_process_left_and_keeps_live_owners(
+        base_image: str, docker_run_id: str) -> None:
+    container_id, network = await _orphan_owner(docker_run_id, base_image)
+    assert container_id in containers_of(docker_run_id)
+    assert networks_of(docker_run_id)
+
+    live = DockerProvider({"image": base_image}, ComponentContext(run_id=docker_run_id))
+    try:
+        mine = await live.open(EnvOpenSpec(run_id=docker_run_id, task_id="alive"))
+        report = await sweep_orphans(run_id=docker_run_id)
+        assert report.errors == []
+        assert len(report.containers) == 1 and report.networks == [network]
+        assert report.skipped_alive == 1
+        assert containers_of(docker_run_id) == [mine.id]
+        assert networks_of(docker_run_id) == []
+        assert (await mine.exec("echo alive")).stdout == "alive\n"
+    finally:
+        await live.aclose()
+
+
+async def test_sweep_leaves_other_hosts_and_kept_containers_unless_told_otherwise(
+        base_image: str, docker_run_id: str) -> None:
+    async with aiodocker.Docker() as docker:
+        for extra in ({LABEL_HOST: "some-other-host", LABEL_PID: "1"},
+                      {LABEL_HOST: "x", LABEL_PID: "999999999", "agentcompass.keep": "1"}):
+            await docker.containers.create({"Image": base_image, "Entrypoint": ["true"],
+                                            "Labels": {LABEL_RUN_ID: docker_run_id, **extra}})
+    report = await sweep_orphans(run_id=docker_run_id)
+    assert report.containers == []
+    assert (report.skipped_foreign, report.skipped_kept) == (1, 1)
+    assert len(containers_of(docker_run_id)) == 2
+
+    report = await sweep_orphans(run_id=docker_run_id, only_dead=False)
+    assert len(report.containers) == 2
+    assert containers_of(docker_run_id) == []
+
+
+async def test_sweep_without_run_id_only_touches_dead_owners(base_image: str, docker_run_id: str) -> None:
+    await _orphan_owner(docker_run_id, base_image)
+    report = await sweep_orphans()
+    assert report.errors == []
+    assert any(name.startswith("ac-") for name in report.containers)
+    assert containers_of(docker_run_id) == []
+    assert networks_of(docker_run_id) == []

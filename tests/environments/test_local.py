@@ -1,0 +1,468 @@
+"""The local environment provider, with real processes and real files."""
+# ruff: noqa: ASYNC240  (tests inspect the filesystem directly)
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import tarfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from agentcompass._errors import ConfigError, EnvironmentError_
+from agentcompass.environments._output import CappedBuffer
+from agentcompass.environments._tar import extract_tar, make_tar, tar_from_files
+from agentcompass.environments.local import TIMEOUT_EXIT_CODE, LocalEnvironment, LocalProvider
+from agentcompass.interfaces import ComponentContext, Environment, EnvOpenSpec, NetworkPolicy
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _spec(**kw: object) -> EnvOpenSpec:
+    return EnvOpenSpec(run_id="r1", task_id=str(kw.pop("task_id", "t1")), **kw)  # type: ignore[arg-type]
+
+
+def _alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie waiting to be reaped counts as dead)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+async def _wait_dead(pids: list[int], within: float = 3.0) -> list[int]:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        alive = [p for p in pids if _alive(p)]
+        if not alive:
+            return []
+        await asyncio.sleep(0.02)
+    return [p for p in pids if _alive(p)]
+
+
+async def _read_pids(env: LocalEnvironment, *names: str, within: float = 5.0) -> list[int]:
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            texts = [(await env.read_file(n)).decode().strip() for n in names]
+            if all(texts):
+                return [int(t) for t in texts]
+        except FileNotFoundError:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"pid files {names} never appeared")
+        await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+async def provider(tmp_path: Path) -> AsyncIterator[LocalProvider]:
+    prov = LocalProvider({"base_dir": str(tmp_path)}, ComponentContext(run_id="r1"))
+    try:
+        yield prov
+    finally:
+        await prov.aclose()
+
+
+@pytest.fixture
+async def env(provider: LocalProvider) -> AsyncIterator[LocalEnvironment]:
+    handle = await provider.open(_spec())
+    try:
+        yield handle
+    finally:
+        await handle.close()
+
+
+# ----------------------------------------------------------------------------- commands
+
+
+async def test_environment_satisfies_protocol_and_lives_in_a_role_prefixed_temp_dir(
+        env: LocalEnvironment, tmp_path: Path) -> None:
+    assert isinstance(env, Environment)
+    assert Path(env.workdir).parent == tmp_path.resolve()
+    assert Path(env.workdir).name.startswith("agentcompass-agent-")
+
+
+async def test_shell_command_returns_stdout_stderr_and_exit_code(env: LocalEnvironment) -> None:
+    res = await env.exec("echo out; echo err >&2; exit 3")
+    assert (res.exit_code, res.stdout, res.stderr) == (3, "out\n", "err\n")
+    assert not res.timed_out and not res.truncated
+    assert res.output_bytes == 8
+    assert res.duration_s > 0
+
+
+async def test_list_command_runs_without_a_shell(env: LocalEnvironment) -> None:
+    res = await env.exec(["printf", "%s", "a b; echo $HOME"])
+    assert res.exit_code == 0
+    assert res.stdout == "a b; echo $HOME"
+
+
+async def test_missing_program_reports_127(env: LocalEnvironment) -> None:
+    res = await env.exec(["definitely-not-a-program-xyz"])
+    assert res.exit_code == 127
+    assert "definitely-not-a-program-xyz" in res.stderr
+
+
+async def test_invalid_utf8_output_is_replaced_not_fatal(env: LocalEnvironment) -> None:
+    res = await env.exec(r"printf 'ok\377\n'")
+    assert res.stdout == "ok\ufffd\n"
+
+
+async def test_cwd_is_relative_to_workdir_and_env_is_minimal_plus_overrides(
+        provider: LocalProvider, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTCOMPASS_TEST_SECRET", "leak")
+    handle = await provider.open(_spec(env={"FROM_SPEC": "spec", "BOTH": "spec"}))
+    try:
+        await handle.exec("mkdir -p sub/dir")
+        res = await handle.exec(
+            'pwd; echo "$HOME|$FROM_SPEC|$BOTH|$FROM_CALL|${AGENTCOMPASS_TEST_SECRET-unset}"',
+            cwd="sub/dir", env={"BOTH": "call", "FROM_CALL": "call"})
+        lines = res.stdout.splitlines()
+        assert lines[0] == os.path.join(handle.workdir, "sub", "dir")
+        assert lines[1] == f"{handle.workdir}|spec|call|call|unset"
+        with pytest.raises(EnvironmentError_, match="not a directory"):
+            await handle.exec("true", cwd="nope")
+    finally:
+        await handle.close()
+
+
+async def test_workdir_subdirectory_and_files_are_created(provider: LocalProvider) -> None:
+    handle = await provider.open(_spec(workdir="/testbed", files={"a.txt": "A", "pkg/b.py": "B"}))
+    try:
+        assert Path(handle.workdir).name == "testbed"
+        res = await handle.exec("pwd; cat a.txt pkg/b.py")
+        assert res.stdout == f"{handle.workdir}\nAB"
+    finally:
+        await handle.close()
+
+
+async def test_timeout_kills_whole_group_even_sigterm_ignoring_grandchildren(env: LocalEnvironment) -> None:
+    cmd = ("trap '' TERM; echo $$ > shell.pid; "
+           "(trap '' TERM; sleep 60; echo never) & echo $! > child.pid; "
+           "bash -c 'trap \"\" TERM; sleep 60' & echo $! > child2.pid; "
+           "echo started; wait")
+    t0 = time.monotonic()
+    res = await env.exec(cmd, timeout=1.0)
+    elapsed = time.monotonic() - t0
+    assert res.timed_out
+    assert res.exit_code == TIMEOUT_EXIT_CODE == 124
+    assert res.stdout == "started\n"
+    assert 1.0 <= elapsed < 3.0  # 0.5 s drain grace at most, plus slack for a loaded machine
+    pids = await _read_pids(env, "shell.pid", "child.pid", "child2.pid")
+    assert await _wait_dead(pids) == []
+
+
+async def test_background_child_holding_stdout_does_not_hang_exec(env: LocalEnvironment) -> None:
+    t0 = time.monotonic()
+    res = await env.exec("sleep 30 & echo $! > bg.pid; echo done", timeout=20)
+    assert time.monotonic() - t0 < 3.0
+    assert (res.exit_code, res.stdout, res.timed_out) == (0, "done\n", False)
+    # The background process is left running (agents start servers that way) until the env closes.
+    [bg] = await _read_pids(env, "bg.pid")
+    assert _alive(bg)
+    await env.close()
+    assert await _wait_dead([bg]) == []
+
+
+async def test_output_is_capped_keeping_head_and_tail(tmp_path: Path) -> None:
+    prov = LocalProvider({"base_dir": str(tmp_path), "output_limit_bytes": 1000}, ComponentContext())
+    try:
+        handle = await prov.open(_spec())
+        res = await handle.exec("printf HEAD; head -c 1000000 /dev/zero | tr '\\0' x; printf TAIL; "
+                                "echo small >&2")
+        assert res.exit_code == 0
+        assert res.truncated
+        assert res.output_bytes == 1_000_008 + 6
+        assert res.stdout.startswith("HEADxxx") and res.stdout.endswith("xxxTAIL")
+        assert "bytes omitted, 1000008 bytes in total" in res.stdout
+        assert len(res.stdout) < 1100
+        assert res.stderr == "small\n"
+    finally:
+        await prov.aclose()
+
+
+def test_capped_buffer_matches_head_and_tail_of_the_whole_stream() -> None:
+    data = bytes(range(256)) * 40
+    buf = CappedBuffer(101)
+    for i in range(0, len(data), 7):
+        buf.feed(data[i:i + 7])
+    assert buf.total == len(data) and buf.truncated
+    value = buf.getvalue()
+    assert value.startswith(data[:50]) and value.endswith(data[-51:])
+    small = CappedBuffer(101)
+    small.feed(data[:101])
+    assert small.getvalue() == data[:101] and not small.truncated
+
+
+async def test_200_parallel_commands_across_50_environments_are_all_correct(provider: LocalProvider) -> None:
+    envs = await asyncio.gather(*(provider.open(_spec(task_id=f"t{i}", env={"IDX": str(i)}))
+                                  for i in range(50)))
+    try:
+        results = await asyncio.gather(*(envs[i % 50].exec(f'echo "$IDX-{i}"; echo e{i} >&2', timeout=60)
+                                         for i in range(200)))
+        for i, res in enumerate(results):
+            assert (res.exit_code, res.stdout, res.stderr) == (0, f"{i % 50}-{i}\n", f"e{i}\n")
+        assert len({e.workdir for e in envs}) == 50 and len({e.id for e in envs}) == 50
+    finally:
+        await asyncio.gather(*(e.close() for e in envs))
+    assert provider.open_environments == 0
+
+
+# ----------------------------------------------------------------------------- files and archives
+
+
+async def test_archive_round_trip_between_two_environments(provider: LocalProvider) -> None:
+    src = await provider.open(_spec(files={"a.txt": "alpha", "sub/deep/b.bin": "beta"}))
+    dst = await provider.open(_spec(task_id="t2"))
+    try:
+        await src.exec("chmod +x a.txt && ln -s deep/b.bin sub/link")
+        tar_bytes = await src.get_archive(".")
+        with tarfile.open(fileobj=io.BytesIO(tar_bytes)) as tf:
+            assert "a.txt" in tf.getnames() and all(not n.startswith(("/", ".")) for n in tf.getnames())
+        await dst.put_archive("copy", tar_bytes)
+        res = await dst.exec("cat copy/a.txt copy/sub/deep/b.bin copy/sub/link; test -x copy/a.txt; "
+                             "readlink copy/sub/link")
+        assert res.stdout == "alphabetabetadeep/b.bin\n" and res.exit_code == 0
+        single = await src.get_archive("sub/deep/b.bin")
+        await dst.put_archive(".", single)
+        assert await dst.read_file("b.bin") == b"beta"
+    finally:
+        await src.close()
+        await dst.close()
+
+
+async def test_write_and_read_file_inside_workspace(env: LocalEnvironment) -> None:
+    await env.write_file("new/dir/f.txt", "héllo")
+    assert await env.read_file(os.path.join(env.workdir, "new/dir/f.txt")) == "héllo".encode()
+    with pytest.raises(FileNotFoundError):
+        await env.read_file("missing.txt")
+
+
+async def test_paths_outside_the_workspace_are_refused(env: LocalEnvironment, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_text("s")
+    await env.exec(f"ln -s {outside} out")
+    for bad in ("../x", "/etc/passwd", "out/secret", str(outside / "secret")):
+        with pytest.raises(ConfigError, match="outside the workspace"):
+            await env.read_file(bad)
+    with pytest.raises(ConfigError):
+        await env.write_file("out/planted", "x")
+    with pytest.raises(ConfigError):
+        await env.put_archive("out", tar_from_files({"planted": "x"}))
+    with pytest.raises(ConfigError):
+        await env.get_archive("..")
+    assert sorted(os.listdir(outside)) == ["secret"]
+
+
+async def test_escaping_spec_files_are_refused_and_leave_no_directory(
+        provider: LocalProvider, tmp_path: Path) -> None:
+    for files in ({"../evil": "x"}, {"/abs": "x"}, {"a/../../evil": "x"}):
+        with pytest.raises(ConfigError, match="files"):
+            await provider.open(_spec(files=files))
+    with pytest.raises(ConfigError, match="workdir"):
+        await provider.open(_spec(workdir="../up"))
+    assert os.listdir(tmp_path) == []
+
+
+def _raw_tar(*members: tuple[str, bytes | None, str | None]) -> bytes:
+    """(name, file content or None, link target or None) -> tar bytes, no safety checks.
+
+    A link target starting with ``hard:`` makes a hard link."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        for name, content, link in members:
+            info = tarfile.TarInfo(name)
+            if link is not None:
+                hard = link.startswith("hard:")
+                info.type = tarfile.LNKTYPE if hard else tarfile.SYMTYPE
+                info.linkname = link.removeprefix("hard:")
+                tf.addfile(info)
+            else:
+                info.size = len(content or b"")
+                tf.addfile(info, io.BytesIO(content or b""))
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("members", [
+    [("../evil", b"x", None)],
+    [("/abs/evil", b"x", None)],
+    [("ok/../../evil", b"x", None)],
+    [("up", None, "../..")],
+    [("abs", None, "/etc")],
+    [("inside", None, "."), ("inside/../../evil", b"x", None)],
+    [("hl", None, "hard:../../evil")],
+], ids=["dotdot", "absolute", "nested-dotdot", "symlink-up", "symlink-absolute", "dotdot-via-link",
+        "hardlink-up"])
+def test_extract_refuses_escaping_members(tmp_path: Path, members: list[tuple[str, bytes | None, str | None]]
+                                          ) -> None:
+    dest = tmp_path / "dest" / "inner"
+    dest.mkdir(parents=True)
+    with pytest.raises(ConfigError):
+        extract_tar(_raw_tar(*members), dest)
+    assert not (tmp_path / "evil").exists() and not (tmp_path / "dest" / "evil").exists()
+
+
+def test_extract_refuses_writing_through_a_symlink_planted_by_an_earlier_member(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    # "sub" is a harmless-looking link inside dest, then "hop" points through it back out.
+    tar_bytes = _raw_tar(("sub", None, "."), ("sub/hop", None, "../outside"), ("sub/hop/evil", b"x", None))
+    with pytest.raises(ConfigError):
+        extract_tar(tar_bytes, dest)
+    assert os.listdir(outside) == []
+
+
+def test_make_tar_of_missing_path_raises(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        make_tar(tmp_path / "missing")
+
+
+# ----------------------------------------------------------------------------- lifecycle
+
+
+async def test_close_is_idempotent_removes_dir_and_refuses_further_use(provider: LocalProvider) -> None:
+    handle = await provider.open(_spec(files={"x": "1"}))
+    await handle.exec("mkdir -p locked/in && chmod 000 locked")
+    root = handle.workdir
+    await asyncio.gather(handle.close(), handle.close())
+    await handle.close()
+    assert not os.path.exists(root)
+    with pytest.raises(EnvironmentError_, match="closed"):
+        await handle.exec("true")
+    with pytest.raises(EnvironmentError_, match="closed"):
+        await handle.read_file("x")
+
+
+def test_close_started_just_before_the_loop_shuts_down_still_cleans_up(tmp_path: Path) -> None:
+    pids: list[int] = []
+
+    async def main() -> None:
+        prov = LocalProvider({"base_dir": str(tmp_path)}, ComponentContext())
+        handle = await prov.open(_spec())
+        await handle.exec("setsid sleep 60 & echo $! > d.pid")
+        pids.extend(await _read_pids(handle, "d.pid"))
+        asyncio.get_running_loop().create_task(handle.close())  # fire and forget, then the loop ends
+        await asyncio.sleep(0)
+
+    asyncio.run(main())
+    assert os.listdir(tmp_path) == []
+    assert not any(_alive(p) for p in pids)
+
+
+async def test_keep_true_keeps_the_directory(provider: LocalProvider) -> None:
+    handle = await provider.open(_spec(keep=True, files={"x": "kept"}))
+    await handle.close()
+    assert Path(handle.workdir, "x").read_text() == "kept"
+
+
+async def test_close_kills_running_commands_and_escaped_daemons(provider: LocalProvider) -> None:
+    handle = await provider.open(_spec())
+    running = asyncio.create_task(handle.exec("echo $$ > sh.pid; setsid sleep 60 & echo $! > daemon.pid; "
+                                              "sleep 60", timeout=120))
+    pids = await _read_pids(handle, "sh.pid", "daemon.pid")
+    t0 = time.monotonic()
+    await handle.close()
+    assert time.monotonic() - t0 < 5
+    res = await asyncio.wait_for(running, 5)
+    assert res.exit_code < 0 and not res.timed_out
+    assert await _wait_dead(pids) == []
+
+
+async def test_cancelling_an_exec_kills_its_process_group(env: LocalEnvironment) -> None:
+    task = asyncio.create_task(env.exec("echo $$ > sh.pid; (trap '' TERM; sleep 60) & echo $! > gc.pid; "
+                                        "sleep 60", timeout=120))
+    pids = await _read_pids(env, "sh.pid", "gc.pid")
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await _wait_dead(pids) == []
+    assert (await env.exec("echo still usable")).stdout == "still usable\n"
+
+
+async def test_provider_aclose_closes_environments_left_open(tmp_path: Path) -> None:
+    prov = LocalProvider({"base_dir": str(tmp_path)}, ComponentContext())
+    envs = [await prov.open(_spec(task_id=f"t{i}")) for i in range(3)]
+    await envs[0].close()
+    assert prov.open_environments == 2
+    sleeper = asyncio.create_task(envs[1].exec("echo $$ > p.pid; sleep 60", timeout=120))
+    [pid] = await _read_pids(envs[1], "p.pid")
+    await prov.aclose()
+    assert prov.open_environments == 0
+    assert os.listdir(tmp_path) == []
+    assert await _wait_dead([pid]) == []
+    await asyncio.wait_for(sleeper, 5)
+    with pytest.raises(EnvironmentError_, match="closed"):
+        await prov.open(_spec())
+
+
+# ----------------------------------------------------------------------------- configuration
+
+
+@pytest.mark.parametrize("mode", ["none", "model", "allowlist"])
+async def test_network_policies_other_than_public_are_refused_naming_the_mode(
+        provider: LocalProvider, env: LocalEnvironment, mode: str) -> None:
+    policy = NetworkPolicy(mode=mode, hosts=["example.org"] if mode == "allowlist" else [])  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=f'network_policy "{mode}".*docker'):
+        provider.check_network_policy(policy)
+    with pytest.raises(ConfigError, match=f'"{mode}"'):
+        await env.set_network_policy(policy)
+    with pytest.raises(ConfigError, match=f'"{mode}"'):
+        await provider.open(_spec(network=policy))
+    provider.check_network_policy(NetworkPolicy(mode="public"))
+    await env.set_network_policy(NetworkPolicy())
+
+
+@pytest.mark.parametrize(("params", "field"), [
+    ({"bogus": 1}, "bogus"),
+    ({"default_timeout": 0}, "default_timeout"),
+    ({"default_timeout": "5"}, "default_timeout"),
+    ({"output_limit_bytes": 10.5}, "output_limit_bytes"),
+    ({"shell": "/no/such/shell"}, "shell"),
+    ({"base_dir": "/no/such/dir"}, "base_dir"),
+])
+def test_bad_params_raise_config_error_naming_the_key(params: dict[str, object], field: str) -> None:
+    with pytest.raises(ConfigError, match=field) as info:
+        LocalProvider(params, ComponentContext())
+    assert info.value.field == f"environment.params.{field}"
+    if field == "bogus":
+        assert "base_dir, output_limit_bytes, default_timeout, shell" in str(info.value)
+
+
+async def test_default_timeout_applies_and_bad_timeouts_are_refused(tmp_path: Path) -> None:
+    prov = LocalProvider({"base_dir": str(tmp_path), "default_timeout": 0.3}, ComponentContext())
+    try:
+        handle = await prov.open(_spec())
+        res = await handle.exec("sleep 5")
+        assert res.timed_out and res.exit_code == TIMEOUT_EXIT_CODE
+        with pytest.raises(ConfigError, match="timeout"):
+            await handle.exec("true", timeout=0)
+        with pytest.raises(ConfigError, match="cmd"):
+            await handle.exec([])
+    finally:
+        await prov.aclose()
+
+
+def test_works_under_uvloop(tmp_path: Path) -> None:
+    uvloop = pytest.importorskip("uvloop")
+
+    async def scenario() -> None:
+        prov = LocalProvider({"base_dir": str(tmp_path)}, ComponentContext())
+        try:
+            handle = await prov.open(_spec())
+            assert (await handle.exec("echo hi")).stdout == "hi\n"
+            assert (await handle.exec("sleep 10", timeout=0.3)).timed_out
+            t0 = time.monotonic()
+            assert (await handle.exec("sleep 30 & echo bg")).stdout == "bg\n"
+            assert time.monotonic() - t0 < 3
+        finally:
+            await prov.aclose()
+
+    uvloop.run(scenario())
+    assert os.listdir(tmp_path) == []
