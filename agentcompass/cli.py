@@ -127,7 +127,7 @@ def _print_outcome(outcome: Any) -> None:
         table.add_row("duration", f"{outcome.duration_s:.2f}s")
     console.print(table)
     if outcome.run_dir:
-        console.print(f"run directory: {outcome.run_dir}", soft_wrap=True)
+        console.print(f"run directory: {outcome.run_dir}", soft_wrap=True, highlight=False)
     if outcome.error:
         console.print(f"[red]error:[/red] {outcome.error}", soft_wrap=True, markup=True)
 

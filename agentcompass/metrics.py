@@ -21,14 +21,14 @@ class _Tally:
 
     def add(self, detail: TaskDetail) -> None:
         self.tasks += 1
+        # Ungraded (errored) attempts count as failures in pass@k and avg@k alike: k is what was asked for.
+        self.attempts += detail.k
         graded = [a for a in detail.attempts.values() if a.correct is not None]
         if not graded:
             return
         self.graded_tasks += 1
         if any(a.correct for a in graded):
             self.solved += 1
-        # Ungraded (errored) attempts count as failures in avg@k: k is what was asked for.
-        self.attempts += detail.k
         self.correct_attempts += sum(1 for a in graded if a.correct)
         for a in graded:
             if a.score is not None:

@@ -2,7 +2,7 @@
 
 A name maps to ``"module:Class"``; the class is imported only when first used. Ids that contain ``:`` or a
 dot are taken as import paths. Third parties add components through entry points
-(group ``agentcompass.<kind>s``) or ``recipe_dirs`` (python files defining ``register(registries)``).
+(``ENTRY_POINT_GROUPS``) or ``recipe_dirs`` (python files defining ``register(registries)``).
 """
 
 from __future__ import annotations
@@ -20,6 +20,12 @@ from ._errors import ConfigError
 
 Kind = Literal["benchmark", "harness", "environment", "recipe", "analyzer"]
 KINDS: tuple[Kind, ...] = ("benchmark", "harness", "environment", "recipe", "analyzer")
+#: entry point group of each kind.
+ENTRY_POINT_GROUPS: dict[Kind, str] = {
+    "benchmark": "agentcompass.benchmarks", "harness": "agentcompass.harnesses",
+    "environment": "agentcompass.environments", "recipe": "agentcompass.recipes",
+    "analyzer": "agentcompass.analyzers",
+}
 
 BUILTINS: dict[Kind, dict[str, str]] = {
     "benchmark": {
@@ -117,7 +123,7 @@ class Registries:
 
     def _load_entry_points(self) -> None:
         for kind in KINDS:
-            for ep in entry_points(group=f"agentcompass.{kind}s"):
+            for ep in entry_points(group=ENTRY_POINT_GROUPS[kind]):
                 self.by_kind[kind].register(ep.name, ep.value)
 
     def load_recipe_dir(self, directory: str) -> None:

@@ -1,8 +1,8 @@
 """Container lifecycle throughput: DockerProvider vs a raw aiodocker loop, in the same run.
 
 One lifecycle = open (create + start) + one exec (``echo``) + close (force remove). Each concurrency level
-runs the provider and the raw loop back to back on the tiny busybox image, so the ratio compares like with
-like on the same daemon load.
+runs the provider and the raw loop interleaved (A-B-B-A) on the tiny busybox image, so the ratio compares
+like with like on the same daemon load.
 
     PYTHONPATH=. .venv/bin/python benchmarks_perf/docker_lifecycle.py [--per-level N] [--levels 1,8,16]
 
@@ -40,7 +40,7 @@ async def _provider_lifecycle(provider: DockerProvider, run_id: str, i: int) -> 
 
 
 async def _raw_lifecycle(docker: aiodocker.Docker, image: str, run_id: str, i: int) -> None:
-    config = {"Image": image, "Entrypoint": ["tail", "-f", "/dev/null"], "Labels": {
+    config: dict[str, Any] = {"Image": image, "Entrypoint": ["tail", "-f", "/dev/null"], "Labels": {
         "agentcompass.run_id": run_id, "agentcompass.task_id": f"raw-{i}"}, "HostConfig": {"Init": True}}
     container = await docker.containers.create(config)
     try:
@@ -55,8 +55,8 @@ async def _raw_lifecycle(docker: aiodocker.Docker, image: str, run_id: str, i: i
         await container.delete(force=True, v=True)
 
 
-async def _throughput(job: Callable[[int], Awaitable[None]], total: int, concurrency: int) -> float:
-    """Lifecycles per second running ``total`` jobs with at most ``concurrency`` in flight."""
+async def _timed(job: Callable[[int], Awaitable[None]], total: int, concurrency: int) -> float:
+    """Seconds to run ``total`` jobs with at most ``concurrency`` in flight."""
     gate = asyncio.Semaphore(concurrency)
 
     async def one(i: int) -> None:
@@ -65,7 +65,18 @@ async def _throughput(job: Callable[[int], Awaitable[None]], total: int, concurr
 
     started = time.perf_counter()
     await asyncio.gather(*(one(i) for i in range(total)))
-    return total / (time.perf_counter() - started)
+    return time.perf_counter() - started
+
+
+async def _compare(ours: Callable[[int], Awaitable[None]], raw: Callable[[int], Awaitable[None]],
+                   total: int, concurrency: int) -> tuple[float, float]:
+    """(ours, raw) lifecycles per second, measured in A-B-B-A halves so daemon drift hits both alike."""
+    half = max(1, total // 2)
+    t_ours = await _timed(ours, half, concurrency)
+    t_raw = await _timed(raw, half, concurrency)
+    t_raw += await _timed(raw, half, concurrency)
+    t_ours += await _timed(ours, half, concurrency)
+    return 2 * half / t_ours, 2 * half / t_raw
 
 
 async def main(levels: list[int], per_level: int) -> dict[str, Any]:
@@ -80,12 +91,14 @@ async def main(levels: list[int], per_level: int) -> dict[str, Any]:
             await _raw_lifecycle(docker, image, run_id, -1)
             for level in levels:
                 total = max(per_level, 2 * level)
-                ours = await _throughput(lambda i: _provider_lifecycle(provider, run_id, i), total, level)
-                raw = await _throughput(lambda i: _raw_lifecycle(docker, image, run_id, i), total, level)
-                rows.append({"concurrency": level, "lifecycles": total, "provider_per_s": round(ours, 3),
-                             "raw_per_s": round(raw, 3), "ratio": round(ours / raw, 3)})
-                print(f"concurrency {level:>3}: provider {ours:6.2f}/s  raw aiodocker {raw:6.2f}/s  "
-                      f"ratio {ours / raw:5.2f}  ({total} lifecycles each)", flush=True)
+                ours, raw = await _compare(lambda i: _provider_lifecycle(provider, run_id, i),
+                                           lambda i: _raw_lifecycle(docker, image, run_id, i), total, level)
+                row = {"concurrency": level, "lifecycles": total, "provider_per_s": round(ours, 2),
+                       "raw_per_s": round(raw, 2), "ratio": round(ours / raw, 2)}
+                rows.append(row)
+                print(f"concurrency {level:>3}: provider {row['provider_per_s']:6.2f}/s  raw aiodocker "
+                      f"{row['raw_per_s']:6.2f}/s  ratio {row['ratio']:5.2f}  ({total} lifecycles each)",
+                      flush=True)
     finally:
         await provider.aclose()
         await sweep_orphans(run_id=run_id, only_dead=False)

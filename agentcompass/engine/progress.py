@@ -152,10 +152,11 @@ class RichDisplay(Display):
     def _render(self) -> Any:
         from rich.table import Table
 
-        table = Table(title="AgentCompass", expand=False)
-        for col in ("request", "status", "done", "running", "queued", "correct", "errors", "retries",
-                    "tasks/s", "ETA"):
-            table.add_column(col, justify="right" if col not in ("request", "status") else "left")
+        table = Table(expand=False, box=None, header_style="bold")
+        table.add_column("request", overflow="fold", max_width=40)
+        table.add_column("status")
+        for col in ("done", "run", "queue", "ok", "err", "retry", "rate/s", "ETA"):
+            table.add_column(col, justify="right", no_wrap=True)
         for st in list(self.stats.values()):
             eta = st.eta_s()
             table.add_row(st.name, st.status, f"{st.done}/{st.total}", str(st.running),

@@ -178,21 +178,27 @@ class RequestActor:
             if policy is not None:
                 provider.check_network_policy(policy)
 
+        # Hashed from the params as given: network policies and phase timeouts shape results too.
         self.identity = request_identity(
-            benchmark=spec.benchmark.id, benchmark_params=bench_params,
+            benchmark=spec.benchmark.id, benchmark_params=spec.benchmark.params,
             benchmark_version=str(getattr(benchmark, "version", "0")), harness=spec.harness.id,
-            harness_params=harness_params, model=spec.model.id, model_params=spec.model.params,
-            api_protocol=spec.model.api_protocol, environment=spec.environment.id, environment_params=env_params)
+            harness_params=spec.harness.params, model=spec.model.id, model_params=spec.model.params,
+            api_protocol=spec.model.api_protocol, environment=spec.environment.id,
+            environment_params=spec.environment.params)
 
-        redactor = Redactor([spec.model.api_key, *sup.extra_secrets])
-        run_dir = self._choose_run_dir(redactor)
-        log, level = self._make_logger(run_dir, redactor)
-        self.run_dir = run_dir
         from ..models.factory import create_model_client
 
         concurrency = min(spec.task_concurrency, sup.spec.max_concurrent_tasks or spec.task_concurrency)
         model = create_model_client(spec.model, max_connections=max(concurrency, 1))
 
+        redactor = Redactor([spec.model.api_key, *sup.extra_secrets])
+        try:
+            run_dir = self._choose_run_dir(redactor)
+        except BaseException:
+            await model.aclose()
+            raise
+        log, level = self._make_logger(run_dir, redactor)
+        self.run_dir = run_dir
         self.rt = RequestRuntime(
             index=self.index, name=self.name, run_id=self.run_id, benchmark=benchmark, harness=harness,
             provider=provider, model=model, pool=sup.pool, run_dir=run_dir, log=log, emit=sup.bus.emit,
@@ -288,10 +294,14 @@ class RequestActor:
         assert rt is not None and self.run_dir is not None
         tasks = await self._load_tasks()
         self.counts.total = len(tasks)
-        to_run = self._apply_reuse(tasks)
+        to_run, reused = self._apply_reuse(tasks)
         rt.emit(RequestStarted(ts=time.time(), request=self.name, run_id=self.run_id,
                                run_dir=str(self.run_dir.path), total_tasks=len(tasks),
                                reused_tasks=self.counts.reused))
+        now = time.time()
+        for d in reused:
+            rt.emit(TaskFinished(ts=now, request=self.name, run_id=self.run_id, task_id=d.task_id,
+                                 correct=d.correct, reused=True))
         lane_limit = self.spec.task_concurrency
         actor = TaskActor(rt)
         self.sup.scheduler.add_lane(self.index, lane_limit, actor.run, self.inbox)
@@ -370,8 +380,8 @@ class RequestActor:
 
     # ------------------------------------------------------------------ reuse
 
-    def _apply_reuse(self, tasks: list[TaskSpec]) -> list[tuple[TaskSpec, str]]:
-        """Tasks to run; reused ones are committed (copied) right away."""
+    def _apply_reuse(self, tasks: list[TaskSpec]) -> tuple[list[tuple[TaskSpec, str]], list[TaskDetail]]:
+        """(tasks to run, reused details); reused ones are committed (copied) right away."""
         assert self.run_dir is not None
         spec = self.spec
         sources: list[tuple[str, Path]] = []
@@ -384,6 +394,7 @@ class RequestActor:
                                   field="reuse_run_id")
             sources.append((spec.reuse_run_id, src / "details"))
         out: list[tuple[TaskSpec, str]] = []
+        reused_details: list[TaskDetail] = []
         reused = 0
         rerun: dict[str, list[str]] = {"identity_mismatch": [], "not_normal": [], "missing": []}
         for task in tasks:
@@ -412,6 +423,7 @@ class RequestActor:
             label, d = hit
             reused += 1
             self.counts.reused += 1
+            reused_details.append(TaskDetail(task_id=d.task_id, k=d.k, attempts={}, correct=d.correct))
             if label == "this run":
                 self._account(d)
             else:
@@ -422,7 +434,7 @@ class RequestActor:
             self.reuse_report = {"sources": [s for s, _ in sources], "reused": reused,
                                  "rerun": {k: v for k, v in rerun.items() if v},
                                  "rerun_count": len(tasks) - reused}
-        return out
+        return out, reused_details
 
     # ------------------------------------------------------------------ finish
 

@@ -13,13 +13,14 @@ from ..results import LaunchResult, LaunchStatus, RequestOutcome
 from ..specs import OrchestrationSpec
 from .env_pool import EnvironmentPool, validate_pool_settings
 from .progress import EventBus, OnProgress, make_display
+from .redact import RedactingFormatter, Redactor
 from .request_actor import RequestActor
 from .scheduler import Scheduler
 
 _console_log = logging.getLogger("agentcompass")
 
 
-class _OneLineFormatter(logging.Formatter):
+class _OneLineFormatter(RedactingFormatter):
     """Console lines stay short: the first line of a message (tracebacks are in the run's log files)."""
 
     def format(self, record: logging.LogRecord) -> str:
@@ -56,6 +57,7 @@ class Supervisor:
         # propagates to the "agentcompass" logger for applications that configure logging themselves.
         self.log = logging.Logger("agentcompass.launch", level=logging.DEBUG)
         self.log.parent = _console_log
+        self.redactor = Redactor([r.model.api_key for r in spec.requests] + list(extra_secrets))
         self.registries = Registries(spec.recipe_dirs)
         validate_pool_settings(spec.provider_limits, self.registries["environment"].names())
         self.bus = EventBus(make_display(spec.progress), on_progress)
@@ -66,7 +68,7 @@ class Supervisor:
         t0 = time.monotonic()
         handler = logging.StreamHandler()
         handler.setLevel(self.console_level)
-        handler.setFormatter(_OneLineFormatter("%(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(_OneLineFormatter("%(levelname)s %(name)s: %(message)s", self.redactor))
         self.log.addHandler(handler)
         self.bus.start()
         sched_task = asyncio.create_task(self.scheduler.run(), name="scheduler")

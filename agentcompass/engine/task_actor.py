@@ -55,6 +55,10 @@ class _Failure(Exception):
         self.result = result
 
 
+class _VerifierOpenFailed(EnvironmentError_):
+    """The verifier environment could not be opened."""
+
+
 class TaskActor:
     """Runs attempts of one request; stateless between attempts, so one instance serves them all."""
 
@@ -165,6 +169,10 @@ class TaskActor:
             record.status, record.error_kind = "eval_error", "eval_timeout"
             record.error = f"verification timed out after {rt.timeouts.verify:g}s"
             return record
+        except _VerifierOpenFailed as exc:
+            # The world was flaky, not the grading: retryable like any environment that would not open.
+            record.status, record.error_kind, record.error = "eval_error", "env_open_failed", str(exc)
+            return record
         except Exception as exc:
             log.error("evaluation failed: %s", traceback.format_exc())
             record.status, record.error_kind, record.error = "eval_error", "eval_error", describe(exc)
@@ -261,7 +269,7 @@ class TaskActor:
                 env = await self._open(task.task_id, "verifier", image or prepared.image, workdir, {}, files,
                                        meta, log)
             except _Failure as f:
-                raise EnvironmentError_(f.error) from None
+                raise _VerifierOpenFailed(f.error) from None
             try:
                 yield env
             finally:

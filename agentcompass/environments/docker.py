@@ -51,7 +51,6 @@ _EXEC_MARKER = "AGENTCOMPASS_EXEC"
 _WRAPPER = 'echo "$$" >&2; exec "$@"'
 _KEEPALIVE = ["tail", "-f", "/dev/null"]
 _KILL_GRACE_S = 5.0
-_DRAIN_GRACE_S = 2.0
 _EXIT_POLL_S = 3.0
 
 _DEFAULTS: dict[str, Any] = {
@@ -305,6 +304,9 @@ class DockerEnvironment:
 
     async def _run(self, argv: list[str], workdir: str, env: dict[str, str], out: CappedBuffer,
                    err: CappedBuffer, state: dict[str, Any]) -> None:
+        # Note: when the command leaves background children holding its output, the daemon keeps the
+        # stream open ~2 s after the command exits. Closing our end earlier only makes the *next* exec
+        # on this container wait for the daemon, so the stream is read to its end.
         full = ["/bin/sh", "-c", _WRAPPER, "sh", *argv]
         ex = await self._daemon(lambda: self._container.exec(full, environment=env, workdir=workdir),
                                 "exec create", retry_timeouts=False)
@@ -356,16 +358,16 @@ class DockerEnvironment:
         except (TimeoutError, aiodocker.DockerError, OSError) as exc:
             log.warning("environment %s: killing a timed-out command failed: %s", self.name, exc)
 
-    async def root_exec(self, script: str, *, timeout_s: float) -> int | None:
-        """Run a small ``/bin/sh -c`` script as root, without output; its exit code (None if unknown)."""
+    async def root_exec(self, script: str, *, timeout_s: float) -> int:
+        """Run a small ``/bin/sh -c`` script as root, without output; its exit code. TimeoutError if slow."""
         async with asyncio.timeout(timeout_s):
             ex = await self._container.exec(["/bin/sh", "-c", script], user="0", stdout=False, stderr=False)
             await ex.start(detach=True)
             while True:
                 info = await ex.inspect()
-                if not info.get("Running"):
-                    code = info.get("ExitCode")
-                    return int(code) if code is not None else None
+                code = info.get("ExitCode")
+                if not info.get("Running") and code is not None:
+                    return int(code)
                 await asyncio.sleep(0.02)
 
     # ------------------------------------------------------------------ files
@@ -426,7 +428,9 @@ class DockerEnvironment:
     async def read_file(self, path: str) -> bytes:
         """The bytes of ``path``; FileNotFoundError if it does not exist, IsADirectoryError for a dir."""
         self._check_open()
-        target = self._path(path)
+        return await self._read_file(self._path(path), path, hops=0)
+
+    async def _read_file(self, target: str, path: str, hops: int) -> bytes:
         raw = await self._get(target)
         with tarfile.open(fileobj=io.BytesIO(raw), mode="r:*") as tf:
             member = tf.next()
@@ -436,7 +440,10 @@ class DockerEnvironment:
                 raise IsADirectoryError(f"{path!r} is a directory in {self.name}")
             if member.issym():
                 # get_archive does not follow a final symlink: read its target instead.
-                return await self.read_file(posixpath.join(posixpath.dirname(target), member.linkname))
+                if hops >= 16:
+                    raise OSError(f"too many levels of symbolic links reading {path!r} in {self.name}")
+                link = posixpath.normpath(posixpath.join(posixpath.dirname(target), member.linkname))
+                return await self._read_file(link, path, hops + 1)
             fh = tf.extractfile(member)
             if fh is None:
                 raise EnvironmentError_(f"{path!r} in {self.name} is not a regular file")
@@ -570,7 +577,8 @@ class DockerProvider:
         return len(self._envs)
 
     def _local_daemon(self) -> bool:
-        return self.docker_host is None or self.docker_host.startswith("unix://")
+        url = self.docker_host or os.environ.get("DOCKER_HOST")
+        return url is None or url.startswith("unix://")
 
     def check_network_policy(self, policy: NetworkPolicy) -> None:
         """``public``, ``none`` and ``model`` are enforced; ``allowlist`` is refused with a ConfigError."""
@@ -595,7 +603,7 @@ class DockerProvider:
             return ref
         if ref in self._image_errors:
             raise self._image_errors[ref]
-        async with build_lock(f"provider:{id(self)}:{ref}"):
+        async with build_lock(f"image:{ref}"):  # shared by the providers of this loop
             if ref in self._images_ready:
                 return ref
             if ref in self._image_errors:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import re
@@ -198,6 +199,11 @@ def _resolve(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
+def _close_transport(transport: asyncio.SubprocessTransport, _: object = None) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        transport.close()
+
+
 class LocalEnvironment:
     """An open local workspace. Implements ``agentcompass.interfaces.Environment``."""
 
@@ -304,11 +310,13 @@ class LocalEnvironment:
                 self._running.pop(pid, None)
                 if transport.get_returncode() is None:  # cancelled, or the kill did not take
                     _killpg(pid)
-                elif _group_alive(pid):
-                    self._lingering.add(pid)
-                # Closes the pipes (the loop owns and closes each fd once).
-                with contextlib.suppress(ProcessLookupError):
-                    transport.close()
+                    # Close once the loop has reaped it: closing a live transport makes the stdlib loop
+                    # poll() the child itself, racing its child watcher.
+                    capture.exited.add_done_callback(functools.partial(_close_transport, transport))
+                else:
+                    if _group_alive(pid):
+                        self._lingering.add(pid)
+                    _close_transport(transport)  # closes the pipes: the loop owns each fd and closes it once
 
         returncode = transport.get_returncode()
         exit_code = TIMEOUT_EXIT_CODE if timed_out else returncode

@@ -90,3 +90,40 @@ def test_list_shows_registered_components() -> None:
     assert {"none", "openai_chat", "shell_agent"} <= set(res.stdout.split())
     res = cli("list", "environments")
     assert {"local", "docker"} <= set(res.stdout.split())
+
+
+def test_auto_progress_shows_a_live_table_on_a_terminal(tmp_path: Path) -> None:
+    import pty
+
+    master, slave = pty.openpty()
+    env = dict(os.environ, PYTHONPATH=str(REPO), COLUMNS="120")
+    proc = subprocess.Popen([sys.executable, "-m", "agentcompass.cli", "run", "shell_tasks", "shell_agent", "scripted",
+                             "--results-dir", str(tmp_path), "--benchmark-params", '{"categories": ["answer"]}'],
+                            stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    assert proc.wait(120) == 0
+    os.close(master)
+    screen = b"".join(chunks).decode(errors="replace")
+    assert "\x1b[" in screen  # a rich, styled display
+    for column in ("request", "done", "queue", "retry", "ETA"):
+        assert column in screen
+    assert "9/9" in screen
+
+
+def test_plain_progress_off_a_terminal_and_none_prints_nothing(tmp_path: Path) -> None:
+    res = cli("run", "shell_tasks", "shell_agent", "scripted", "--results-dir", str(tmp_path),
+              "--benchmark-params", '{"categories": ["answer"]}')  # auto, not a TTY: plain lines
+    assert res.returncode == 0 and "\x1b[" not in res.stderr
+    assert "[shell_tasks/shell_agent/scripted] completed: 9/9 done" in res.stderr
+    res = cli("run", "shell_tasks", "shell_agent", "scripted", "--results-dir", str(tmp_path), "--progress", "none",
+              "--benchmark-params", '{"categories": ["answer"]}')
+    assert res.returncode == 0 and res.stderr == ""

@@ -6,8 +6,7 @@ import asyncio
 import logging
 from typing import Any, ClassVar
 
-from agentcompass.interfaces import (ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask,
-                                     RunContext)
+from agentcompass.interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
 
 
 class CrashingHarness:

@@ -24,7 +24,8 @@ def _request(results: Path, *, benchmark: str = "shell_tasks", name: str | None 
 
 
 def test_launch_isolates_a_request_with_an_unknown_benchmark(tmp_path: Path) -> None:
-    spec = OrchestrationSpec(requests=[_request(tmp_path, name="a"), _request(tmp_path, benchmark="shel_tasks", name="b"),
+    spec = OrchestrationSpec(requests=[_request(tmp_path, name="a"),
+                                       _request(tmp_path, benchmark="shel_tasks", name="b"),
                                        _request(tmp_path, name="c")], progress="none")
     result = agentcompass.launch(spec)
     assert [o.status for o in result.outcomes] == ["completed", "failed", "completed"]

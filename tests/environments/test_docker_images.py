@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -27,6 +28,7 @@ def test_base_image_has_the_promised_tools(base_image: str) -> None:
 
 def test_busybox_build_is_cached_by_tag_and_rebuilt_on_force(docker_available: None) -> None:
     tag = f"agentcompass-test/busybox:{uuid.uuid4().hex[:8]}"
+    first = ""
     try:
         run_in_thread(lambda: build_base_image(tag, method="busybox"))
         first = json.loads(docker_cli("image", "inspect", tag))[0]["Id"]
@@ -40,6 +42,8 @@ def test_busybox_build_is_cached_by_tag_and_rebuilt_on_force(docker_available: N
         assert json.loads(docker_cli("image", "inspect", tag))[0]["Id"] != first
     finally:
         docker_cli("rmi", "-f", tag)
+        if first:  # the first build lost its tag to the forced rebuild
+            subprocess.run(["docker", "rmi", "-f", first], capture_output=True, timeout=30)
 
 
 def test_bad_method_and_tag_are_config_errors() -> None:

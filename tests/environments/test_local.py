@@ -1,12 +1,17 @@
 """The local environment provider, with real processes and real files."""
-# ruff: noqa: ASYNC240  (tests inspect the filesystem directly)
+
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import os
+import shutil
+import subprocess
+import sys
 import tarfile
+import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,7 +21,7 @@ import pytest
 from agentcompass._errors import ConfigError, EnvironmentError_
 from agentcompass.environments._output import CappedBuffer
 from agentcompass.environments._tar import extract_tar, make_tar, tar_from_files
-from agentcompass.environments.local import TIMEOUT_EXIT_CODE, LocalEnvironment, LocalProvider
+from agentcompass.environments.local import MARKER_VAR, TIMEOUT_EXIT_CODE, LocalEnvironment, LocalProvider
 from agentcompass.interfaces import ComponentContext, Environment, EnvOpenSpec, NetworkPolicy
 
 pytestmark = pytest.mark.timeout(60)
@@ -466,3 +471,165 @@ def test_works_under_uvloop(tmp_path: Path) -> None:
 
     uvloop.run(scenario())
     assert os.listdir(tmp_path) == []
+
+
+# ----------------------------------------------------------------------------- descriptor ownership
+
+
+def _open_fds() -> dict[int, str]:
+    out: dict[int, str] = {}
+    for name in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the listing's own directory fd is gone by now
+            out[int(name)] = os.readlink(f"/proc/self/fd/{name}")
+    return out
+
+
+def _marked_pids(env_ids: set[str]) -> list[int]:
+    """Processes still running with one of these environments' marker variable."""
+    wanted = {f"{MARKER_VAR}={i}".encode() for i in env_ids}
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            with contextlib.suppress(OSError):
+                if wanted & set(Path(f"/proc/{name}/environ").read_bytes().split(b"\0")) and _alive(int(name)):
+                    found.append(int(name))
+    return found
+
+
+def _hold_own_descriptors(path: str, stop: threading.Event, problems: list[str]) -> None:
+    """Like a log handler or a worker thread: open a file, check the fd still is that file, close it."""
+    ref = os.stat(path)
+    while not stop.is_set():
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != (ref.st_dev, ref.st_ino):
+                problems.append(f"fd {fd} was closed and reused behind its owner's back")
+        except OSError as exc:
+            problems.append(f"fstat({fd}): {exc!r}")
+        try:
+            os.close(fd)
+        except OSError as exc:
+            problems.append(f"close({fd}): {exc!r}")
+        time.sleep(0.0001)  # let the event loop have the GIL most of the time
+
+
+_NO_DOUBLE_CLOSE_SCRIPT = """
+import asyncio, contextlib, sys
+import uvloop
+from agentcompass.environments.local import LocalProvider
+from agentcompass.interfaces import ComponentContext, EnvOpenSpec
+
+async def main():
+    prov = LocalProvider({"base_dir": sys.argv[1]}, ComponentContext())
+    try:
+        env = await prov.open(EnvOpenSpec(run_id="r", task_id="t"))
+        for i in range(5):
+            assert (await env.exec(f"echo {i}; echo e >&2")).stdout == f"{i}\\n"
+        assert (await env.exec("sleep 30 & echo bg")).stdout == "bg\\n"
+        assert (await env.exec("sleep 30", timeout=0.2)).timed_out
+        assert (await env.exec(["no-such-program-xyz"])).exit_code == 127
+        task = asyncio.create_task(env.exec("sleep 30"))
+        await asyncio.sleep(0.1)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    finally:
+        await prov.aclose()
+
+uvloop.run(main())
+"""
+
+
+def test_exec_on_uvloop_never_closes_a_descriptor_twice(tmp_path: Path) -> None:
+    """The old double close (libuv closed each pipe read end, then uvloop closed it again through the file
+    object it was given) showed as ``close(N) = -1 EBADF`` on every command; it only did damage when another
+    thread reused N in between, so the reliable check is to trace the loop thread's close() calls."""
+    pytest.importorskip("uvloop")
+    strace = shutil.which("strace")
+    if strace is None:
+        pytest.skip("strace is not installed")
+    trace = tmp_path / "trace.txt"
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")])}
+    # Without -f strace follows only the main thread, which runs the event loop.
+    proc = subprocess.run([strace, "-qq", "-e", "trace=close", "-o", str(trace), sys.executable, "-c",
+                           _NO_DOUBLE_CLOSE_SCRIPT, str(tmp_path)],
+                          capture_output=True, text=True, timeout=60, env=env, check=False)
+    if not trace.exists() or "ptrace" in proc.stderr.lower():
+        pytest.skip(f"strace cannot trace here: {proc.stderr.strip()[:200]}")
+    assert proc.returncode == 0, proc.stderr
+    closes = trace.read_text().splitlines()
+    assert len(closes) > 20  # the trace did capture the loop thread's closes
+    assert [line for line in closes if "EBADF" in line] == []
+
+
+def test_hundreds_of_concurrent_execs_and_env_lifecycles_on_uvloop_close_only_their_own_fds(
+        tmp_path: Path) -> None:
+    """Regression: exec used to hand its own pipe ends to the loop, and uvloop closed each read end twice,
+    closing descriptors other threads had just opened (EBADF in exec, crossed pipes, hung commands)."""
+    uvloop = pytest.importorskip("uvloop")
+    base = tmp_path / "envs"
+    base.mkdir()
+    probe = tmp_path / "probe"
+    probe.write_text("mine")
+    problems: list[str] = []
+    env_ids: set[str] = set()
+
+    async def lifecycle(prov: LocalProvider, i: int) -> None:
+        handle = await prov.open(_spec(task_id=f"t{i}", files={"in.txt": f"line{i}\n"}))
+        env_ids.add(handle.id)
+        try:
+            for j in range(4):
+                res = await handle.exec(f"cat in.txt; echo {j} >&2; echo {i}-{j} > out{j}.txt", timeout=60)
+                assert (res.exit_code, res.stdout, res.stderr) == (0, f"line{i}\n", f"{j}\n"), res
+                assert await handle.read_file(f"out{j}.txt") == f"{i}-{j}\n".encode()
+            with tarfile.open(fileobj=io.BytesIO(await handle.get_archive("."))) as tf:
+                assert "out3.txt" in tf.getnames()
+            if i % 10 == 0:  # a daemon holding stdout must neither hang exec nor keep an fd open
+                assert (await handle.exec("sleep 30 & echo bg", timeout=60)).stdout == "bg\n"
+            if i % 10 == 5:  # nor must a cancelled command
+                task = asyncio.create_task(handle.exec("sleep 30", timeout=60))
+                await asyncio.sleep(0.05)
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        finally:
+            await handle.close()  # /proc scan and rmtree in a worker thread, concurrently with execs
+
+    async def scenario() -> None:
+        prov = LocalProvider({"base_dir": str(base)}, ComponentContext())
+        try:
+            await lifecycle(prov, -1)  # warm up: the loop creates its own long-lived descriptors lazily
+            await asyncio.sleep(0.1)
+            baseline = _open_fds()
+            stop = threading.Event()
+            threads = [threading.Thread(target=_hold_own_descriptors, args=(str(probe), stop, problems))
+                       for _ in range(2)]
+            for t in threads:
+                t.start()
+            try:
+                sem = asyncio.Semaphore(30)
+
+                async def limited(i: int) -> None:
+                    async with sem:
+                        await lifecycle(prov, i)
+
+                results = await asyncio.gather(*(limited(i) for i in range(60)), return_exceptions=True)
+            finally:
+                stop.set()
+                for t in threads:
+                    t.join()
+            errors = [r for r in results if isinstance(r, BaseException)]
+            assert errors == []
+            assert prov.open_environments == 0
+            await asyncio.sleep(0.1)
+            leaked = {fd: target for fd, target in _open_fds().items() if baseline.get(fd) != target}
+            assert leaked == {}
+        finally:
+            await prov.aclose()
+
+    uvloop.run(scenario())
+    assert problems == []
+    assert os.listdir(base) == []
+    assert _marked_pids(env_ids) == []
