@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
@@ -159,6 +160,7 @@ class RequestActor:
         bench_params = dict(spec.benchmark.params)
         harness_params = dict(spec.harness.params)
         env_params = dict(spec.environment.params)
+        env_timeouts: dict[str, Any] = {k: env_params[k] for k in ("open_timeout", "close_timeout") if k in env_params}
         timeouts = PhaseTimeouts(
             env_open=_pop_float(env_params, "open_timeout", 600.0, "environment_params"),
             env_close=_pop_float(env_params, "close_timeout", 60.0, "environment_params"),
@@ -173,6 +175,8 @@ class RequestActor:
                                auto_install_dependencies=spec.auto_install_dependencies)
         benchmark = bench_cls(bench_params, ctx)
         harness = harness_cls(harness_params, ctx)
+        if getattr(provider_cls, "takes_phase_timeouts", False):
+            env_params.update(env_timeouts)
         provider = provider_cls(env_params, ctx)
         for policy in (network.baseline, network.run, network.verifier):
             if policy is not None:
@@ -292,6 +296,8 @@ class RequestActor:
     async def _execute(self) -> None:
         rt = self.rt
         assert rt is not None and self.run_dir is not None
+        if rt.harness.needs_environment or rt.harness.evaluates:
+            await self._start_provider(rt)
         tasks = await self._load_tasks()
         self.counts.total = len(tasks)
         to_run, reused = self._apply_reuse(tasks)
@@ -318,6 +324,29 @@ class RequestActor:
         while outstanding:
             self._on_done(await self.inbox.get())
             outstanding -= 1
+
+    async def _start_provider(self, rt: RequestRuntime) -> None:
+        """Provider start hook (docker: orphan sweep, image check) and the model route for ``model`` policy."""
+        start = getattr(rt.provider, "start", None)
+        if start is not None:
+            await asyncio.wait_for(start(), rt.timeouts.env_open)
+        net = rt.network
+        if not any(p is not None and p.mode == "model" for p in (net.baseline, net.run, net.verifier)):
+            return
+        base_url = self.spec.model.base_url
+        route = getattr(rt.provider, "ensure_model_route", None)
+        if not base_url or route is None:
+            raise ConfigError(
+                'network_policy "model" needs a model endpoint reachable over HTTP (`model_base_url`); the '
+                "in-process scripted model has none: serve it with `agentcompass serve-scripted`.",
+                field="model_base_url")
+        u = urlsplit(base_url)
+        port = u.port or (443 if u.scheme == "https" else 80)
+        host, cport = await asyncio.wait_for(route(u.hostname or "127.0.0.1", port), rt.timeouts.env_open)
+        url = urlunsplit((u.scheme, f"{host}:{cport}", u.path, u.query, ""))
+        # What an agent inside the container should use instead of the host's endpoint.
+        rt.container_env = {"AGENTCOMPASS_MODEL_BASE_URL": url, "OPENAI_BASE_URL": url}
+        rt.log.info("model route for containers: %s", url)
 
     def _on_done(self, msg: AttemptDone) -> None:
         entry = self.in_flight.get(msg.task_id)

@@ -55,6 +55,8 @@ class RequestRuntime:
     file_log_level: int = logging.INFO
     timeouts: PhaseTimeouts = field(default_factory=PhaseTimeouts)
     network: NetworkPhases = field(default_factory=NetworkPhases)
+    #: environment variables every environment of this request gets (e.g. the in-container model URL).
+    container_env: dict[str, str] = field(default_factory=dict)
     #: task ids with an attempt running now (kept by TaskActors; read when the run is interrupted).
     running: set[str] = field(default_factory=set)
     extra: dict[str, Any] = field(default_factory=dict)

@@ -33,6 +33,8 @@ from .runtime import RequestRuntime
 #: failures worth another try without any pattern: the world was flaky, not the agent.
 RETRYABLE_KINDS = frozenset({"model_rate_limit", "model_server_error", "model_connection_error",
                              "env_open_failed", "env_lost"})
+#: harness-reported problems after which the attempt is still graded (its work may be enough).
+GRADED_ERROR_KINDS = frozenset({"agent_timeout", "command_timeout"})
 BACKOFF_BASE_S = 0.5
 BACKOFF_MAX_S = 30.0
 _ERROR_CHARS = 4000
@@ -217,7 +219,7 @@ class TaskActor:
                 raise _Failure("run_error", "harness_crash", describe(exc)) from None
             finally:
                 meta["agent_s"] = round(time.monotonic() - t0, 6)
-            if result.error_kind and result.error_kind != "agent_timeout":
+            if result.error_kind and result.error_kind not in GRADED_ERROR_KINDS:
                 raise _Failure("run_error", result.error_kind, result.error or result.error_kind, result)
             artifacts: dict[str, Any] = {}
             collect = getattr(rt.benchmark, "collect", None)
@@ -238,7 +240,8 @@ class TaskActor:
         rt = self.rt
         policy = rt.network.verifier if role == "verifier" and rt.network.verifier else rt.network.baseline
         spec = EnvOpenSpec(run_id=rt.run_id, task_id=task_id, role=role,  # type: ignore[arg-type]
-                           image=image, workdir=workdir, env=env_vars, files=files, network=policy,
+                           image=image, workdir=workdir, env={**rt.container_env, **env_vars}, files=files,
+                           network=policy,
                            keep=rt.keep_environment, labels={"agentcompass.request": rt.name})
         try:
             env = await rt.pool.open(rt.provider, spec, timeout=rt.timeouts.env_open, request=rt.name)

@@ -504,6 +504,11 @@ class DockerProvider:
 
     name: ClassVar[str] = "docker"
     remote: ClassVar[bool] = False
+    #: the daemon saturates on container creation (~4 lifecycles/s on 2 cores): cap creates in flight
+    #: separately from containers alive (the EnvironmentPool reads this).
+    max_creates_in_flight: ClassVar[int] = 4
+    #: the engine forwards ``open_timeout``/``close_timeout`` to this provider as well as bounding the phases.
+    takes_phase_timeouts: ClassVar[bool] = True
 
     def __init__(self, params: dict[str, Any] | None, ctx: ComponentContext) -> None:
         raw = dict(params or {})
@@ -589,6 +594,16 @@ class DockerProvider:
         ``(host, port)`` to use instead (rewrite the agent's base_url with it)."""
         self.check_network_policy(NetworkPolicy(mode="model"))
         return await self.networks.ensure_model_route(model_host, model_port)
+
+    async def start(self) -> None:
+        """Called by the engine before a request's first task: sweep containers and networks of dead runs,
+        and fail fast (once, with a clear message) when the image is missing."""
+        from .docker_sweep import sweep_orphans
+
+        report = await sweep_orphans(docker_url=self.docker_host, timeout_s=self.daemon_timeout)
+        for err in report.errors:
+            log.warning("orphan sweep: %s", err)
+        await self.ensure_image()
 
     # ------------------------------------------------------------------ images
 

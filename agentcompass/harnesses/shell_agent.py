@@ -20,6 +20,7 @@ from ..records import Step, Trajectory, Usage
 from . import check_param_keys, dict_param, float_param, int_param, str_param
 
 _WHERE = "harness shell_agent"
+TIMEOUT_EXIT_CODE = 124
 _PARAMS = ("step_limit", "command_timeout", "system_prompt", "observation_limit", "model_params")
 FORMAT_ERROR_LIMIT = 3
 
@@ -114,6 +115,7 @@ class ShellAgent:
         final_answer: str | None = None
         stop_reason = "step_limit"
         format_errors = 0
+        timeouts: list[str] = []
         for index in range(self.step_limit):
             started = time.time()
             resp = await model.complete(messages, **self.model_params)
@@ -144,6 +146,8 @@ class ShellAgent:
                     env, reply.command)
                 log.info("step %d: exit %s after %.2fs: %s", index, step.exit_code, step.exec_latency_s,
                          reply.command[:200])
+                if step.exit_code == TIMEOUT_EXIT_CODE and "<timeout>" in step.observation:
+                    timeouts.append(reply.command[:200])
                 if reply.submit is None:
                     messages.append({"role": "user", "content": step.observation})
             if reply.submit is not None:
@@ -152,7 +156,12 @@ class ShellAgent:
                 break
         trajectory.finished_at = time.time()
         trajectory.stop_reason = stop_reason
-        return HarnessResult(final_answer=final_answer, trajectory=trajectory, usage=usage)
+        result = HarnessResult(final_answer=final_answer, trajectory=trajectory, usage=usage)
+        if timeouts:  # recorded (the attempt is still graded): the agent ran something that never ended
+            result.error_kind = "command_timeout"
+            result.error = (f"{len(timeouts)} command(s) killed at the {self.command_timeout:g}s command_timeout, "
+                            f"first: {timeouts[0]}")
+        return result
 
     async def _execute(self, env: Environment, command: str) -> tuple[str, int, float]:
         """Run one command; return (observation, exit code, seconds)."""

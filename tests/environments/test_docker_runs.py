@@ -1,0 +1,160 @@
+"""Whole evaluations on the docker provider: limits, pacing, timeouts, hygiene after kills and Ctrl-C."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import msgspec
+
+import agentcompass
+from agentcompass.records import EnvOpened, ProgressEvent, TaskDetail
+
+from .conftest import containers_of, networks_of
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = ["files/hello_world", "files/append_line", "text/reverse_lines", "text/uppercase", "python/fizzbuzz",
+          "text/sort_unique", "answer/count_lines", "files/mkdir_tree"]
+
+
+class _Sampler:
+    """Counts this run's live containers on the daemon, a few times a second."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            out = subprocess.run(["docker", "ps", "-q", "--filter", f"label=agentcompass.run_id={self.run_id}"],
+                                 capture_output=True, text=True, timeout=30).stdout
+            self.peak = max(self.peak, len(out.split()))
+            self._stop.wait(0.1)
+
+    def __enter__(self) -> _Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+
+def test_bundled_benchmark_runs_unchanged_on_docker_within_the_provider_limit(
+        base_image: str, docker_run_id: str, tmp_path: Path) -> None:
+    with _Sampler(docker_run_id) as sampler:
+        out = agentcompass.run_evaluation(
+            "shell_tasks", "shell_agent", "scripted", "docker", benchmark_params={"sample_ids": SAMPLE},
+            task_concurrency=16, provider_limits={"docker": 4}, run_id=docker_run_id,
+            results_dir=str(tmp_path / "docker"), progress="none")
+    assert out.status == "completed" and out.counts.errors == 0, out.errors_by_kind
+    assert 1 <= sampler.peak <= 4
+    local = agentcompass.run_evaluation("shell_tasks", "shell_agent", "scripted", "local",
+                                        benchmark_params={"sample_ids": SAMPLE}, results_dir=str(tmp_path / "local"),
+                                        progress="none")
+    assert out.metrics == local.metrics  # same grading in a container as on the host
+    assert 0 < out.metrics["pass@1"] < 1
+    assert containers_of(docker_run_id) == [] and networks_of(docker_run_id) == []
+
+
+def test_env_open_qps_paces_container_opens(base_image: str, docker_run_id: str, tmp_path: Path) -> None:
+    events: list[ProgressEvent] = []
+    out = agentcompass.run_evaluation(
+        "shell_tasks", "shell_agent", "scripted", "docker", benchmark_params={"sample_ids": SAMPLE[:5]},
+        task_concurrency=8, env_open_qps=2.0, run_id=docker_run_id, results_dir=str(tmp_path),
+        progress="none", on_progress=events.append)
+    assert out.ok
+    starts = sorted(e.ts - e.open_s for e in events if isinstance(e, EnvOpened))
+    assert len(starts) >= 8
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    assert min(gaps) >= 0.4, gaps  # 2 per second, never bunched
+    assert (len(starts) - 1) / (starts[-1] - starts[0]) <= 2.2
+
+
+def test_a_command_ignoring_sigterm_is_killed_at_its_timeout_and_the_run_goes_on(
+        base_image: str, docker_run_id: str, tmp_path: Path) -> None:
+    script = [{"match": "Task: files/append_line\n",
+               "turns": ["```bash\ntrap '' TERM; while true; do sleep 1; done\n```", "<submit></submit>"]}]
+    t0 = time.monotonic()
+    out = agentcompass.run_evaluation(
+        "shell_tasks", "shell_agent", "scripted", "docker", harness_params={"command_timeout": 3},
+        model_params={"script": script}, benchmark_params={"sample_ids": ["files/append_line", "files/hello_world"]},
+        run_id=docker_run_id, results_dir=str(tmp_path), progress="none")
+    assert time.monotonic() - t0 < 120
+    assert out.status == "completed" and out.errors_by_kind == {"command_timeout": 1}
+    assert out.run_dir is not None
+    hung = msgspec.json.decode(next((out.run_dir / "details").glob("files_append*")).read_bytes(), type=TaskDetail)
+    attempt = hung.attempts["1"]
+    assert attempt.status == "completed" and attempt.error_kind == "command_timeout"
+    assert attempt.trajectory is not None and attempt.trajectory.steps[0].exit_code == 124
+    other = msgspec.json.decode(next((out.run_dir / "details").glob("files_hello*")).read_bytes(), type=TaskDetail)
+    assert other.correct is True
+
+
+def test_keep_environment_keeps_and_records_containers_until_cleanup(
+        base_image: str, docker_run_id: str, tmp_path: Path) -> None:
+    out = agentcompass.run_evaluation(
+        "shell_tasks", "shell_agent", "scripted", "docker", benchmark_params={"sample_ids": ["files/hello_world"]},
+        keep_environment=True, run_id=docker_run_id, results_dir=str(tmp_path), progress="none")
+    assert out.ok and out.run_dir is not None
+    detail = msgspec.json.decode(next((out.run_dir / "details").glob("*.json")).read_bytes(), type=TaskDetail)
+    recorded = {e["id"] for e in detail.attempts["1"].meta["environments"] if e.get("kept")}
+    assert len(recorded) == 2  # agent and verifier
+    alive = set(containers_of(docker_run_id))
+    assert recorded == alive
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    res = subprocess.run([sys.executable, "-m", "agentcompass.cli", "cleanup", "--run-id", docker_run_id, "--all"],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert res.returncode == 0, res.stderr
+    assert containers_of(docker_run_id) == []
+
+
+def _start_run(run_id: str, results: Path, seconds: int = 120) -> subprocess.Popen[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.Popen(
+        [sys.executable, "-m", "agentcompass.cli", "run", "shell_tasks", "tests.engine.components:SleepingHarness",
+         "scripted", "--env", "docker", "--harness-params", f'{{"seconds": {seconds}}}', "--run-id", run_id,
+         "--benchmark-params", '{"categories": ["files"]}', "--task-concurrency", "3", "--progress", "none",
+         "--results-dir", str(results)], env=env, cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+
+
+def _wait_for_containers(run_id: str, n: int, proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 120
+    while len(containers_of(run_id)) < n:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "containers never appeared"
+        time.sleep(0.3)
+
+
+def test_after_a_sigkill_the_next_run_sweeps_what_the_dead_run_left(
+        base_image: str, docker_run_id: str, tmp_path: Path) -> None:
+    proc = _start_run(docker_run_id, tmp_path)
+    _wait_for_containers(docker_run_id, 3, proc)
+    proc.kill()
+    proc.wait(30)
+    assert len(containers_of(docker_run_id)) >= 3  # a SIGKILL cleans nothing up...
+    out = agentcompass.run_evaluation(  # ...the next run's start-up sweep does
+        "shell_tasks", "shell_agent", "scripted", "docker", benchmark_params={"sample_ids": ["files/hello_world"]},
+        results_dir=str(tmp_path / "next"), progress="none")
+    assert out.ok
+    assert containers_of(docker_run_id) == [] and networks_of(docker_run_id) == []
+
+
+def test_ctrl_c_removes_every_container_of_the_run(base_image: str, docker_run_id: str, tmp_path: Path) -> None:
+    proc = _start_run(docker_run_id, tmp_path)
+    _wait_for_containers(docker_run_id, 3, proc)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert containers_of(docker_run_id) == [] and networks_of(docker_run_id) == []
+    run_dirs = list((tmp_path / "shell_tasks").rglob("run_info.json"))
+    assert len(run_dirs) == 1 and '"status":"cancelled"' in run_dirs[0].read_text().replace(" ", "").replace("\n", "")
