@@ -100,9 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir")
     sub.add_parser("serve-scripted", help="serve the scripted model over HTTP (OpenAI-compatible)",
                    add_help=False)
-    p = sub.add_parser("cleanup", help="remove leftover agentcompass containers and networks")
-    p.add_argument("--run-id")
-    p.add_argument("--all", action="store_true", help="also those of live processes")
+    p = sub.add_parser("cleanup", help="remove agentcompass containers and networks of dead runs")
+    p.add_argument("--run-id", help="only this run's")
+    p.add_argument("--all", action="store_true", help="also those of live processes and kept environments")
     p = sub.add_parser("images", help="image helpers")
     p.add_argument("action", choices=["build-base"])
     return parser
@@ -218,8 +218,15 @@ def _cmd_cleanup(a: argparse.Namespace) -> int:
     from .environments.docker_sweep import sweep_orphans
 
     report = asyncio.run(sweep_orphans(run_id=a.run_id, only_dead=not a.all))
-    print(report)
-    return 0
+    print(f"removed {len(report.containers)} container(s) and {len(report.networks)} network(s)")
+    skipped = {"their run is still alive": report.skipped_alive, "kept by keep_environment": report.skipped_kept,
+               "they belong to another host": report.skipped_foreign}
+    for why, n in skipped.items():
+        if n:
+            print(f"left {n}: {why} (--all removes them too)")
+    for err in report.errors:
+        print(f"error: {err}", file=sys.stderr)
+    return 1 if report.errors else 0
 
 
 def main(argv: list[str] | None = None) -> int:

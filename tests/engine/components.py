@@ -56,3 +56,19 @@ class FailingBenchmark:
 
     async def evaluate(self, ctx: Any) -> Any:
         raise AssertionError("never called")
+
+
+class ProbeHarness:
+    """Runs ``command`` in the environment and answers with its output (to observe what an agent can do)."""
+
+    evaluates: ClassVar[bool] = False
+    needs_environment: ClassVar[bool] = True
+
+    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
+        self.command = str(params["command"])
+
+    async def run(self, task: PreparedTask, env: Environment | None, model: ModelClient, ctx: RunContext,
+                  log: logging.Logger) -> HarnessResult:
+        assert env is not None
+        res = await env.exec(self.command, timeout=60)
+        return HarnessResult(final_answer=f"exit={res.exit_code}\n{res.output}")

@@ -111,3 +111,11 @@ def test_features_not_built_yet_say_so(tmp_path: Path) -> None:
     with pytest.raises(agentcompass.NotSupportedYet, match="model gateway"):
         agentcompass.run_evaluation("shell_tasks", "shell_agent", "scripted", wrap_api_key=True,
                                     results_dir=str(tmp_path), progress="none")
+
+
+def test_every_actor_message_survives_msgspec_encoding(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Strict mode round-trips each queued message through msgpack: the actors could cross a process boundary.
+    monkeypatch.setenv("AGENTCOMPASS_STRICT_MESSAGES", "1")
+    result = agentcompass.launch(OrchestrationSpec(requests=[_request(tmp_path, name="strict")], progress="none"))
+    o = result["strict"]
+    assert o.status == "completed" and o.counts.done == len(SAMPLE) and o.counts.errors == 0

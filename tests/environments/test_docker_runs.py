@@ -158,3 +158,26 @@ def test_ctrl_c_removes_every_container_of_the_run(base_image: str, docker_run_i
     assert containers_of(docker_run_id) == [] and networks_of(docker_run_id) == []
     run_dirs = list((tmp_path / "shell_tasks").rglob("run_info.json"))
     assert len(run_dirs) == 1 and '"status":"cancelled"' in run_dirs[0].read_text().replace(" ", "").replace("\n", "")
+
+
+PROBE = ("python3 -c \"import os, urllib.request; u = os.environ.get('AGENTCOMPASS_MODEL_BASE_URL', '{url}'); "
+         "print(urllib.request.urlopen(u + '/models', timeout=5).status)\"")
+
+
+def _probe(policy: str, url: str, run_id: str, results: Path) -> str:
+    out = agentcompass.run_evaluation(
+        "shell_tasks", "tests.engine.components:ProbeHarness", "scripted", "docker", model_base_url=url,
+        harness_params={"command": PROBE.format(url=url.replace("127.0.0.1", "172.17.0.1"))},
+        environment_params={"run_network_policy": policy}, benchmark_params={"sample_ids": ["answer/count_lines"]},
+        run_id=run_id, results_dir=str(results), progress="none")
+    assert out.ok, out.error
+    assert out.run_dir is not None
+    detail = msgspec.json.decode(next((out.run_dir / "details").glob("*.json")).read_bytes(), type=TaskDetail)
+    return detail.attempts["1"].final_answer or ""
+
+
+def test_run_network_policy_model_reaches_the_model_and_none_reaches_nothing(
+        base_image: str, docker_run_id: str, tmp_path: Path, scripted_url: str) -> None:
+    assert _probe("model", scripted_url, docker_run_id, tmp_path / "model").startswith("exit=0\n200")
+    assert not _probe("none", scripted_url, docker_run_id + "-n", tmp_path / "none").startswith("exit=0")
+    assert containers_of(docker_run_id) == [] and networks_of(docker_run_id) == []
