@@ -34,6 +34,7 @@ def test_thousand_tasks_at_concurrency_200_complete_with_flat_memory_and_no_leak
     envs.mkdir()
     rss: dict[int, float] = {}
     done = 0
+    before = set(_children(os.getpid()))  # e.g. a session's scripted server: not ours to judge
 
     def on_progress(ev: ProgressEvent) -> None:
         nonlocal done
@@ -55,4 +56,4 @@ def test_thousand_tasks_at_concurrency_200_complete_with_flat_memory_and_no_leak
     # Details stream to disk: the last 750 tasks add (almost) nothing to what the first 250 needed.
     assert rss[1000] - rss[250] < 40, rss
     assert not list(envs.iterdir()), "temp workspaces left behind"
-    assert _children(os.getpid()) == [], "child processes left behind"
+    assert set(_children(os.getpid())) - before == set(), "child processes left behind"
