@@ -15,7 +15,6 @@ from ..records import EnvOpened, ProgressEvent
 log = logging.getLogger("agentcompass.pool")
 
 DEFAULT_REMOTE_QPS = 10.0
-DEFAULT_CREATES_IN_FLIGHT = 8
 
 
 class OpenPacer:

@@ -100,6 +100,8 @@ class RequestActor:
         self.in_flight: dict[str, _InFlight] = {}
         self.reuse_report: dict[str, Any] = {}
         self._handlers: list[logging.Handler] = []
+        #: resources to release when the request ends, in creation order (whatever stage it failed at).
+        self._closers: list[Any] = []
         self._last_info_write = 0.0
         self._accumulator: Any = None
         self.started_at = time.time()
@@ -178,6 +180,7 @@ class RequestActor:
         if getattr(provider_cls, "takes_phase_timeouts", False):
             env_params.update(env_timeouts)
         provider = provider_cls(env_params, ctx)
+        self._closers.append(provider.aclose)
         for policy in (network.baseline, network.run, network.verifier):
             if policy is not None:
                 provider.check_network_policy(policy)
@@ -194,13 +197,10 @@ class RequestActor:
 
         concurrency = min(spec.task_concurrency, sup.spec.max_concurrent_tasks or spec.task_concurrency)
         model = create_model_client(spec.model, max_connections=max(concurrency, 1))
+        self._closers.append(model.aclose)
 
         redactor = Redactor([spec.model.api_key, *sup.extra_secrets])
-        try:
-            run_dir = self._choose_run_dir(redactor)
-        except BaseException:
-            await model.aclose()
-            raise
+        run_dir = self._choose_run_dir(redactor)
         log, level = self._make_logger(run_dir, redactor)
         self.run_dir = run_dir
         self.rt = RequestRuntime(
@@ -524,7 +524,7 @@ class RequestActor:
                 rt.log.error("request %s %s: %s", self.name, status, err_text)
             rt.emit(RequestFinished(ts=finished, request=self.name, run_id=self.run_id, status=status,
                                     metrics=metrics, error=err_text))
-            await self._release(rt)
+        await self._release()
         for h in self._handlers:
             h.close()
         spec = self.spec
@@ -537,9 +537,11 @@ class RequestActor:
             error_field=getattr(error, "field", None), started_at=self.started_at, finished_at=finished,
             duration_s=round(finished - self.started_at, 3))
 
-    async def _release(self, rt: RequestRuntime) -> None:
-        for closer in (rt.provider.aclose, rt.model.aclose):
+    async def _release(self) -> None:
+        log = self.rt.log if self.rt is not None else self.sup.log
+        while self._closers:
+            closer = self._closers.pop()
             try:
                 await asyncio.wait_for(closer(), 60)
             except Exception as exc:
-                rt.log.warning("closing %r failed: %r", closer, exc)
+                log.warning("closing %r failed: %r", closer, exc)
