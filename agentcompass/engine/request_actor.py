@@ -39,6 +39,7 @@ from ..records import (
 )
 from ..results import RequestOutcome
 from ..specs import RunRequestSpec
+from .failures import policy
 from .identity import request_identity, task_identity
 from .messages import AttemptDone, MsgQueue, Submit, WorkItem
 from .redact import RedactingFormatter, Redactor
@@ -181,9 +182,9 @@ class RequestActor:
             env_params.update(env_timeouts)
         provider = provider_cls(env_params, ctx)
         self._closers.append(provider.aclose)
-        for policy in (network.baseline, network.run, network.verifier):
-            if policy is not None:
-                provider.check_network_policy(policy)
+        for phase_policy in (network.baseline, network.run, network.verifier):
+            if phase_policy is not None:
+                provider.check_network_policy(phase_policy)
 
         # Hashed from the params as given: network policies and phase timeouts shape results too.
         self.identity = request_identity(
@@ -437,7 +438,8 @@ class RequestActor:
                 if d.task_id != task.task_id or d.identity != ident:
                     why = "identity_mismatch"
                     continue
-                if any(a.status not in ("completed", "skipped") for a in d.attempts.values()):
+                if any(a.status not in ("completed", "skipped") or not policy(a.error_kind).valid
+                       for a in d.attempts.values()):
                     why = "not_normal"
                     continue
                 hit = (label, d)

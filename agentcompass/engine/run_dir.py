@@ -85,6 +85,8 @@ class RunDir:
         try:
             self.task_logs.mkdir(parents=True, exist_ok=True)
             self.details.mkdir(parents=True, exist_ok=True)
+            for stale in self.path.glob("**/.*.tmp"):  # half-written files of a killed run
+                stale.unlink(missing_ok=True)
         except (FileExistsError, NotADirectoryError) as exc:
             raise ConfigError(f"Cannot create the run directory {str(self.path)!r}: {exc}. Check `results_dir`.",
                               field="results_dir") from None

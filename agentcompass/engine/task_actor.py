@@ -26,15 +26,11 @@ from ..interfaces import (
     TaskSpec,
 )
 from ..records import AttemptFinished, AttemptRecord, AttemptStarted, TryRecord, TryRetrying
+from .failures import policy
 from .messages import AttemptDone, WorkItem
 from .redact import RedactingFormatter
 from .runtime import RequestRuntime
 
-#: failures worth another try without any pattern: the world was flaky, not the agent.
-RETRYABLE_KINDS = frozenset({"model_rate_limit", "model_server_error", "model_connection_error",
-                             "env_open_failed", "env_lost"})
-#: harness-reported problems after which the attempt is still graded (its work may be enough).
-GRADED_ERROR_KINDS = frozenset({"agent_timeout", "command_timeout"})
 BACKOFF_BASE_S = 0.5
 BACKOFF_MAX_S = 30.0
 _ERROR_CHARS = 4000
@@ -88,6 +84,7 @@ class TaskActor:
                 if record.status != "completed" and record.status != "skipped" and try_no <= rt.max_retries \
                         and self._retryable(record):
                     backoff = min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** (try_no - 1)) * random.uniform(0.5, 1.0)
+                    backoff = max(backoff, float(record.meta.get("retry_after") or 0.0))
                     log.warning("try %d failed (%s): %s; retrying in %.2fs", try_no, record.error_kind,
                                 record.error, backoff)
                     rt.emit(TryRetrying(ts=time.time(), request=rt.name, run_id=rt.run_id, task_id=task.task_id,
@@ -118,7 +115,7 @@ class TaskActor:
         return AttemptDone(task_id=task.task_id, attempt=item.attempt, record=record)
 
     def _retryable(self, record: AttemptRecord) -> bool:
-        if record.error_kind in RETRYABLE_KINDS:
+        if policy(record.error_kind).retry:
             return True
         text = f"{record.error_kind or ''}: {record.error or ''}"
         return any(p.search(text) for p in self.rt.retry_patterns)
@@ -211,6 +208,8 @@ class TaskActor:
                 result = HarnessResult(error=f"agent timed out after {rt.timeouts.agent:g}s",
                                        error_kind="agent_timeout")
             except ModelError as exc:
+                if exc.retry_after:
+                    meta["retry_after"] = exc.retry_after
                 raise _Failure("run_error", exc.kind, describe(exc)) from None
             except EnvironmentError_ as exc:
                 raise _Failure("run_error", "env_lost", describe(exc)) from None
@@ -219,13 +218,16 @@ class TaskActor:
                 raise _Failure("run_error", "harness_crash", describe(exc)) from None
             finally:
                 meta["agent_s"] = round(time.monotonic() - t0, 6)
-            if result.error_kind and result.error_kind not in GRADED_ERROR_KINDS:
+            if result.error_kind and not policy(result.error_kind).grade:
                 raise _Failure("run_error", result.error_kind, result.error or result.error_kind, result)
             artifacts: dict[str, Any] = {}
             collect = getattr(rt.benchmark, "collect", None)
             if env is not None and collect is not None and rt.harness.evaluates:
                 try:
                     artifacts = await asyncio.wait_for(collect(prepared, env, result), rt.timeouts.verify)
+                except EnvironmentError_ as exc:
+                    raise _Failure("eval_error", "env_lost", f"collecting the attempt: {describe(exc)}",
+                                   result) from None
                 except Exception as exc:
                     log.error("collect failed: %s", traceback.format_exc())
                     raise _Failure("eval_error", "eval_error", f"collecting the attempt: {describe(exc)}",

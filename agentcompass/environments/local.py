@@ -98,6 +98,64 @@ def _kill_marked(marker: bytes, rounds: int = 5) -> int:
     return killed
 
 
+def _start_ticks(pid: int) -> str | None:
+    """A process's start time (clock ticks since boot): with the pid it names one process for ever."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def owner_tag(pid: int | None = None) -> str:
+    """``p<pid>s<start ticks>``: put in workspace names and env ids so a later run can tell ours are orphans."""
+    pid = os.getpid() if pid is None else pid
+    return f"p{pid}s{_start_ticks(pid) or 0}"
+
+
+_ORPHAN_DIR = re.compile(r"^agentcompass-(?P<role>[A-Za-z0-9_.]+)-p(?P<pid>\d+)s(?P<ticks>\d+)-")
+
+
+def _kill_marked_prefix(prefix: bytes) -> int:
+    """SIGKILL every process with an environment entry starting with ``prefix``."""
+    me, killed = os.getpid(), 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                environ = f.read()
+        except OSError:
+            continue
+        if any(entry.startswith(prefix) for entry in environ.split(b"\0")):
+            with contextlib.suppress(OSError):
+                os.kill(int(name), signal.SIGKILL)
+                killed += 1
+    return killed
+
+
+def sweep_orphan_workspaces(base_dir: str | None = None) -> list[str]:
+    """Remove workspaces (and kill the processes) of runs whose process is gone, e.g. after a SIGKILL.
+
+    Kept workspaces (``keep_environment``) carry no owner tag and are never touched. Returns what was removed.
+    """
+    base = base_dir or tempfile.gettempdir()
+    removed: list[str] = []
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return removed
+    for name in names:
+        m = _ORPHAN_DIR.match(name)
+        if m is None or _start_ticks(int(m["pid"])) == m["ticks"]:
+            continue  # not ours, or its owner is alive
+        tag = f"p{m['pid']}s{m['ticks']}"
+        _kill_marked_prefix(f"{MARKER_VAR}=local-{m['role']}-{tag}-".encode())
+        _remove_tree(os.path.join(base, name))
+        removed.append(name)
+    return removed
+
+
 def _remove_tree(path: str) -> None:
     """rmtree that also removes what a command made unwritable (chmod 000 directories)."""
     try:
@@ -118,10 +176,10 @@ def _remove_tree(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _make_workspace(base_dir: str | None, role: str, workdir_rel: str | None,
+def _make_workspace(base_dir: str | None, prefix: str, workdir_rel: str | None,
                     files: Mapping[str, str | bytes]) -> tuple[str, str]:
     """Create the temp root, its workdir and the files; nothing is left behind on failure."""
-    root = os.path.realpath(tempfile.mkdtemp(prefix=f"agentcompass-{role}-", dir=base_dir))
+    root = os.path.realpath(tempfile.mkdtemp(prefix=prefix, dir=base_dir))
     try:
         workdir = os.path.join(root, workdir_rel) if workdir_rel else root
         os.makedirs(workdir, exist_ok=True)
@@ -247,6 +305,8 @@ class LocalEnvironment:
 
     def _exec_cwd(self, cwd: str | None) -> str:
         if cwd is None:
+            if not os.path.isdir(self.workdir):  # the sandbox itself is gone: not the agent's doing to fix
+                raise EnvironmentError_(f"the workspace of environment {self.id} is gone ({self.workdir})")
             return self.workdir
         if not isinstance(cwd, str) or "\0" in cwd:
             raise ConfigError(f"cwd: expected a path str, got {cwd!r}", field="cwd")
@@ -442,6 +502,14 @@ class LocalProvider:
         self.shell = shell
         self._envs: set[LocalEnvironment] = set()
         self._closed = False
+        self._owner = owner_tag()
+
+    async def start(self) -> None:
+        """Called by the engine before a request's first task: sweep what killed runs left behind."""
+        removed = await asyncio.to_thread(sweep_orphan_workspaces, self.base_dir)
+        if removed:
+            log.warning("removed %d workspaces of dead runs from %s", len(removed),
+                        self.base_dir or tempfile.gettempdir())
 
     @staticmethod
     def _param_base_dir(value: Any) -> str | None:
@@ -485,11 +553,13 @@ class LocalProvider:
         role = re.sub(r"[^A-Za-z0-9_.-]", "_", spec.role)[:32] or "env"
 
         # Synchronous on purpose: no await between mkdtemp and tracking, so a cancel cannot leak the dir.
-        root, workdir = _make_workspace(self.base_dir, role, workdir_rel, files)
+        # The owner tag lets a later run sweep this workspace if we die; kept ones are left out of that.
+        owner = "keep" if spec.keep else self._owner
+        root, workdir = _make_workspace(self.base_dir, f"agentcompass-{role}-{owner}-", workdir_rel, files)
         env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": workdir,
                "LANG": os.environ.get("LANG", "C.UTF-8"), **spec_env}
         handle = LocalEnvironment(
-            env_id=f"local-{role}-{uuid.uuid4().hex[:12]}", root=root, workdir=workdir, env=env,
+            env_id=f"local-{role}-{owner}-{uuid.uuid4().hex[:12]}", root=root, workdir=workdir, env=env,
             shell=self.shell, default_timeout=self.default_timeout, output_limit=self.output_limit_bytes,
             keep=spec.keep, on_close=self._envs.discard)
         self._envs.add(handle)

@@ -72,3 +72,24 @@ class ProbeHarness:
         assert env is not None
         res = await env.exec(self.command, timeout=60)
         return HarnessResult(final_answer=f"exit={res.exit_code}\n{res.output}")
+
+
+class FlakyWorkspaceHarness:
+    """On the first try its workspace vanishes mid-task (the environment is lost); later tries solve
+    ``files/hello_world`` for real."""
+
+    evaluates: ClassVar[bool] = True
+    needs_environment: ClassVar[bool] = True
+
+    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
+        pass
+
+    async def run(self, task: PreparedTask, env: Environment | None, model: ModelClient, ctx: RunContext,
+                  log: logging.Logger) -> HarnessResult:
+        assert env is not None
+        if ctx.try_no == 1:
+            import shutil
+
+            shutil.rmtree(env.workdir)
+        await env.exec("printf 'Hello, World!\\n' > hello.txt")
+        return HarnessResult(final_answer="")

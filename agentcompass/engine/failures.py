@@ -1,0 +1,59 @@
+"""The failure taxonomy: every failed try gets a kind, and each kind a policy.
+
+``retry``: worth another try of the same attempt (the world was flaky, not the agent);
+``grade``: the attempt is still graded (its work may be enough);
+``valid``: the attempt counts as a normal result (a later run may reuse it).
+Unknown kinds get the conservative default (no retry, not graded, not valid) unless a
+``retry_pattern_list`` regex matches the error text.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class FailurePolicy(NamedTuple):
+    """What the engine does about one kind of failure."""
+
+    retry: bool
+    grade: bool
+    valid: bool
+
+
+_TRANSIENT = FailurePolicy(retry=True, grade=False, valid=False)
+_FINAL = FailurePolicy(retry=False, grade=False, valid=False)
+_GRADED = FailurePolicy(retry=False, grade=True, valid=True)
+
+POLICIES: dict[str, FailurePolicy] = {
+    # the model endpoint
+    "model_rate_limit": _TRANSIENT,
+    "model_server_error": _TRANSIENT,
+    "model_connection_error": _TRANSIENT,
+    "model_bad_response": _TRANSIENT,
+    "model_auth": _FINAL,
+    "model_bad_request": _FINAL,
+    # the sandbox
+    "env_open_failed": _TRANSIENT,
+    "env_lost": _TRANSIENT,
+    # the agent
+    "command_timeout": _GRADED,
+    "agent_timeout": _GRADED,
+    "harness_crash": _FINAL,
+    "prepare_error": _FINAL,
+    # grading
+    "eval_error": _FINAL,
+    "eval_timeout": _FINAL,
+    # the run
+    "cancelled": _FINAL,
+    "run_timeout": _FINAL,
+    "engine_error": _FINAL,
+}
+
+DEFAULT_POLICY = _FINAL
+
+
+def policy(kind: str | None) -> FailurePolicy:
+    """The policy of ``kind`` (None: no failure, a valid graded result)."""
+    if kind is None:
+        return _GRADED
+    return POLICIES.get(kind, DEFAULT_POLICY)

@@ -1,0 +1,161 @@
+"""Fault injection at the engine level: kills and resumes, lost environments, runaway tasks, broken harnesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import msgspec
+
+import agentcompass
+from agentcompass.records import TaskDetail
+
+REPO = Path(__file__).resolve().parents[2]
+BENCH = {"repeat": 3}  # 111 tasks
+
+
+def _marked_processes(settle_s: float = 5.0) -> list[int]:
+    """Live processes started in a local environment (SIGKILLed ones get a moment to die)."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        found = _scan_marked()
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
+
+
+def _scan_marked() -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/environ", "rb") as f:
+                    if b"AGENTCOMPASS_LOCAL_ENV=local-" in f.read():
+                        found.append(int(name))
+            except OSError:
+                continue
+    return found
+
+
+def _events(progress: Path) -> list[dict[str, object]]:
+    out = []
+    for line in progress.read_bytes().splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:  # the torn last line of a killed run
+            continue
+    return out
+
+
+def test_sigkill_five_times_then_resume_commits_each_task_once_with_the_same_metrics(tmp_path: Path) -> None:
+    envs = tmp_path / "envs"
+    envs.mkdir()
+    reference = agentcompass.run_evaluation("shell_tasks", "shell_agent", "scripted", benchmark_params=BENCH,
+                                            results_dir=str(tmp_path / "ref"), progress="none", task_concurrency=8)
+    cmd = [sys.executable, "-m", "agentcompass.cli", "run", "shell_tasks", "shell_agent", "scripted",
+           "--benchmark-params", json.dumps(BENCH), "--env-params", json.dumps({"base_dir": str(envs)}),
+           "--run-id", "resumed", "--reuse", "--task-concurrency", "8", "--progress", "none",
+           "--results-dir", str(tmp_path / "r")]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    run_dir = tmp_path / "r" / "shell_tasks" / "shell_agent" / "scripted" / "resumed"
+    rng = random.Random(7)
+    committed: dict[str, int] = {}  # detail file -> mtime when first seen
+    for _ in range(5):
+        proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(1.0, 3.0))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+        for p in (run_dir / "details").glob("*.json"):
+            mtime = p.stat().st_mtime_ns
+            assert committed.setdefault(p.name, mtime) == mtime, f"{p.name} was rewritten after its commit"
+    assert 0 < len(committed) < 111, "the kills should land mid-run"
+    final = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert final.returncode == 0, final.stderr
+    details = sorted((run_dir / "details").glob("*.json"))
+    assert len(details) == 111
+    assert not list((run_dir / "details").glob(".*"))
+    for p in details:
+        if p.name in committed:
+            assert p.stat().st_mtime_ns == committed[p.name]
+        d = msgspec.json.decode(p.read_bytes(), type=TaskDetail)
+        assert d.attempts["1"].status == "completed"
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["metrics"] == reference.metrics
+    assert summary["status"] == "completed" and summary["reuse"]["reused"] >= len(committed)
+    # No task ran again after it was committed.
+    finished: set[str] = set()
+    for ev in _events(run_dir / "progress.jsonl"):
+        tid = str(ev.get("task_id"))
+        if ev["event"] == "attempt_started":
+            assert tid not in finished, f"{tid} ran again after its commit"
+        elif ev["event"] == "task_finished" and not ev.get("reused"):
+            finished.add(tid)
+    # The killed runs' workspaces and processes were swept by the runs after them.
+    assert not list(envs.iterdir())
+    assert _marked_processes() == []
+
+
+def test_a_task_that_never_ends_is_bounded_by_agent_timeout_and_still_graded(tmp_path: Path) -> None:
+    envs = tmp_path / "envs"
+    envs.mkdir()
+    t0 = time.monotonic()
+    out = agentcompass.run_evaluation(
+        "shell_tasks", "tests.engine.components:SleepingHarness", "scripted",
+        harness_params={"seconds": 600, "agent_timeout": 1.5}, environment_params={"base_dir": str(envs)},
+        benchmark_params={"sample_ids": ["files/hello_world", "files/append_line"]},
+        results_dir=str(tmp_path / "r"), progress="none")
+    assert time.monotonic() - t0 < 30
+    assert out.ok and out.errors_by_kind == {"agent_timeout": 2}
+    assert out.metrics["graded_tasks"] == 2  # graded although the agent never finished
+    assert not list(envs.iterdir()) and _marked_processes() == []
+
+
+def test_a_lost_environment_is_retried_and_every_try_is_recorded(tmp_path: Path) -> None:
+    out = agentcompass.run_evaluation(
+        "shell_tasks", "tests.engine.components:FlakyWorkspaceHarness", "scripted", max_retries=2,
+        benchmark_params={"sample_ids": ["files/hello_world"]}, results_dir=str(tmp_path), progress="none")
+    assert out.ok and out.counts.retries == 1 and out.metrics["pass@1"] == 1.0
+    assert out.run_dir is not None
+    d = msgspec.json.decode(next((out.run_dir / "details").glob("*.json")).read_bytes(), type=TaskDetail)
+    tries = d.attempts["1"].tries
+    assert [t.error_kind for t in tries] == ["env_lost", None]
+    assert [t.status for t in tries] == ["run_error", "completed"]
+    kinds = [e["event"] for e in _events(out.run_dir / "progress.jsonl")]
+    assert kinds.count("try_retrying") == 1  # retries are visible live
+
+
+def test_without_retries_a_lost_environment_is_recorded_not_hidden(tmp_path: Path) -> None:
+    out = agentcompass.run_evaluation(
+        "shell_tasks", "tests.engine.components:FlakyWorkspaceHarness", "scripted",
+        benchmark_params={"sample_ids": ["files/hello_world"]}, results_dir=str(tmp_path), progress="none")
+    assert out.ok and out.errors_by_kind == {"env_lost": 1} and out.metrics["pass@1"] == 0.0
+
+
+def test_retry_pattern_list_retries_matching_final_errors(tmp_path: Path) -> None:
+    out = agentcompass.run_evaluation(
+        "shell_tasks", "tests.engine.components:CrashingHarness", "scripted", max_retries=2,
+        retry_pattern_list=[r"harness_crash: RuntimeError: boom"],
+        benchmark_params={"sample_ids": ["files/hello_world"]}, results_dir=str(tmp_path), progress="none")
+    assert out.counts.retries == 2 and out.errors_by_kind == {"harness_crash": 1}
+
+
+def test_three_requests_one_raising_everywhere_leave_the_others_metrics_intact(tmp_path: Path) -> None:
+    def req(name: str, harness: str) -> dict[str, object]:
+        return {"name": name, "benchmark": {"id": "shell_tasks", "params": {"categories": ["files", "answer"]}},
+                "harness": harness, "model": "scripted", "results_dir": str(tmp_path / name)}
+
+    solo = agentcompass.run_evaluation("shell_tasks", "shell_agent", "scripted",
+                                       benchmark_params={"categories": ["files", "answer"]},
+                                       results_dir=str(tmp_path / "solo"), progress="none")
+    result = agentcompass.launch({"requests": [req("a", "shell_agent"),
+                                               req("bad", "tests.engine.components:CrashingHarness"),
+                                               req("b", "shell_agent")],
+                                  "max_concurrent_tasks": 4, "progress": "none"})
+    assert result["a"].metrics == solo.metrics == result["b"].metrics
+    assert result["bad"].metrics["pass@1"] == 0.0 and set(result["bad"].errors_by_kind) == {"harness_crash"}
