@@ -30,12 +30,14 @@ class Usage(msgspec.Struct, omit_defaults=True):
     completion_tokens: int = 0
     total_tokens: int = 0
     calls: int = 0
+    retries: int = 0  # failed model tries that were retried before a call succeeded
 
     def add(self, other: Usage) -> None:
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
         self.total_tokens += other.total_tokens
         self.calls += other.calls
+        self.retries += other.retries
 
 
 class Step(msgspec.Struct, omit_defaults=True):
@@ -220,6 +222,15 @@ class TryRetrying(_Event, tag="try_retrying"):
     backoff_s: float
 
 
+class ModelRetrying(_Event, tag="model_retrying"):
+    """A model call failed transiently (429, 5xx, connection) and is tried again after a backoff."""
+
+    error_kind: str
+    try_no: int
+    backoff_s: float
+    task_id: str | None = None
+
+
 class AttemptFinished(_Event, tag="attempt_finished"):
     """An attempt finished (after all its tries)."""
 
@@ -247,5 +258,5 @@ class RequestFinished(_Event, tag="request_finished"):
     error: str | None = None
 
 
-ProgressEvent = RequestStarted | AttemptStarted | EnvOpened | TryRetrying | AttemptFinished | TaskFinished \
-    | RequestFinished
+ProgressEvent = RequestStarted | AttemptStarted | EnvOpened | TryRetrying | ModelRetrying | AttemptFinished \
+    | TaskFinished | RequestFinished

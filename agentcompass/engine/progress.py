@@ -15,6 +15,7 @@ import msgspec
 from ..records import (
     AttemptFinished,
     AttemptStarted,
+    ModelRetrying,
     ProgressEvent,
     RequestFinished,
     RequestStarted,
@@ -29,8 +30,8 @@ log = logging.getLogger("agentcompass.progress")
 class RequestStats:
     """Live counters of one request, fed by events."""
 
-    __slots__ = ("correct", "done", "errors", "finished_at", "name", "retries", "running", "started_at",
-                 "status", "total")
+    __slots__ = ("correct", "done", "errors", "finished_at", "model_retries", "name", "retries", "running",
+                 "started_at", "status", "total")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -40,6 +41,7 @@ class RequestStats:
         self.correct = 0
         self.errors = 0
         self.retries = 0
+        self.model_retries = 0
         self.status = "starting"
         self.started_at = time.monotonic()
         self.finished_at: float | None = None
@@ -54,6 +56,8 @@ class RequestStats:
         elif isinstance(ev, TryRetrying):
             self.running = max(0, self.running - 1)
             self.retries += 1
+        elif isinstance(ev, ModelRetrying):
+            self.model_retries += 1
         elif isinstance(ev, TaskFinished):
             self.done += 1
             if ev.correct:
@@ -80,6 +84,7 @@ class RequestStats:
         queued = max(0, self.total - self.done - self.running)
         return (f"[{self.name}] {self.status}: {self.done}/{self.total} done, {self.running} running, {queued} queued,"
                 f" {self.correct} correct, {self.errors} errors, {self.retries} retries,"
+                f" {self.model_retries} model retries,"
                 f" {self.rate():.1f} tasks/s{eta_s}")
 
 
@@ -155,13 +160,14 @@ class RichDisplay(Display):
         table = Table(expand=False, box=None, header_style="bold")
         table.add_column("request", overflow="fold", max_width=40)
         table.add_column("status")
-        for col in ("done", "run", "queue", "ok", "err", "retry", "rate/s", "ETA"):
+        for col in ("done", "run", "queue", "ok", "err", "retry", "429/5xx", "rate/s", "ETA"):
             table.add_column(col, justify="right", no_wrap=True)
         for st in list(self.stats.values()):
             eta = st.eta_s()
             table.add_row(st.name, st.status, f"{st.done}/{st.total}", str(st.running),
                           str(max(0, st.total - st.done - st.running)), str(st.correct), str(st.errors),
-                          str(st.retries), f"{st.rate():.1f}", f"{eta:.0f}s" if eta is not None else "-")
+                          str(st.retries), str(st.model_retries), f"{st.rate():.1f}",
+                          f"{eta:.0f}s" if eta is not None else "-")
         return table
 
     def start(self) -> None:

@@ -27,6 +27,7 @@ from ..interfaces import ComponentContext, NetworkPolicy, TaskSpec
 from ..metrics import DefaultAccumulator
 from ..records import (
     AttemptRecord,
+    ModelRetrying,
     RequestCounts,
     RequestFinished,
     RequestStarted,
@@ -44,7 +45,7 @@ from .identity import request_identity, task_identity
 from .messages import AttemptDone, MsgQueue, Submit, WorkItem
 from .redact import RedactingFormatter, Redactor
 from .run_dir import RunDir, check_results_dir, new_run_id, read_detail_file, request_dir, safe_name
-from .runtime import NetworkPhases, PhaseTimeouts, RequestRuntime
+from .runtime import CURRENT_TASK, NetworkPhases, PhaseTimeouts, RequestRuntime
 from .task_actor import TaskActor, describe
 
 if TYPE_CHECKING:
@@ -197,7 +198,11 @@ class RequestActor:
         from ..models.factory import create_model_client
 
         concurrency = min(spec.task_concurrency, sup.spec.max_concurrent_tasks or spec.task_concurrency)
-        model = create_model_client(spec.model, max_connections=max(concurrency, 1))
+        def on_model_retry(kind: str, backoff_s: float, try_no: int) -> None:
+            sup.bus.emit(ModelRetrying(ts=time.time(), request=self.name, run_id=self.run_id, error_kind=kind,
+                                       try_no=try_no, backoff_s=backoff_s, task_id=CURRENT_TASK.get()))
+
+        model = create_model_client(spec.model, max_connections=max(concurrency, 1), on_retry=on_model_retry)
         self._closers.append(model.aclose)
 
         redactor = Redactor([spec.model.api_key, *sup.extra_secrets])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import re
 from collections.abc import Callable
@@ -12,6 +13,10 @@ from ..interfaces import Benchmark, EnvironmentProvider, Harness, ModelClient, N
 from ..records import ProgressEvent
 from .env_pool import EnvironmentPool
 from .run_dir import RunDir
+
+#: the task an attempt's code is working on (set by the TaskActor; read by hooks that get no context, such as
+#: the model client's retry hook).
+CURRENT_TASK: contextvars.ContextVar[str | None] = contextvars.ContextVar("agentcompass_task", default=None)
 
 
 @dataclass

@@ -15,6 +15,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import msgspec
+
 from .._errors import EnvironmentError_, ModelError
 from ..interfaces import (
     Environment,
@@ -29,7 +31,7 @@ from ..records import AttemptFinished, AttemptRecord, AttemptStarted, TryRecord,
 from .failures import policy
 from .messages import AttemptDone, WorkItem
 from .redact import RedactingFormatter
-from .runtime import RequestRuntime
+from .runtime import CURRENT_TASK, RequestRuntime
 
 BACKOFF_BASE_S = 0.5
 BACKOFF_MAX_S = 30.0
@@ -73,6 +75,7 @@ class TaskActor:
         tries: list[TryRecord] = []
         try_no = 1
         rt.running.add(task.task_id)
+        CURRENT_TASK.set(task.task_id)  # this asyncio task's own context
         try:
             while True:
                 rt.emit(AttemptStarted(ts=time.time(), request=rt.name, run_id=rt.run_id, task_id=task.task_id,
@@ -150,8 +153,7 @@ class TaskActor:
                                  trajectory=r.trajectory if r else None,
                                  final_answer=r.final_answer if r else None)
         usage = result.usage
-        meta["usage"] = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-                         "total_tokens": usage.total_tokens, "calls": usage.calls}
+        meta["usage"] = msgspec.to_builtins(usage)
         record = AttemptRecord(status="completed", final_answer=result.final_answer, trajectory=result.trajectory,
                                artifacts=dict(result.artifacts), meta=meta,
                                error=result.error, error_kind=result.error_kind)

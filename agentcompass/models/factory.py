@@ -1,10 +1,13 @@
 """Build a ``ModelClient`` from a ``ModelSpec``: the model is a value in the request, not a component.
 
 - ``id`` ``scripted`` (or ``scripted-...``) without ``base_url``: the in-process ``ScriptedClient``;
-  its params configure the script (see ``agentcompass.models.scripted``).
+  its params configure the script (see ``agentcompass.models.scripted``). It never fails, so it is not
+  wrapped for retries (the retry params are still validated, then dropped).
 - otherwise ``base_url`` is required and ``api_protocol`` picks the client; ``openai-chat`` is built,
   ``openai-responses`` and ``anthropic-messages`` raise ``NotSupportedYet``. Params go into the request
-  body except the client's reserved keys (see ``agentcompass.models.openai_chat.RESERVED_PARAMS``).
+  body except the client's reserved keys (see ``agentcompass.models.openai_chat.RESERVED_PARAMS``) and
+  the retry keys ``retries``, ``retry_backoff``, ``retry_max_wait`` (see ``agentcompass.models.retry``).
+  HTTP clients come wrapped in a ``RetryingModelClient``; the HTTP client itself is its ``inner``.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 from .._errors import ConfigError, NotSupportedYet
 from ..interfaces import ModelClient
 from ..specs import ModelSpec
+from .retry import OnRetry, split_retry_params
 
 SUPPORTED_PROTOCOLS = ("openai-chat",)
 PLANNED_PROTOCOLS = ("openai-responses", "anthropic-messages")
@@ -22,22 +26,28 @@ def is_scripted(spec: ModelSpec) -> bool:
     return spec.id.startswith("scripted") and not spec.base_url
 
 
-def create_model_client(spec: ModelSpec, *, max_connections: int = 100,
-                        timeout: float = 600.0) -> ModelClient:
-    """The client for ``spec``; size ``max_connections`` to the request's concurrency."""
+def create_model_client(spec: ModelSpec, *, max_connections: int = 100, timeout: float = 600.0,
+                        on_retry: OnRetry | None = None) -> ModelClient:
+    """The client for ``spec``; size ``max_connections`` to the request's concurrency.
+
+    ``on_retry(kind, backoff_s, try_no)`` is called before each retry of a failed model call.
+    """
+    policy, params = split_retry_params(spec.params)
     if is_scripted(spec):
         from .scripted import ScriptedClient
 
-        return ScriptedClient(spec.params, model_id=spec.id)
+        return ScriptedClient(params, model_id=spec.id)
     if not spec.base_url:
         raise ConfigError(
             f"Model {spec.id!r} needs `model_base_url` (e.g. http://127.0.0.1:8000/v1); only the built-in "
             "`scripted` model runs without one.", field="model_base_url")
     if spec.api_protocol == "openai-chat":
         from .openai_chat import OpenAIChatClient
+        from .retry import RetryingModelClient
 
-        return OpenAIChatClient(spec.id, spec.base_url, spec.api_key, spec.params,
-                                max_connections=max_connections, timeout=timeout)
+        inner = OpenAIChatClient(spec.id, spec.base_url, spec.api_key, params,
+                                 max_connections=max_connections, timeout=timeout)
+        return RetryingModelClient(inner, policy, on_retry=on_retry)
     if spec.api_protocol in PLANNED_PROTOCOLS:
         raise NotSupportedYet(
             f"api_protocol {spec.api_protocol!r} arrives with the model-layer work (gateway/protocols); "

@@ -3,8 +3,9 @@
 Serves ``POST /v1/chat/completions`` (JSON, or SSE when ``stream: true``), ``GET /v1/models`` and
 ``GET /health`` over HTTP/1.1 keep-alive. Replies come from the same ``ScriptedPolicy`` as the in-process
 client, so a run against ``base_url`` behaves exactly like one against the in-process ``scripted`` model.
-For tests it can require an API key, add latency, fail every Nth completion with a given status, and
-it keeps the last request bodies in ``recent_requests``.
+For tests it can require an API key, add latency, fail every Nth completion with a given status, inject
+faults from a seeded random plan (``FaultPlan``: HTTP error statuses, garbage bodies, hangs, closed
+connections), and it keeps the last request bodies in ``recent_requests``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import argparse
 import asyncio
 import contextlib
 import hmac
+import random
 import signal
 import sys
 import time
@@ -45,6 +47,54 @@ class _Reply(Exception):
         self.headers = dict(headers or {})
 
 
+FAULT_KINDS = ("garbage", "hang", "close")
+_GARBAGE = b"<html><body><h1>502 Bad Gateway</h1> upstream sent an invalid response</body></html>"
+
+
+class FaultPlan:
+    """Which completion requests fail, and how: a seeded, reproducible draw per request.
+
+    ``faults`` maps a fault to its probability (their sum at most 1): an HTTP status ``"400"``-``"599"``
+    (answered with an OpenAI-shaped error body), ``garbage`` (200 with a body that is not JSON), ``hang``
+    (never answer; the connection stays open until the client gives up or the server stops) or ``close``
+    (close the connection without answering). The n-th completion request always gets the n-th draw of
+    ``random.Random(seed)``, so a plan injects the same faults in the same order every run.
+    """
+
+    def __init__(self, faults: Mapping[str | int, float], seed: int = 0) -> None:
+        allowed = f"an HTTP status 400-599 or one of {', '.join(FAULT_KINDS)}"
+        self._ranges: list[tuple[str, float]] = []
+        for raw_key, prob in faults.items():
+            key = str(raw_key).strip().lower()
+            if not (key in FAULT_KINDS or (key.isdigit() and 400 <= int(key) <= 599)):
+                raise ConfigError(f"Unknown fault {raw_key!r}; allowed: {allowed}.", field="faults")
+            if isinstance(prob, bool) or not isinstance(prob, int | float) or not 0 <= prob <= 1:
+                raise ConfigError(f"Fault {key!r} needs a probability between 0 and 1, got {prob!r}.",
+                                  field=f"faults.{key}")
+            self._ranges.append((key, float(prob)))
+        total = sum(p for _, p in self._ranges)
+        if total > 1 + 1e-9:
+            raise ConfigError(f"Fault probabilities add up to {total:g}; they must add up to at most 1.",
+                              field="faults")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ConfigError(f"fault_seed must be an integer, got {seed!r}.", field="fault_seed")
+        # a fixed order, so the plan does not depend on the order the mapping was written in
+        self._ranges.sort(key=lambda kp: (not kp[0].isdigit(), kp[0]))
+        self._rng = random.Random(seed)
+        self.injected: dict[str, int] = {k: 0 for k, _ in self._ranges}
+
+    def draw(self) -> str | None:
+        """The fault for the next request, or None to answer normally."""
+        x = self._rng.random()
+        acc = 0.0
+        for key, prob in self._ranges:
+            acc += prob
+            if x < acc:
+                self.injected[key] += 1
+                return key
+        return None
+
+
 def _head(status: int, headers: Mapping[str, str]) -> bytes:
     lines = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}", "Server: agentcompass-scripted"]
     lines.extend(f"{k}: {v}" for k, v in headers.items())
@@ -55,7 +105,9 @@ class ScriptedServer:
     """An OpenAI-compatible server answering from a ``ScriptedPolicy``. Use ``async with`` or start/stop.
 
     ``fail_status``/``fail_every``/``retry_after`` make every ``fail_every``-th completion fail with that
-    status (and a ``Retry-After`` header). ``requests_served`` counts every HTTP request answered,
+    status (and a ``Retry-After`` header). ``faults``/``fault_seed`` inject faults from a ``FaultPlan``
+    (a 429 gets ``Retry-After: retry_after`` when set); ``faults_injected`` counts them by kind.
+    ``requests_served`` counts every HTTP request answered,
     ``completions_served`` the successful completions; ``connections_accepted`` and ``peak_connections``
     show how clients pooled their connections.
     """
@@ -63,7 +115,8 @@ class ScriptedServer:
     def __init__(self, params: Mapping[str, Any] | None = None, *, host: str = "127.0.0.1", port: int = 0,
                  require_api_key: str | None = None, latency_s: float | None = None,
                  model_id: str = "scripted", fail_status: int | None = None, fail_every: int = 1,
-                 retry_after: float | None = None, record_requests: int = 32,
+                 retry_after: float | None = None, faults: Mapping[str | int, float] | None = None,
+                 fault_seed: int = 0, record_requests: int = 32,
                  max_body_bytes: int = 16 * 1024 * 1024, idle_timeout: float = 120.0,
                  backlog: int = 1024) -> None:
         self.policy = ScriptedPolicy(params)
@@ -79,7 +132,12 @@ class ScriptedServer:
             raise ConfigError(f"fail_every must be >= 1, got {fail_every}.", field="fail_every")
         self.fail_status = fail_status
         self.fail_every = fail_every
+        if retry_after is not None and (isinstance(retry_after, bool) or not isinstance(retry_after, int | float)
+                                        or retry_after < 0):
+            raise ConfigError(f"retry_after must be a number of seconds >= 0, got {retry_after!r}.",
+                              field="retry_after")
         self.retry_after = retry_after
+        self.fault_plan = FaultPlan(faults, fault_seed) if faults else None
         self.max_body_bytes = max_body_bytes
         self.idle_timeout = idle_timeout
         self.backlog = backlog
@@ -92,6 +150,16 @@ class ScriptedServer:
         self._chat_requests = 0
         self._server: asyncio.Server | None = None
         self._conns: set[asyncio.Task[Any]] = set()
+
+    @property
+    def faults_injected(self) -> dict[str, int]:
+        """How many faults of each kind were injected so far."""
+        return dict(self.fault_plan.injected) if self.fault_plan else {}
+
+    @property
+    def open_connections(self) -> int:
+        """Connections being served right now (a hung request keeps its connection open)."""
+        return len(self._conns)
 
     async def __aenter__(self) -> ScriptedServer:
         await self.start()
@@ -217,7 +285,7 @@ class ScriptedServer:
         if path in ("/v1/chat/completions", "/chat/completions"):
             if method != "POST":
                 raise _Reply(405, f"Method {method} not allowed on {path}; use POST.")
-            return await self._chat(body, writer, keep_alive)
+            return await self._chat(body, reader, writer, keep_alive)
         if path in ("/v1/models", "/models"):
             if method != "GET":
                 raise _Reply(405, f"Method {method} not allowed on {path}; use GET.")
@@ -238,7 +306,8 @@ class ScriptedServer:
 
     # ------------------------------------------------------------------ chat completions
 
-    async def _chat(self, raw: bytes, writer: asyncio.StreamWriter, keep_alive: bool) -> bool:
+    async def _chat(self, raw: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                    keep_alive: bool) -> bool:
         try:
             body = _DEC.decode(raw)
         except msgspec.DecodeError:
@@ -251,10 +320,10 @@ class ScriptedServer:
         self.recent_requests.append(body)
         self._chat_requests += 1
         if self.fail_status is not None and self._chat_requests % self.fail_every == 0:
-            extra = {} if self.retry_after is None else {"Retry-After": f"{self.retry_after:g}"}
-            kind = "rate_limit_exceeded" if self.fail_status == 429 else "server_error"
-            raise _Reply(self.fail_status, f"Injected failure ({self.fail_status}).", type_=kind,
-                         headers=extra)
+            raise self._injected_status(self.fail_status, "failure", always_retry_after=True)
+        fault = self.fault_plan.draw() if self.fault_plan else None
+        if fault is not None:
+            return await self._inject(fault, reader, writer, keep_alive)
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
         r = self.policy.respond(messages)
@@ -278,6 +347,30 @@ class ScriptedServer:
             "usage": usage,
         }, keep_alive)
         return keep_alive
+
+    def _injected_status(self, status: int, what: str, *, always_retry_after: bool = False) -> _Reply:
+        send = self.retry_after is not None and (status == 429 or always_retry_after)
+        extra = {"Retry-After": f"{self.retry_after:g}"} if send else {}
+        kind = ("rate_limit_exceeded" if status == 429 else "server_error" if status >= 500
+                else "invalid_request_error")
+        return _Reply(status, f"Injected {what} ({status}).", type_=kind, headers=extra)
+
+    async def _inject(self, fault: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                      keep_alive: bool) -> bool:
+        """Apply ``fault`` to this request; returns whether the connection stays open."""
+        if fault == "garbage":
+            writer.write(_head(200, {"Content-Type": "application/json", "Content-Length": str(len(_GARBAGE)),
+                                     "Connection": "keep-alive" if keep_alive else "close"}) + _GARBAGE)
+            await writer.drain()
+            return keep_alive
+        if fault == "hang":
+            # never answer: wait for the client to give up (EOF); stop() cancels this wait
+            while await reader.read(4096):
+                pass
+            return False
+        if fault == "close":
+            return False
+        raise self._injected_status(int(fault), "fault")
 
     async def _stream(self, writer: asyncio.StreamWriter, cid: str, created: int, model: str, content: str,
                       usage: dict[str, int] | None, keep_alive: bool) -> None:
@@ -321,21 +414,35 @@ class ScriptedServer:
 
 
 def serve_forever(host: str = "127.0.0.1", port: int = 8000, params: Mapping[str, Any] | None = None, *,
-                  require_api_key: str | None = None) -> None:
-    """Run a scripted server until Ctrl-C or SIGTERM; prints the base URL as the first stdout line."""
+                  require_api_key: str | None = None, **options: Any) -> None:
+    """Run a scripted server until Ctrl-C or SIGTERM; prints the base URL as the first stdout line.
+
+    ``options`` go to ``ScriptedServer`` (e.g. ``faults``, ``fault_seed``, ``retry_after``).
+    """
 
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         with contextlib.suppress(NotImplementedError):  # not on Windows
             loop.add_signal_handler(signal.SIGTERM, stop.set)
-        async with ScriptedServer(params, host=host, port=port, require_api_key=require_api_key) as srv:
+        async with ScriptedServer(params, host=host, port=port, require_api_key=require_api_key,
+                                  **options) as srv:
             print(srv.base_url, flush=True)
             print("Scripted model server running; press Ctrl-C to stop.", file=sys.stderr, flush=True)
             await stop.wait()
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(main())
+
+
+def _fault_arg(text: str) -> tuple[str, float]:
+    kind, sep, prob = text.partition("=")
+    try:
+        if not sep:
+            raise ValueError
+        return kind.strip(), float(prob)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected KIND=PROBABILITY (e.g. 429=0.3), got {text!r}") from None
 
 
 def serve_scripted_main(argv: list[str] | None = None) -> int:
@@ -348,12 +455,19 @@ def serve_scripted_main(argv: list[str] | None = None) -> int:
                         help="JSON script file (repeatable); bundled scripts are always included")
     parser.add_argument("--api-key", default=None, help="require this Bearer token")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds of simulated latency per call")
+    parser.add_argument("--fault", action="append", default=[], type=_fault_arg, metavar="KIND=P",
+                        help="inject a fault into a fraction P of completions (repeatable); KIND is an HTTP "
+                             f"status 400-599 or one of {', '.join(FAULT_KINDS)}, e.g. --fault 429=0.3")
+    parser.add_argument("--fault-seed", type=int, default=0, help="seed of the fault plan (default 0)")
+    parser.add_argument("--retry-after", type=float, default=None,
+                        help="seconds sent in the Retry-After header of injected 429s")
     args = parser.parse_args(argv)
     params: dict[str, Any] = {"latency_s": args.latency}
     if args.script_file:
         params["script_file"] = args.script_file
     try:
-        serve_forever(args.host, args.port, params, require_api_key=args.api_key)
+        serve_forever(args.host, args.port, params, require_api_key=args.api_key, faults=dict(args.fault),
+                      fault_seed=args.fault_seed, retry_after=args.retry_after)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -123,7 +123,7 @@ def test_plain_progress_off_a_terminal_and_none_prints_nothing(tmp_path: Path) -
     res = cli("run", "shell_tasks", "shell_agent", "scripted", "--results-dir", str(tmp_path),
               "--benchmark-params", '{"categories": ["answer"]}')  # auto, not a TTY: plain lines
     assert res.returncode == 0 and "\x1b[" not in res.stderr
-    assert "[shell_tasks/shell_agent/scripted] completed: 9/9 done" in res.stderr
+    assert "[shell_tasks/shell_agent/scripted] completed: 9/9 done" in res.stderr and "model retries" in res.stderr
     res = cli("run", "shell_tasks", "shell_agent", "scripted", "--results-dir", str(tmp_path), "--progress", "none",
               "--benchmark-params", '{"categories": ["answer"]}')
     assert res.returncode == 0 and res.stderr == ""

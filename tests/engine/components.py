@@ -93,3 +93,25 @@ class FlakyWorkspaceHarness:
             shutil.rmtree(env.workdir)
         await env.exec("printf 'Hello, World!\\n' > hello.txt")
         return HarnessResult(final_answer="")
+
+
+class ContainerKillingHarness:
+    """On the first try its docker container is killed mid-task (the sandbox dies); later tries solve
+    ``files/hello_world``."""
+
+    evaluates: ClassVar[bool] = True
+    needs_environment: ClassVar[bool] = True
+
+    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
+        pass
+
+    async def run(self, task: PreparedTask, env: Environment | None, model: ModelClient, ctx: RunContext,
+                  log: logging.Logger) -> HarnessResult:
+        assert env is not None
+        if ctx.try_no == 1:
+            import aiodocker
+
+            async with aiodocker.Docker() as docker:
+                await docker.containers.container(env.id).kill()
+        await env.exec("printf 'Hello, World!\\n' > hello.txt")
+        return HarnessResult(final_answer="")

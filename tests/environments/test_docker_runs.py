@@ -181,3 +181,16 @@ def test_run_network_policy_model_reaches_the_model_and_none_reaches_nothing(
     assert _probe("model", scripted_url, docker_run_id, tmp_path / "model").startswith("exit=0\n200")
     assert not _probe("none", scripted_url, docker_run_id + "-n", tmp_path / "none").startswith("exit=0")
     assert containers_of(docker_run_id) == [] and networks_of(docker_run_id) == []
+
+
+def test_a_container_killed_mid_task_is_env_lost_and_retried(base_image: str, docker_run_id: str,
+                                                             tmp_path: Path) -> None:
+    out = agentcompass.run_evaluation(
+        "shell_tasks", "tests.engine.components:ContainerKillingHarness", "scripted", "docker", max_retries=1,
+        benchmark_params={"sample_ids": ["files/hello_world"]}, run_id=docker_run_id, results_dir=str(tmp_path),
+        progress="none")
+    assert out.ok and out.metrics["pass@1"] == 1.0 and out.counts.retries == 1
+    assert out.run_dir is not None
+    d = msgspec.json.decode(next((out.run_dir / "details").glob("*.json")).read_bytes(), type=TaskDetail)
+    assert [t.error_kind for t in d.attempts["1"].tries] == ["env_lost", None]
+    assert containers_of(docker_run_id) == []

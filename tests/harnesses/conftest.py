@@ -41,8 +41,8 @@ async def serve_script() -> AsyncIterator[ServeScript]:
             params["script"] = [{"match": match, "turns": turns}]
         server = ScriptedServer(params, **server_kwargs)
         base_url = await server.start()
-        client = create_model_client(ModelSpec(id="scripted", base_url=base_url), max_connections=4,
-                                     timeout=30)
+        spec = ModelSpec(id="scripted", base_url=base_url, params={"retries": 0})
+        client = create_model_client(spec, max_connections=4, timeout=30)
         started.append((client, server))
         return client, server
 

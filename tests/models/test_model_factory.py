@@ -7,6 +7,7 @@ import pytest
 from agentcompass._errors import ConfigError, NotSupportedYet
 from agentcompass.models import create_model_client
 from agentcompass.models.openai_chat import OpenAIChatClient
+from agentcompass.models.retry import RetryingModelClient
 from agentcompass.models.scripted import ScriptedClient
 from agentcompass.specs import ModelSpec
 from tests.fixtures_scripted import running_scripted_server
@@ -28,8 +29,8 @@ async def test_scripted_with_base_url_talks_http_to_the_scripted_server() -> Non
         client = create_model_client(ModelSpec(id="scripted", base_url=srv.base_url,
                                                params={"temperature": 0}), max_connections=7, timeout=12)
         try:
-            assert isinstance(client, OpenAIChatClient)
-            assert client.max_connections == 7 and client.timeout.read == 12
+            assert isinstance(client, RetryingModelClient) and isinstance(client.inner, OpenAIChatClient)
+            assert client.inner.max_connections == 7 and client.inner.timeout.read == 12
             r = await client.complete([{"role": "user", "content": "hello"}])
         finally:
             await client.aclose()
@@ -56,9 +57,9 @@ def test_model_params_override_the_factory_pool_size_and_timeout() -> None:
     spec = ModelSpec(id="m", base_url="http://127.0.0.1:1/v1",
                      params={"max_connections": 3, "timeout": 9, "temperature": 1})
     client = create_model_client(spec, max_connections=100, timeout=600)
-    assert isinstance(client, OpenAIChatClient)
-    assert client.max_connections == 3 and client.timeout.read == 9
-    assert client.params == {"temperature": 1}
+    assert isinstance(client, RetryingModelClient) and isinstance(client.inner, OpenAIChatClient)
+    assert client.inner.max_connections == 3 and client.inner.timeout.read == 9
+    assert client.inner.params == {"temperature": 1}
 
 
 def test_bad_scripted_params_raise_config_error() -> None:

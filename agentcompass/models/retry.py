@@ -1,0 +1,157 @@
+"""Retries of transient model-call failures, separate from the engine's task-level retries.
+
+``RetryingModelClient`` wraps any ``ModelClient`` and retries a call that failed with a ``ModelError`` of
+a transient kind:
+
+- ``model_rate_limit`` (429), ``model_server_error`` (5xx), ``model_connection_error`` (refused, reset,
+  closed without an answer, read timeout): up to ``retries`` extra tries;
+- ``model_bad_response`` (a body that is not a chat completion): at most ``bad_response_retries`` (2) of
+  them. A garbled or truncated body from an overloaded proxy is transient, but an endpoint that always
+  answers in a shape we cannot read (an HTML page, the wrong protocol) is a configuration problem and
+  should not cost six backoffs.
+
+Auth, bad-request and other kinds are raised at once. Waits use exponential backoff with full jitter,
+``uniform(0, min(max_wait, backoff * 2**(n-1)))`` after the n-th failure; when the server sent
+``Retry-After`` the wait is that value plus ``uniform(0, min(backoff, max_wait))`` (so callers that got the
+same header do not all come back at once), capped at ``max(max_wait, 120 s)``. Each wait is a plain
+``asyncio.sleep``, so cancelling the caller ends it at once. When the tries are used up the last
+``ModelError`` is re-raised (with a note saying how many tries were made).
+
+The reserved model params ``retries``, ``retry_backoff`` and ``retry_max_wait`` configure the policy
+(see ``split_retry_params``); a per-call ``complete(..., retries=0)`` overrides the client's policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import random
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import msgspec
+
+from .._errors import ConfigError, ModelError
+from ..interfaces import ModelClient, ModelResponse
+
+#: ``on_retry(kind, backoff_s, try_no)``: called before each backoff sleep, in the caller's task (so
+#: context variables of the caller are visible); ``try_no`` is the try that just failed (1 = first call).
+OnRetry = Callable[[str, float, int], None]
+
+RETRYABLE_KINDS = frozenset({"model_rate_limit", "model_server_error", "model_connection_error",
+                             "model_bad_response"})
+RETRY_PARAMS = frozenset({"retries", "retry_backoff", "retry_max_wait"})
+#: a Retry-After longer than ``max_wait`` is still honoured, up to this many seconds.
+RETRY_AFTER_CEILING_S = 120.0
+
+_log = logging.getLogger("agentcompass.models")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How often and how long to retry: ``retries`` extra tries, backoff base and cap in seconds."""
+
+    retries: int = 6
+    backoff: float = 0.5
+    max_wait: float = 30.0
+    bad_response_retries: int = 2
+
+    def wait_s(self, failures: int, retry_after: float | None, rng: random.Random) -> float:
+        """Seconds to wait after the ``failures``-th failed try."""
+        if retry_after is not None:
+            wait = retry_after + rng.uniform(0.0, min(self.backoff, self.max_wait))
+            return min(wait, max(self.max_wait, RETRY_AFTER_CEILING_S))
+        return rng.uniform(0.0, min(self.max_wait, self.backoff * 2.0 ** min(failures - 1, 62)))
+
+    def allows(self, kind: str, failures: int, bad_responses: int) -> bool:
+        """Whether a call that has failed ``failures`` times (the last with ``kind``) may try again."""
+        if kind not in RETRYABLE_KINDS or failures > self.retries:
+            return False
+        return kind != "model_bad_response" or bad_responses <= self.bad_response_retries
+
+
+def _check_int(value: Any, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"Model param `{key}` must be an integer >= 0, got {value!r}.",
+                          field=f"model_params.{key}")
+    return value
+
+
+def _check_seconds(value: Any, key: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
+        raise ConfigError(f"Model param `{key}` must be a number of seconds >= 0, got {value!r}.",
+                          field=f"model_params.{key}")
+    return float(value)
+
+
+def split_retry_params(params: Mapping[str, Any],
+                       base: RetryPolicy | None = None) -> tuple[RetryPolicy, dict[str, Any]]:
+    """(the policy from the reserved keys over ``base``, the other params). Bad values: ``ConfigError``."""
+    policy = base or RetryPolicy()
+    rest = {k: v for k, v in params.items() if k not in RETRY_PARAMS}
+    changes: dict[str, Any] = {}
+    if "retries" in params:
+        changes["retries"] = _check_int(params["retries"], "retries")
+    if "retry_backoff" in params:
+        changes["backoff"] = _check_seconds(params["retry_backoff"], "retry_backoff")
+    if "retry_max_wait" in params:
+        changes["max_wait"] = _check_seconds(params["retry_max_wait"], "retry_max_wait")
+    return (dataclasses.replace(policy, **changes) if changes else policy), rest
+
+
+class RetryingModelClient:
+    """A ``ModelClient`` that retries transient ``ModelError``s of ``inner`` (see the module doc).
+
+    A response that needed retries reports them in ``usage.retries``.
+    """
+
+    def __init__(self, inner: ModelClient, policy: RetryPolicy | None = None, *,
+                 on_retry: OnRetry | None = None, rng: random.Random | None = None) -> None:
+        self.inner = inner
+        self.model_id = inner.model_id
+        self.policy = policy or RetryPolicy()
+        self.on_retry = on_retry
+        self._rng = rng or random.Random()
+
+    def __repr__(self) -> str:
+        return f"RetryingModelClient({self.inner!r}, {self.policy!r})"
+
+    async def __aenter__(self) -> RetryingModelClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def complete(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
+                       **params: Any) -> ModelResponse:
+        """Call ``inner.complete``, retrying transient failures; re-raises the last ``ModelError``."""
+        policy = self.policy
+        if not RETRY_PARAMS.isdisjoint(params):
+            policy, params = split_retry_params(params, policy)
+        failures = bad_responses = 0
+        while True:
+            try:
+                resp = await self.inner.complete(messages, tools=tools, **params)
+            except ModelError as exc:
+                failures += 1
+                if exc.kind == "model_bad_response":
+                    bad_responses += 1
+                if not policy.allows(exc.kind, failures, bad_responses):
+                    if failures > 1:
+                        exc.add_note(f"Gave up after {failures} tries of model {self.model_id!r}.")
+                    raise
+                wait = policy.wait_s(failures, exc.retry_after, self._rng)
+                _log.debug("model %s: try %d failed (%s); retrying in %.2fs", self.model_id, failures,
+                           exc.kind, wait)
+                if self.on_retry is not None:
+                    self.on_retry(exc.kind, wait, failures)
+                await asyncio.sleep(wait)
+                continue
+            if failures:
+                resp.usage = msgspec.structs.replace(resp.usage, retries=resp.usage.retries + failures)
+            return resp
+
+    async def aclose(self) -> None:
+        """Close the wrapped client."""
+        await self.inner.aclose()
