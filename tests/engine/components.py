@@ -115,3 +115,30 @@ class ContainerKillingHarness:
                 await docker.containers.container(env.id).kill()
         await env.exec("printf 'Hello, World!\\n' > hello.txt")
         return HarnessResult(final_answer="")
+
+
+class FlakyOpenProvider:
+    """The local provider, except that every ``fail_first`` -th open fails (a sandbox service hiccup)."""
+
+    name: ClassVar[str] = "flaky_local"
+    remote: ClassVar[bool] = False
+
+    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
+        from agentcompass.environments.local import LocalProvider
+
+        params = dict(params)
+        self.fail_first = int(params.pop("fail_first", 1))
+        self.inner = LocalProvider(params, ctx)
+        self.opens = 0
+
+    def check_network_policy(self, policy: Any) -> None:
+        self.inner.check_network_policy(policy)
+
+    async def open(self, spec: Any) -> Any:
+        self.opens += 1
+        if self.opens <= self.fail_first:
+            raise ConnectionResetError("sandbox service reset the connection")
+        return await self.inner.open(spec)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()

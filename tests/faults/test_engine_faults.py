@@ -159,3 +159,16 @@ def test_three_requests_one_raising_everywhere_leave_the_others_metrics_intact(t
                                   "max_concurrent_tasks": 4, "progress": "none"})
     assert result["a"].metrics == solo.metrics == result["b"].metrics
     assert result["bad"].metrics["pass@1"] == 0.0 and set(result["bad"].errors_by_kind) == {"harness_crash"}
+
+
+def test_an_environment_that_fails_to_open_is_retried(tmp_path: Path) -> None:
+    out = agentcompass.run_evaluation(
+        "shell_tasks", "shell_agent", "scripted", "tests.engine.components:FlakyOpenProvider", max_retries=1,
+        environment_params={"fail_first": 1}, benchmark_params={"sample_ids": ["files/hello_world"]},
+        results_dir=str(tmp_path), progress="none")
+    assert out.ok and out.metrics["pass@1"] == 1.0
+    assert out.run_dir is not None
+    d = msgspec.json.decode(next((out.run_dir / "details").glob("*.json")).read_bytes(), type=TaskDetail)
+    tries = d.attempts["1"].tries
+    assert [t.error_kind for t in tries] == ["env_open_failed", None]
+    assert "sandbox service reset" in (tries[0].error or "")
