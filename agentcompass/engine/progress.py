@@ -205,7 +205,13 @@ class EventBus:
 
     def attach_file(self, request: str, path: str, redactor: Redactor) -> None:
         """Append this request's events to ``path`` (progress.jsonl)."""
-        self._files[request] = (open(path, "ab"), redactor)
+        f = open(path, "ab")
+        if f.tell() > 0:  # a killed run may have left a torn last line: start ours on a fresh one
+            with open(path, "rb") as r:
+                r.seek(-1, 2)
+                if r.read(1) != b"\n":
+                    f.write(b"\n")
+        self._files[request] = (f, redactor)
 
     def detach_file(self, request: str) -> None:
         entry = self._files.pop(request, None)

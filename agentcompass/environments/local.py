@@ -99,12 +99,16 @@ def _kill_marked(marker: bytes, rounds: int = 5) -> int:
 
 
 def _start_ticks(pid: int) -> str | None:
-    """A process's start time (clock ticks since boot): with the pid it names one process for ever."""
+    """A live process's start time (clock ticks since boot): with the pid it names one process for ever.
+    None for a process that is gone or a zombie (dead, not yet reaped)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
         return None
+    if len(fields) < 20 or fields[0] in ("Z", "X"):
+        return None
+    return fields[19]
 
 
 def owner_tag(pid: int | None = None) -> str:

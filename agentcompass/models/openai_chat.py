@@ -299,6 +299,7 @@ class OpenAIChatClient:
             retry_after = parse_retry_after(resp.headers)
         elif status >= 500:
             kind = "model_server_error"
+            retry_after = parse_retry_after(resp.headers)  # 503s often say when to come back
         elif status in (401, 403):
             kind = "model_auth"
         elif status >= 400:
