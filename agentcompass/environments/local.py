@@ -74,8 +74,9 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def _kill_marked(marker: bytes, rounds: int = 5) -> int:
-    """SIGKILL every process whose environment holds ``marker`` (Linux ``/proc``); returns how many."""
+def _kill_marked(marker: bytes, rounds: int = 5, *, prefix: bool = False) -> int:
+    """SIGKILL every process whose environment holds ``marker`` (or, with ``prefix``, an entry starting with
+    it) (Linux ``/proc``); returns how many."""
     me = os.getpid()
     killed = 0
     for _ in range(rounds):  # repeat: a process may fork while we scan
@@ -88,7 +89,8 @@ def _kill_marked(marker: bytes, rounds: int = 5) -> int:
                     environ = f.read()
             except OSError:
                 continue
-            if marker in environ.split(b"\0"):
+            entries = environ.split(b"\0")
+            if (any(e.startswith(marker) for e in entries) if prefix else marker in entries):
                 with contextlib.suppress(OSError):
                     os.kill(int(name), signal.SIGKILL)
                     found += 1
@@ -120,24 +122,6 @@ def owner_tag(pid: int | None = None) -> str:
 _ORPHAN_DIR = re.compile(r"^agentcompass-(?P<role>[A-Za-z0-9_.]+)-p(?P<pid>\d+)s(?P<ticks>\d+)-")
 
 
-def _kill_marked_prefix(prefix: bytes) -> int:
-    """SIGKILL every process with an environment entry starting with ``prefix``."""
-    me, killed = os.getpid(), 0
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == me:
-            continue
-        try:
-            with open(f"/proc/{name}/environ", "rb") as f:
-                environ = f.read()
-        except OSError:
-            continue
-        if any(entry.startswith(prefix) for entry in environ.split(b"\0")):
-            with contextlib.suppress(OSError):
-                os.kill(int(name), signal.SIGKILL)
-                killed += 1
-    return killed
-
-
 def sweep_orphan_workspaces(base_dir: str | None = None) -> list[str]:
     """Remove workspaces (and kill the processes) of runs whose process is gone, e.g. after a SIGKILL.
 
@@ -154,7 +138,7 @@ def sweep_orphan_workspaces(base_dir: str | None = None) -> list[str]:
         if m is None or _start_ticks(int(m["pid"])) == m["ticks"]:
             continue  # not ours, or its owner is alive
         tag = f"p{m['pid']}s{m['ticks']}"
-        _kill_marked_prefix(f"{MARKER_VAR}=local-{m['role']}-{tag}-".encode())
+        _kill_marked(f"{MARKER_VAR}=local-{m['role']}-{tag}-".encode(), prefix=True)
         _remove_tree(os.path.join(base, name))
         removed.append(name)
     return removed

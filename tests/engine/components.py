@@ -74,41 +74,24 @@ class ProbeHarness:
         return HarnessResult(final_answer=f"exit={res.exit_code}\n{res.output}")
 
 
-class FlakyWorkspaceHarness:
-    """On the first try its workspace vanishes mid-task (the environment is lost); later tries solve
-    ``files/hello_world`` for real."""
+class SandboxBreakingHarness:
+    """On the first try its sandbox breaks mid-task (``breaks``: ``workspace`` vanishes, or the docker
+    ``container`` is killed); later tries solve ``files/hello_world`` for real."""
 
     evaluates: ClassVar[bool] = True
     needs_environment: ClassVar[bool] = True
 
     def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
-        pass
+        self.breaks = params.get("breaks", "workspace")
 
     async def run(self, task: PreparedTask, env: Environment | None, model: ModelClient, ctx: RunContext,
                   log: logging.Logger) -> HarnessResult:
         assert env is not None
-        if ctx.try_no == 1:
+        if ctx.try_no == 1 and self.breaks == "workspace":
             import shutil
 
             shutil.rmtree(env.workdir)
-        await env.exec("printf 'Hello, World!\\n' > hello.txt")
-        return HarnessResult(final_answer="")
-
-
-class ContainerKillingHarness:
-    """On the first try its docker container is killed mid-task (the sandbox dies); later tries solve
-    ``files/hello_world``."""
-
-    evaluates: ClassVar[bool] = True
-    needs_environment: ClassVar[bool] = True
-
-    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
-        pass
-
-    async def run(self, task: PreparedTask, env: Environment | None, model: ModelClient, ctx: RunContext,
-                  log: logging.Logger) -> HarnessResult:
-        assert env is not None
-        if ctx.try_no == 1:
+        elif ctx.try_no == 1:
             import aiodocker
 
             async with aiodocker.Docker() as docker:

@@ -186,7 +186,8 @@ def test_run_network_policy_model_reaches_the_model_and_none_reaches_nothing(
 def test_a_container_killed_mid_task_is_env_lost_and_retried(base_image: str, docker_run_id: str,
                                                              tmp_path: Path) -> None:
     out = agentcompass.run_evaluation(
-        "shell_tasks", "tests.engine.components:ContainerKillingHarness", "scripted", "docker", max_retries=1,
+        "shell_tasks", "tests.engine.components:SandboxBreakingHarness", "scripted", "docker", max_retries=1,
+        harness_params={"breaks": "container"},
         benchmark_params={"sample_ids": ["files/hello_world"]}, run_id=docker_run_id, results_dir=str(tmp_path),
         progress="none")
     assert out.ok and out.metrics["pass@1"] == 1.0 and out.counts.retries == 1

@@ -118,7 +118,7 @@ def test_a_task_that_never_ends_is_bounded_by_agent_timeout_and_still_graded(tmp
 
 def test_a_lost_environment_is_retried_and_every_try_is_recorded(tmp_path: Path) -> None:
     out = agentcompass.run_evaluation(
-        "shell_tasks", "tests.engine.components:FlakyWorkspaceHarness", "scripted", max_retries=2,
+        "shell_tasks", "tests.engine.components:SandboxBreakingHarness", "scripted", max_retries=2,
         benchmark_params={"sample_ids": ["files/hello_world"]}, results_dir=str(tmp_path), progress="none")
     assert out.ok and out.counts.retries == 1 and out.metrics["pass@1"] == 1.0
     assert out.run_dir is not None
@@ -132,7 +132,7 @@ def test_a_lost_environment_is_retried_and_every_try_is_recorded(tmp_path: Path)
 
 def test_without_retries_a_lost_environment_is_recorded_not_hidden(tmp_path: Path) -> None:
     out = agentcompass.run_evaluation(
-        "shell_tasks", "tests.engine.components:FlakyWorkspaceHarness", "scripted",
+        "shell_tasks", "tests.engine.components:SandboxBreakingHarness", "scripted",
         benchmark_params={"sample_ids": ["files/hello_world"]}, results_dir=str(tmp_path), progress="none")
     assert out.ok and out.errors_by_kind == {"env_lost": 1} and out.metrics["pass@1"] == 0.0
 
