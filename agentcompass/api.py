@@ -105,7 +105,9 @@ def run_evaluation(
     })
     result = launch(spec, on_progress=on_progress)
     outcome = result.outcomes[0]
-    if outcome.status == "failed" and outcome.error_type in ("ConfigError", "NotSupportedYet") and outcome.error:
-        cls = NotSupportedYet if outcome.error_type == "NotSupportedYet" else ConfigError
-        raise cls(outcome.error) if cls is NotSupportedYet else ConfigError(outcome.error, field=outcome.error_field)
+    if outcome.status == "failed" and outcome.error:
+        if outcome.error_type == "ConfigError":
+            raise ConfigError(outcome.error, field=outcome.error_field)
+        if outcome.error_type == "NotSupportedYet":
+            raise NotSupportedYet(outcome.error)
     return outcome

@@ -41,8 +41,6 @@ class _ProviderState:
         self.active = asyncio.Semaphore(limit) if limit else None
         self.creates = asyncio.Semaphore(creates) if creates else None
         self.pacer = OpenPacer(qps)
-        self.alive = 0
-        self.peak = 0
 
 
 class EnvironmentPool:
@@ -70,11 +68,6 @@ class EnvironmentPool:
             st = self._states[name] = _ProviderState(self._limits.get(name), qps, creates)
         return st
 
-    def peak(self, provider_name: str) -> int:
-        """Most environments of a provider alive at once so far."""
-        st = self._states.get(provider_name)
-        return st.peak if st else 0
-
     async def open(self, provider: EnvironmentProvider, spec: EnvOpenSpec, *, timeout: float,
                    request: str) -> Environment:
         """Open an environment within the provider's limits; the caller must ``close`` it."""
@@ -93,8 +86,6 @@ class EnvironmentPool:
             if st.active is not None:
                 st.active.release()
             raise
-        st.alive += 1
-        st.peak = max(st.peak, st.alive)
         self._held[id(env)] = (provider.name, env)
         self._emit(EnvOpened(ts=time.time(), request=request, run_id=spec.run_id, task_id=spec.task_id,
                              provider=provider.name, env_id=env.id, role=spec.role,
@@ -111,7 +102,6 @@ class EnvironmentPool:
         finally:
             if entry is not None:
                 st = self._states[entry[0]]
-                st.alive -= 1
                 if st.active is not None:
                     st.active.release()
 

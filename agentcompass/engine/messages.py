@@ -54,8 +54,6 @@ class AttemptDone(msgspec.Struct, tag="attempt_done"):
     record: AttemptRecord
 
 
-RequestMsg = AttemptDone
-
 M = TypeVar("M")
 
 
@@ -64,7 +62,6 @@ class MsgQueue(Generic[M]):
 
     def __init__(self, msg_type: type[M] | object, *, strict: bool | None = None) -> None:
         self._q: asyncio.Queue[M] = asyncio.Queue()
-        self._type = msg_type
         self._strict = os.environ.get("AGENTCOMPASS_STRICT_MESSAGES") == "1" if strict is None else strict
         if self._strict:
             self._enc = msgspec.msgpack.Encoder()

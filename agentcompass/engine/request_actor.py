@@ -22,7 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 import msgspec
 
 from .. import __version__
-from .._errors import AgentCompassError, ConfigError
+from .._errors import AgentCompassError, ConfigError, NotSupportedYet
 from ..interfaces import ComponentContext, NetworkPolicy, TaskSpec
 from ..metrics import DefaultAccumulator
 from ..records import (
@@ -42,7 +42,7 @@ from ..results import RequestOutcome
 from ..specs import RunRequestSpec
 from .failures import policy
 from .identity import request_identity, task_identity
-from .messages import AttemptDone, MsgQueue, Submit, WorkItem
+from .messages import AttemptDone, CancelRequest, MsgQueue, Submit, WorkItem
 from .redact import RedactingFormatter, Redactor
 from .run_dir import RunDir, check_results_dir, new_run_id, read_detail_file, request_dir, safe_name
 from .runtime import CURRENT_TASK, NetworkPhases, PhaseTimeouts, RequestRuntime
@@ -134,8 +134,6 @@ class RequestActor:
         return await self._finish(status, error)
 
     def _cancel_lane(self) -> None:
-        from .messages import CancelRequest
-
         if self.rt is not None:
             self.sup.scheduler.inbox.put(CancelRequest(request=self.index))
 
@@ -144,8 +142,6 @@ class RequestActor:
     async def _resolve(self) -> None:
         spec, sup = self.spec, self.sup
         if spec.wrap_api_key:
-            from .._errors import NotSupportedYet
-
             raise NotSupportedYet("`wrap_api_key=True` needs the model gateway, which arrives with the model-layer "
                                   "work (gateway, usage ledger, wrap_api_key); run without it for now.")
         for i, pat in enumerate(spec.retry_pattern_list):
