@@ -61,8 +61,9 @@ def _add_run_parser(sub: Any) -> None:
     p.add_argument("harness")
     p.add_argument("model")
     p.add_argument("--env", default="local", help="environment provider (local, docker)")
-    for flag in ("--benchmark-params", "--harness-params", "--env-params", "--model-params", "--provider-limits"):
+    for flag in ("--benchmark-params", "--harness-params", "--model-params", "--provider-limits"):
         p.add_argument(flag, metavar="JSON")
+    p.add_argument("--env-params", "--environment-params", dest="env_params", metavar="JSON")
     p.add_argument("--model-base-url")
     p.add_argument("--model-api-key")
     p.add_argument("--model-api-protocol", default="openai-chat")

@@ -33,14 +33,24 @@ class TaskSpec(msgspec.Struct, omit_defaults=True):
         return msgspec.structs.replace(self, ground_truth=None)
 
 
+class ImageRecipe(msgspec.Struct, frozen=True, omit_defaults=True):
+    """How to build a task's ``image`` locally when it is missing (no registry needed): a Docker build
+    context directory on the host and the Dockerfile inside it."""
+
+    context_dir: str
+    dockerfile: str = "Dockerfile"
+
+
 class PreparedTask(msgspec.Struct, omit_defaults=True):
-    """What the harness and the agent's environment may see."""
+    """What the harness and the agent's environment may see. ``image_recipe`` builds ``image`` when it is
+    missing; providers without images ignore both."""
 
     task_id: str
     prompt: str
     files: dict[str, str] = {}
     workdir: str | None = None
     image: str | None = None
+    image_recipe: ImageRecipe | None = None
     env: dict[str, str] = {}
     metadata: dict[str, Any] = {}
 
@@ -83,6 +93,7 @@ class EnvOpenSpec(msgspec.Struct, omit_defaults=True):
     task_id: str
     role: Literal["agent", "verifier"] = "agent"
     image: str | None = None
+    image_recipe: ImageRecipe | None = None
     workdir: str | None = None
     env: dict[str, str] = {}
     files: dict[str, str] = {}
@@ -163,13 +174,19 @@ class HarnessResult(msgspec.Struct, omit_defaults=True):
 
 
 class RunContext(msgspec.Struct, omit_defaults=True):
-    """Identity of the attempt a component is working on (for logs and labels)."""
+    """Identity of the attempt a component is working on (for logs and labels).
+
+    ``model_env``: when the request routes model calls through the gateway (``wrap_api_key``, a sandbox, or a
+    harness declaring ``needs_model_endpoint = True``), the variables that point an agent on the host at it
+    (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``, ``ANTHROPIC_*``, ``AGENTCOMPASS_MODEL_*``); the key in them is
+    an envelope or route token for this try, never the real key. Empty otherwise."""
 
     request: str
     run_id: str
     task_id: str
     attempt: int
     try_no: int = 1
+    model_env: dict[str, str] = {}
 
 
 class Harness(Protocol):
@@ -193,6 +210,8 @@ class EvalResult(msgspec.Struct, omit_defaults=True):
     correct: bool
     score: float | None = None
     extra: dict[str, Any] = {}
+    #: flags about how the attempt was solved (e.g. suspected reward hacking), kept in the attempt's analysis.
+    analysis: dict[str, Any] = {}
 
 
 class EvalContext:
@@ -227,6 +246,11 @@ class Benchmark(Protocol):
     def load_tasks(self) -> Iterable[TaskSpec] | AsyncIterator[TaskSpec]: ...
     def prepare(self, task: TaskSpec) -> PreparedTask: ...
 
+    async def setup(self, task: PreparedTask, env: Environment) -> None:
+        """Prepare the agent's environment after it opens, before the harness runs (e.g. hide git history
+        the agent must not see). Optional."""
+        ...
+
     async def collect(self, task: PreparedTask, env: Environment, result: HarnessResult) -> dict[str, Any]:
         """Take what grading needs out of the agent's environment (a patch, a workspace tar) before the
         engine closes it. Optional: without it ``artifacts`` is empty."""
@@ -253,10 +277,12 @@ class ComponentContext(msgspec.Struct, omit_defaults=True):
     data_dir: str | None = None
     auto_install_dependencies: bool = False
     k: int = 1
+    #: the request's environment provider id (e.g. ``docker``), so a benchmark can refuse one it cannot use.
+    environment: str = ""
 
 
 __all__ = [
     "AttemptRecord", "Benchmark", "ComponentContext", "EnvOpenSpec", "Environment", "EnvironmentProvider",
-    "EvalContext", "EvalResult", "ExecResult", "Harness", "HarnessResult", "MetricsAccumulator", "ModelClient",
-    "ModelResponse", "NetworkPolicy", "PreparedTask", "RunContext", "TaskSpec",
+    "EvalContext", "EvalResult", "ExecResult", "Harness", "HarnessResult", "ImageRecipe", "MetricsAccumulator",
+    "ModelClient", "ModelResponse", "NetworkPolicy", "PreparedTask", "RunContext", "TaskSpec",
 ]

@@ -35,7 +35,7 @@ class _Tally:
                 self.score_sum += a.score
                 self.score_n += 1
 
-    def result(self, k: int) -> dict[str, Any]:
+    def result(self, k: int, primary: str | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {
             "tasks": self.tasks,
             "graded_tasks": self.graded_tasks,
@@ -44,6 +44,9 @@ class _Tally:
             "solved": self.solved,
         }
         out["pass_rate"] = out[f"pass@{k}"]
+        if primary:  # the headline metric the benchmark asked for (e.g. avg@k)
+            out["primary_metric"] = primary
+            out["primary"] = out[primary]
         if self.score_n:
             out["mean_score"] = self.score_sum / self.score_n
         return out
@@ -52,8 +55,9 @@ class _Tally:
 class DefaultAccumulator:
     """pass@k (a task counts when any of its k attempts is correct), avg@k and mean score."""
 
-    def __init__(self, k: int = 1) -> None:
+    def __init__(self, k: int = 1, primary: str | None = None) -> None:
         self.k = k
+        self.primary = primary
         self._all = _Tally()
         self._by_category: dict[str, _Tally] = {}
 
@@ -65,5 +69,5 @@ class DefaultAccumulator:
             self._by_category.setdefault(detail.category, _Tally()).add(detail)
 
     def result(self) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-        return (self._all.result(self.k),
-                {c: t.result(self.k) for c, t in sorted(self._by_category.items())})
+        return (self._all.result(self.k, self.primary),
+                {c: t.result(self.k, self.primary) for c, t in sorted(self._by_category.items())})

@@ -31,6 +31,8 @@ class Usage(msgspec.Struct, omit_defaults=True):
     total_tokens: int = 0
     calls: int = 0
     retries: int = 0  # failed model tries that were retried before a call succeeded
+    cached_tokens: int = 0  # the part of prompt_tokens served from a prompt cache
+    cost: float = 0.0  # from the request's price table (model param ``price_per_million``), when given
 
     def add(self, other: Usage) -> None:
         self.prompt_tokens += other.prompt_tokens
@@ -38,6 +40,8 @@ class Usage(msgspec.Struct, omit_defaults=True):
         self.total_tokens += other.total_tokens
         self.calls += other.calls
         self.retries += other.retries
+        self.cached_tokens += other.cached_tokens
+        self.cost = round(self.cost + other.cost, 9)
 
 
 class Step(msgspec.Struct, omit_defaults=True):
@@ -77,6 +81,7 @@ class TryRecord(msgspec.Struct, omit_defaults=True):
     finished_at: float
     error: str | None = None
     error_kind: str | None = None
+    usage: Usage | None = None  # this try's model usage (harness-reported plus calls through the gateway)
 
 
 class AttemptRecord(msgspec.Struct, omit_defaults=True):
@@ -156,6 +161,7 @@ class RunInfo(msgspec.Struct, omit_defaults=True):
     error: str | None = None
     pid: int | None = None
     version: str | None = None
+    usage: Usage | None = None  # model usage (and cost) of the tasks committed so far
 
 
 class Summary(msgspec.Struct, omit_defaults=True):
@@ -231,6 +237,15 @@ class ModelRetrying(_Event, tag="model_retrying"):
     task_id: str | None = None
 
 
+class ModelLimitChanged(_Event, tag="model_limit_changed"):
+    """The adaptive concurrency limit of a model endpoint changed (``reason``: ``start``, ``increase``,
+    ``rate_limited``, ``max_changed``)."""
+
+    endpoint: str
+    limit: int
+    reason: str
+
+
 class AttemptFinished(_Event, tag="attempt_finished"):
     """An attempt finished (after all its tries)."""
 
@@ -258,5 +273,5 @@ class RequestFinished(_Event, tag="request_finished"):
     error: str | None = None
 
 
-ProgressEvent = RequestStarted | AttemptStarted | EnvOpened | TryRetrying | ModelRetrying | AttemptFinished \
-    | TaskFinished | RequestFinished
+ProgressEvent = RequestStarted | AttemptStarted | EnvOpened | TryRetrying | ModelRetrying | ModelLimitChanged \
+    | AttemptFinished | TaskFinished | RequestFinished

@@ -30,11 +30,17 @@ ENTRY_POINT_GROUPS: dict[Kind, str] = {
 BUILTINS: dict[Kind, dict[str, str]] = {
     "benchmark": {
         "shell_tasks": "agentcompass.benchmarks.shell_tasks:ShellTasks",
+        "swebench": "agentcompass.benchmarks.swebench:SWEBench",
+        "swebench_verified": "agentcompass.benchmarks.swebench:SWEBenchVerified",
+        "swebench_lite": "agentcompass.benchmarks.swebench:SWEBenchLite",
+        "swebench_jsonl": "agentcompass.benchmarks.swebench:SWEBenchJsonl",
+        "swebench_local": "agentcompass.benchmarks.swebench:SWEBenchLocal",
     },
     "harness": {
         "none": "agentcompass.harnesses.none:NoneHarness",
         "openai_chat": "agentcompass.harnesses.openai_chat:OpenAIChatHarness",
         "shell_agent": "agentcompass.harnesses.shell_agent:ShellAgent",
+        "mini_swe_agent": "agentcompass.harnesses.mini_swe_agent:MiniSweAgent",
     },
     "environment": {
         "local": "agentcompass.environments.local:LocalProvider",

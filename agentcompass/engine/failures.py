@@ -38,8 +38,13 @@ POLICIES: dict[str, FailurePolicy] = {
     # the agent
     "command_timeout": _GRADED,
     "agent_timeout": _GRADED,
+    # the agent stopped at a budget it was given: what it did so far is its answer
+    "step_limit": _GRADED,
+    "cost_limit": _GRADED,
+    "format_error_limit": _GRADED,
     "harness_crash": _FINAL,
     "prepare_error": _FINAL,
+    "setup_error": _FINAL,
     # grading
     "eval_error": _FINAL,
     "eval_timeout": _FINAL,

@@ -15,6 +15,7 @@ import msgspec
 from ..records import (
     AttemptFinished,
     AttemptStarted,
+    ModelLimitChanged,
     ModelRetrying,
     ProgressEvent,
     RequestFinished,
@@ -30,8 +31,8 @@ log = logging.getLogger("agentcompass.progress")
 class RequestStats:
     """Live counters of one request, fed by events."""
 
-    __slots__ = ("correct", "done", "errors", "finished_at", "model_retries", "name", "retries", "running",
-                 "started_at", "status", "total")
+    __slots__ = ("correct", "done", "errors", "finished_at", "model_limits", "model_retries", "name", "retries",
+                 "running", "started_at", "status", "total")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -42,6 +43,8 @@ class RequestStats:
         self.errors = 0
         self.retries = 0
         self.model_retries = 0
+        #: the adaptive concurrency limit of each model endpoint this request uses
+        self.model_limits: dict[str, int] = {}
         self.status = "starting"
         self.started_at = time.monotonic()
         self.finished_at: float | None = None
@@ -58,6 +61,8 @@ class RequestStats:
             self.retries += 1
         elif isinstance(ev, ModelRetrying):
             self.model_retries += 1
+        elif isinstance(ev, ModelLimitChanged):
+            self.model_limits[ev.endpoint] = ev.limit
         elif isinstance(ev, TaskFinished):
             self.done += 1
             if ev.correct:
@@ -78,13 +83,18 @@ class RequestStats:
         r = self.rate()
         return (self.total - self.done) / r if r > 0 and self.total > self.done else None
 
+    def limit_text(self) -> str:
+        """The model concurrency limit(s), ``-`` when none is known."""
+        return "/".join(str(v) for v in self.model_limits.values()) or "-"
+
     def line(self) -> str:
         eta = self.eta_s()
         eta_s = f" eta {eta:.0f}s" if eta is not None else ""
         queued = max(0, self.total - self.done - self.running)
+        limit = f" model limit {self.limit_text()}," if self.model_limits else ""
         return (f"[{self.name}] {self.status}: {self.done}/{self.total} done, {self.running} running, {queued} queued,"
                 f" {self.correct} correct, {self.errors} errors, {self.retries} retries,"
-                f" {self.model_retries} model retries,"
+                f" {self.model_retries} model retries,{limit}"
                 f" {self.rate():.1f} tasks/s{eta_s}")
 
 
@@ -160,13 +170,13 @@ class RichDisplay(Display):
         table = Table(expand=False, box=None, header_style="bold")
         table.add_column("request", overflow="fold", max_width=40)
         table.add_column("status")
-        for col in ("done", "run", "queue", "ok", "err", "retry", "429/5xx", "rate/s", "ETA"):
+        for col in ("done", "run", "queue", "ok", "err", "retry", "429/5xx", "limit", "rate/s", "ETA"):
             table.add_column(col, justify="right", no_wrap=True)
         for st in list(self.stats.values()):
             eta = st.eta_s()
             table.add_row(st.name, st.status, f"{st.done}/{st.total}", str(st.running),
                           str(max(0, st.total - st.done - st.running)), str(st.correct), str(st.errors),
-                          str(st.retries), str(st.model_retries), f"{st.rate():.1f}",
+                          str(st.retries), str(st.model_retries), st.limit_text(), f"{st.rate():.1f}",
                           f"{eta:.0f}s" if eta is not None else "-")
         return table
 

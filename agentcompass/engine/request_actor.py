@@ -17,14 +17,15 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
 from .. import __version__
-from .._errors import AgentCompassError, ConfigError, NotSupportedYet
+from .._errors import AgentCompassError, ConfigError
 from ..interfaces import ComponentContext, NetworkPolicy, TaskSpec
 from ..metrics import DefaultAccumulator
+from ..models.adaptive import AdaptiveLimiter
+from ..models.retry import RetryingModelClient
 from ..records import (
     AttemptRecord,
     ModelRetrying,
@@ -43,6 +44,7 @@ from ..specs import RunRequestSpec
 from .failures import policy
 from .identity import request_identity, task_identity
 from .messages import AttemptDone, CancelRequest, MsgQueue, Submit, WorkItem
+from .model_access import open_model_access, split_engine_params
 from .redact import RedactingFormatter, Redactor
 from .run_dir import RunDir, check_results_dir, new_run_id, read_detail_file, request_dir, safe_name
 from .runtime import CURRENT_TASK, NetworkPhases, PhaseTimeouts, RequestRuntime
@@ -95,6 +97,8 @@ class RequestActor:
         self.counts = RequestCounts()
         self.errors_by_kind: dict[str, int] = {}
         self.usage = Usage()
+        self.model_spec = spec.model
+        self.limiter: AdaptiveLimiter | None = None
         self.run_id = spec.run_id or new_run_id(spec.name)
         self.rt: RequestRuntime | None = None
         self.run_dir: RunDir | None = None
@@ -141,9 +145,6 @@ class RequestActor:
 
     async def _resolve(self) -> None:
         spec, sup = self.spec, self.sup
-        if spec.wrap_api_key:
-            raise NotSupportedYet("`wrap_api_key=True` needs the model gateway, which arrives with the model-layer "
-                                  "work (gateway, usage ledger, wrap_api_key); run without it for now.")
         for i, pat in enumerate(spec.retry_pattern_list):
             try:
                 re.compile(pat)
@@ -172,7 +173,8 @@ class RequestActor:
                                 run=net.get("run_network_policy"), verifier=net.get("verifier_network_policy"))
 
         ctx = ComponentContext(run_id=self.run_id, request=self.name, data_dir=spec.data_dir,
-                               auto_install_dependencies=spec.auto_install_dependencies)
+                               auto_install_dependencies=spec.auto_install_dependencies,
+                               environment=spec.environment.id)
         benchmark = bench_cls(bench_params, ctx)
         harness = harness_cls(harness_params, ctx)
         if getattr(provider_cls, "takes_phase_timeouts", False):
@@ -198,8 +200,18 @@ class RequestActor:
             sup.bus.emit(ModelRetrying(ts=time.time(), request=self.name, run_id=self.run_id, error_kind=kind,
                                        try_no=try_no, backoff_s=backoff_s, task_id=CURRENT_TASK.get()))
 
-        model = create_model_client(spec.model, max_connections=max(concurrency, 1), on_retry=on_model_retry)
+        # price_per_million / max_concurrency are the engine's: they never reach the client or the upstream
+        engine_params = split_engine_params(spec.model.params)
+        self.model_spec = msgspec.structs.replace(spec.model, params=engine_params.client_params)
+        model = create_model_client(self.model_spec, max_connections=max(concurrency, 1), on_retry=on_model_retry)
         self._closers.append(model.aclose)
+        if spec.model.base_url:
+            # one adaptive limit per endpoint for the launch, shared with the gateway and other requests
+            self.limiter = sup.models.limiter_for(self.name, self.run_id, spec.model.base_url, spec.model.id,
+                                                  engine_params.max_concurrency or max(concurrency, 1))
+            if isinstance(model, RetryingModelClient):
+                model.limiter = self.limiter
+        self._closers.append(lambda: sup.models.release(self.name))
 
         redactor = Redactor([spec.model.api_key, *sup.extra_secrets])
         run_dir = self._choose_run_dir(redactor)
@@ -210,7 +222,8 @@ class RequestActor:
             provider=provider, model=model, pool=sup.pool, run_dir=run_dir, log=log, emit=sup.bus.emit,
             k=int(getattr(benchmark, "k", 1) or 1), max_retries=spec.max_retries,
             retry_patterns=[re.compile(p) for p in spec.retry_pattern_list],
-            keep_environment=spec.keep_environment, file_log_level=level, timeouts=timeouts, network=network)
+            keep_environment=spec.keep_environment, file_log_level=level, timeouts=timeouts, network=network,
+            price=engine_params.price)
         new_acc = getattr(benchmark, "new_accumulator", None)
         self._accumulator = new_acc() if callable(new_acc) else DefaultAccumulator(self.rt.k)
         self._write_params(bench_params, harness_params, env_params, timeouts, network, benchmark)
@@ -298,9 +311,11 @@ class RequestActor:
     async def _execute(self) -> None:
         rt = self.rt
         assert rt is not None and self.run_dir is not None
-        if rt.harness.needs_environment or rt.harness.evaluates:
-            await self._start_provider(rt)
         tasks = await self._load_tasks()
+        if rt.harness.needs_environment or rt.harness.evaluates:
+            await self._start_provider(rt, tasks[0] if tasks else None)
+        rt.model_access = await open_model_access(self.sup.models, rt, self.model_spec, wrap=self.spec.wrap_api_key,
+                                                  limiter=self.limiter)
         self.counts.total = len(tasks)
         to_run, reused = self._apply_reuse(tasks)
         rt.emit(RequestStarted(ts=time.time(), request=self.name, run_id=self.run_id,
@@ -327,28 +342,23 @@ class RequestActor:
             self._on_done(await self.inbox.get())
             outstanding -= 1
 
-    async def _start_provider(self, rt: RequestRuntime) -> None:
-        """Provider start hook (docker: orphan sweep, image check) and the model route for ``model`` policy."""
+    async def _start_provider(self, rt: RequestRuntime, first: TaskSpec | None) -> None:
+        """Provider start hook (docker: orphan sweep, and a check that the first task's image exists or can
+        be built or pulled, so a request that cannot run fails before any task starts). The model route for
+        the ``model`` network policy is set up with the gateway (``open_model_access``)."""
         start = getattr(rt.provider, "start", None)
         if start is not None:
             await asyncio.wait_for(start(), rt.timeouts.env_open)
-        net = rt.network
-        if not any(p is not None and p.mode == "model" for p in (net.baseline, net.run, net.verifier)):
-            return
-        base_url = self.spec.model.base_url
-        route = getattr(rt.provider, "ensure_model_route", None)
-        if not base_url or route is None:
-            raise ConfigError(
-                'network_policy "model" needs a model endpoint reachable over HTTP (`model_base_url`); the '
-                "in-process scripted model has none: serve it with `agentcompass serve-scripted`.",
-                field="model_base_url")
-        u = urlsplit(base_url)
-        port = u.port or (443 if u.scheme == "https" else 80)
-        host, cport = await asyncio.wait_for(route(u.hostname or "127.0.0.1", port), rt.timeouts.env_open)
-        url = urlunsplit((u.scheme, f"{host}:{cport}", u.path, u.query, ""))
-        # What an agent inside the container should use instead of the host's endpoint.
-        rt.container_env = {"AGENTCOMPASS_MODEL_BASE_URL": url, "OPENAI_BASE_URL": url}
-        rt.log.info("model route for containers: %s", url)
+        ensure_image = getattr(rt.provider, "ensure_image", None)
+        if ensure_image is not None:
+            image, recipe = None, None
+            if first is not None:
+                try:
+                    prepared = rt.benchmark.prepare(first.public())
+                    image, recipe = prepared.image, prepared.image_recipe
+                except Exception:  # reported as that task's prepare_error
+                    pass
+            await asyncio.wait_for(ensure_image(image, recipe), rt.timeouts.env_open)
 
     def _on_done(self, msg: AttemptDone) -> None:
         entry = self.in_flight.get(msg.task_id)
@@ -407,6 +417,7 @@ class RequestActor:
             self._last_info_write = now
             self.run_info.updated_at = time.time()
             self.run_info.counts = self.counts
+            self.run_info.usage = self.usage
             self.run_dir.write_run_info(self.run_info)
 
     # ------------------------------------------------------------------ reuse
@@ -517,6 +528,7 @@ class RequestActor:
                     self.run_info.duration_s = round(finished - self.started_at, 3)
                     self.run_info.metrics = metrics
                     self.run_info.counts = self.counts
+                    self.run_info.usage = self.usage
                     self.run_info.error = err_text
                     self.run_dir.write_run_info(self.run_info)
             except Exception as exc:  # nothing already written is lost; report what failed

@@ -7,12 +7,16 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..interfaces import Benchmark, EnvironmentProvider, Harness, ModelClient, NetworkPolicy
 from ..records import ProgressEvent
 from .env_pool import EnvironmentPool
 from .run_dir import RunDir
+
+if TYPE_CHECKING:
+    from ..models.pricing import PriceTable
+    from .model_access import ModelAccess
 
 #: the task an attempt's code is working on (set by the TaskActor; read by hooks that get no context, such as
 #: the model client's retry hook).
@@ -62,6 +66,10 @@ class RequestRuntime:
     network: NetworkPhases = field(default_factory=NetworkPhases)
     #: environment variables every environment of this request gets (e.g. the in-container model URL).
     container_env: dict[str, str] = field(default_factory=dict)
+    #: the request's route through the model gateway (per-try grants), when it uses one.
+    model_access: ModelAccess | None = None
+    #: prices per million tokens (model param ``price_per_million``), to cost each attempt.
+    price: PriceTable | None = None
     #: task ids with an attempt running now (kept by TaskActors; read when the run is interrupted).
     running: set[str] = field(default_factory=set)
     extra: dict[str, Any] = field(default_factory=dict)

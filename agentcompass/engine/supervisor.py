@@ -12,6 +12,7 @@ from ..registry import Registries
 from ..results import LaunchResult, LaunchStatus, RequestOutcome
 from ..specs import OrchestrationSpec
 from .env_pool import EnvironmentPool, validate_pool_settings
+from .model_access import ModelServices
 from .progress import EventBus, OnProgress, make_display
 from .redact import RedactingFormatter, Redactor
 from .request_actor import RequestActor
@@ -57,10 +58,13 @@ class Supervisor:
         # propagates to the "agentcompass" logger for applications that configure logging themselves.
         self.log = logging.Logger("agentcompass.launch", level=logging.DEBUG)
         self.log.parent = _console_log
-        self.redactor = Redactor([r.model.api_key for r in spec.requests] + list(extra_secrets))
         self.registries = Registries(spec.recipe_dirs)
         validate_pool_settings(spec.provider_limits, self.registries["environment"].names())
         self.bus = EventBus(make_display(spec.progress), on_progress)
+        #: model endpoints' adaptive limits, the envelope signer and the gateway (started on first need).
+        self.models = ModelServices(self.bus.emit)
+        self.extra_secrets = (*extra_secrets, self.models.signer.secret_text)
+        self.redactor = Redactor([r.model.api_key for r in spec.requests] + list(self.extra_secrets))
         self.pool = EnvironmentPool(spec.provider_limits, spec.env_open_qps, self.bus.emit)
         self.scheduler = Scheduler(spec.max_concurrent_tasks)
 
@@ -88,6 +92,7 @@ class Supervisor:
             await self.scheduler.shutdown()
             sched_task.cancel()
             await asyncio.gather(sched_task, return_exceptions=True)
+            await self.models.aclose()
             await self.pool.aclose()
             await self.bus.close()
             self.log.removeHandler(handler)

@@ -30,6 +30,7 @@ from ..interfaces import (
 from ..records import AttemptFinished, AttemptRecord, AttemptStarted, TryRecord, TryRetrying
 from .failures import policy
 from .messages import AttemptDone, WorkItem
+from .model_access import AttemptSpend, gateway_usage_of, try_usage
 from .redact import RedactingFormatter
 from .runtime import CURRENT_TASK, RequestRuntime
 
@@ -73,6 +74,7 @@ class TaskActor:
         log, handler = self._task_logger(task.task_id, item.attempt)
         started = time.time()
         tries: list[TryRecord] = []
+        spent = AttemptSpend()  # model usage over all tries
         try_no = 1
         rt.running.add(task.task_id)
         CURRENT_TASK.set(task.task_id)  # this asyncio task's own context
@@ -83,7 +85,8 @@ class TaskActor:
                 t_start = time.time()
                 record = await self._try(task, item.attempt, try_no, log)
                 tries.append(TryRecord(try_no=try_no, status=record.status, started_at=t_start,
-                                       finished_at=time.time(), error=record.error, error_kind=record.error_kind))
+                                       finished_at=time.time(), error=record.error, error_kind=record.error_kind,
+                                       usage=spent.add_try(record.meta)))
                 if record.status != "completed" and record.status != "skipped" and try_no <= rt.max_retries \
                         and self._retryable(record):
                     backoff = min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** (try_no - 1)) * random.uniform(0.5, 1.0)
@@ -109,6 +112,7 @@ class TaskActor:
             handler.close()
         rt.running.discard(task.task_id)  # kept when cancelled: the request records it as interrupted
         record.tries = tries
+        spent.write(record.meta)
         record.meta["started_at"] = started
         record.meta["duration_s"] = round(time.time() - started, 6)
         log.info("attempt %d finished: status=%s correct=%s", item.attempt, record.status, record.correct)
@@ -149,11 +153,14 @@ class TaskActor:
             result, artifacts = await self._agent_phase(task, prepared, attempt, try_no, log, meta)
         except _Failure as f:
             r = f.result
+            if r is not None or "gateway" in meta:
+                meta["usage"] = msgspec.to_builtins(try_usage(r.usage if r else None, gateway_usage_of(meta),
+                                                              rt.price))
             return AttemptRecord(status=f.status, error_kind=f.kind, error=f.error, meta=meta,  # type: ignore[arg-type]
                                  trajectory=r.trajectory if r else None,
                                  final_answer=r.final_answer if r else None)
-        usage = result.usage
-        meta["usage"] = msgspec.to_builtins(usage)
+        # in-process calls (the harness reports them) plus calls through the gateway (its ledger saw them)
+        meta["usage"] = msgspec.to_builtins(try_usage(result.usage, gateway_usage_of(meta), rt.price))
         record = AttemptRecord(status="completed", final_answer=result.final_answer, trajectory=result.trajectory,
                                artifacts=dict(result.artifacts), meta=meta,
                                error=result.error, error_kind=result.error_kind)
@@ -183,16 +190,32 @@ class TaskActor:
         record.correct = bool(verdict.correct)
         record.score = verdict.score if verdict.score is not None else (1.0 if verdict.correct else 0.0)
         record.extra = dict(verdict.extra)
+        if verdict.analysis:
+            record.analysis = {**record.analysis, **verdict.analysis}
         return record
 
     async def _agent_phase(self, task: TaskSpec, prepared: PreparedTask, attempt: int, try_no: int,
                            log: logging.Logger, meta: dict[str, Any]) -> tuple[HarnessResult, dict[str, Any]]:
         rt = self.rt
         env: Environment | None = None
+        # this try's access to the model through the gateway (env vars with an envelope / route token)
+        grant = rt.model_access.open(task.task_id, attempt, try_no) if rt.model_access is not None else None
         try:
             if rt.harness.needs_environment:
-                env = await self._open(task.task_id, "agent", prepared.image, prepared.workdir, prepared.env,
-                                       prepared.files, meta, log)
+                env_vars = {**prepared.env, **grant.sandbox_env} if grant is not None else prepared.env
+                env = await self._open(task.task_id, "agent", prepared, prepared.image, prepared.workdir,
+                                       env_vars, prepared.files, meta, log)
+                setup = getattr(rt.benchmark, "setup", None)
+                if setup is not None:
+                    try:
+                        await asyncio.wait_for(setup(prepared, env), rt.timeouts.env_open)
+                    except EnvironmentError_ as exc:
+                        raise _Failure("run_error", "env_lost", f"setting up the agent environment: "
+                                       f"{describe(exc)}") from None
+                    except Exception as exc:
+                        log.error("setup failed: %s", traceback.format_exc())
+                        raise _Failure("run_error", "setup_error", f"setting up the agent environment: "
+                                       f"{describe(exc)}") from None
                 if rt.network.run is not None:
                     try:
                         await env.set_network_policy(rt.network.run)
@@ -200,7 +223,7 @@ class TaskActor:
                         raise _Failure("run_error", "env_lost", f"setting run_network_policy: {describe(exc)}"
                                        ) from None
             ctx = RunContext(request=rt.name, run_id=rt.run_id, task_id=task.task_id, attempt=attempt,
-                             try_no=try_no)
+                             try_no=try_no, model_env=grant.host_env if grant is not None else {})
             t0 = time.monotonic()
             try:
                 result = await asyncio.wait_for(rt.harness.run(prepared, env, rt.model, ctx, log), rt.timeouts.agent)
@@ -238,14 +261,18 @@ class TaskActor:
         finally:
             if env is not None:
                 await rt.pool.close(env, timeout=rt.timeouts.env_close)
+            if grant is not None and rt.model_access is not None:
+                meta["gateway"] = msgspec.to_builtins(await rt.model_access.close(grant))
 
-    async def _open(self, task_id: str, role: str, image: str | None, workdir: str | None, env_vars: dict[str, str],
-                    files: dict[str, str], meta: dict[str, Any], log: logging.Logger) -> Environment:
+    async def _open(self, task_id: str, role: str, prepared: PreparedTask, image: str | None, workdir: str | None,
+                    env_vars: dict[str, str], files: dict[str, str], meta: dict[str, Any],
+                    log: logging.Logger) -> Environment:
         rt = self.rt
         policy = rt.network.verifier if role == "verifier" and rt.network.verifier else rt.network.baseline
+        recipe = prepared.image_recipe if image == prepared.image else None
         spec = EnvOpenSpec(run_id=rt.run_id, task_id=task_id, role=role,  # type: ignore[arg-type]
-                           image=image, workdir=workdir, env={**rt.container_env, **env_vars}, files=files,
-                           network=policy,
+                           image=image, image_recipe=recipe, workdir=workdir, env={**rt.container_env, **env_vars},
+                           files=files, network=policy,
                            keep=rt.keep_environment, labels={"agentcompass.request": rt.name})
         try:
             env = await rt.pool.open(rt.provider, spec, timeout=rt.timeouts.env_open, request=rt.name)
@@ -273,8 +300,8 @@ class TaskActor:
                                 workdir: str | None) -> AsyncIterator[Environment]:
             log = rt.log
             try:
-                env = await self._open(task.task_id, "verifier", image or prepared.image, workdir, {}, files,
-                                       meta, log)
+                env = await self._open(task.task_id, "verifier", prepared, image or prepared.image, workdir, {},
+                                       files, meta, log)
             except _Failure as f:
                 raise _VerifierOpenFailed(f.error) from None
             try:

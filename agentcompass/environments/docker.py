@@ -25,7 +25,7 @@ from aiodocker.containers import DockerContainer
 from yarl import URL
 
 from .._errors import ConfigError, EnvironmentError_
-from ..interfaces import ComponentContext, EnvOpenSpec, ExecResult, NetworkPolicy
+from ..interfaces import ComponentContext, EnvOpenSpec, ExecResult, ImageRecipe, NetworkPolicy
 from ._output import CappedBuffer
 from ._tar import make_tar, safe_relpath
 from .docker_api import (
@@ -595,23 +595,29 @@ class DockerProvider:
         self.check_network_policy(NetworkPolicy(mode="model"))
         return await self.networks.ensure_model_route(model_host, model_port)
 
+    async def host_address(self) -> str:
+        """This machine's address as ``public``-mode containers reach it (the default bridge's gateway), for
+        a host service they must call (the model gateway listens there)."""
+        self.check_network_policy(NetworkPolicy(mode="model"))  # the same need: a daemon on this machine
+        return await self.networks.host_address()
+
     async def start(self) -> None:
-        """Called by the engine before a request's first task: sweep containers and networks of dead runs,
-        and fail fast (once, with a clear message) when the image is missing."""
+        """Called by the engine before a request's first task: sweep containers and networks of dead runs.
+        (The engine then calls ``ensure_image`` for the first task's image, so a missing image fails fast.)"""
         from .docker_sweep import sweep_orphans
 
         report = await sweep_orphans(docker_url=self.docker_host, timeout_s=self.daemon_timeout)
         for err in report.errors:
             log.warning("orphan sweep: %s", err)
-        await self.ensure_image()
 
     # ------------------------------------------------------------------ images
 
-    async def ensure_image(self, image: str | None = None) -> str:
+    async def ensure_image(self, image: str | None = None, recipe: ImageRecipe | None = None) -> str:
         """Make sure ``image`` (default: the ``image`` param) exists locally.
 
-        Builds it from ``build_context``/``dockerfile`` when given, else tries to pull. Once per image;
-        a failure is remembered so concurrent opens fail fast with the same error.
+        Builds it from ``recipe`` (a task's) or from the ``build_context``/``dockerfile`` params when given,
+        else tries to pull. Once per image; a failure is remembered so concurrent opens fail fast with the
+        same error.
         """
         ref = image or self.image
         if ref in self._images_ready:
@@ -625,8 +631,10 @@ class DockerProvider:
                 raise self._image_errors[ref]
             try:
                 if not await image_exists(self.docker, ref, timeout_s=self.daemon_timeout):
-                    if (self.build_context or self.dockerfile) and ref == self.image:
-                        await self._build(ref)
+                    if recipe is not None:
+                        await self._build(ref, recipe.context_dir, recipe.dockerfile)
+                    elif (self.build_context or self.dockerfile) and ref == self.image:
+                        await self._build(ref, *await asyncio.to_thread(self._build_inputs))
                     else:
                         await self._pull(ref)
             except (EnvironmentError_, ConfigError) as exc:
@@ -649,8 +657,7 @@ class DockerProvider:
                               field=_field("dockerfile"))
         return context, dockerfile
 
-    async def _build(self, ref: str) -> None:
-        context, dockerfile = await asyncio.to_thread(self._build_inputs)
+    async def _build(self, ref: str, context: str, dockerfile: str) -> None:
         log.info("building image %s from %s", ref, context)
         tar_bytes = await asyncio.to_thread(make_tar, context)
         started = time.monotonic()
@@ -720,7 +727,7 @@ class DockerProvider:
             else self.workdir
         files = {safe_relpath(n, field=f"files[{n!r}]"): c.encode() if isinstance(c, str) else bytes(c)
                  for n, c in spec.files.items()}
-        image = await self.ensure_image(spec.image or self.image)
+        image = await self.ensure_image(spec.image or self.image, spec.image_recipe)
         name = "-".join(["ac", _safe_name(spec.run_id, 20), _safe_name(spec.task_id, 40), spec.role[:1],
                          uuid.uuid4().hex[:10]])
         network = await self.networks.network_for(spec.network)

@@ -35,7 +35,7 @@ METHODS: tuple[str, ...] = get_args(BuildMethod)
 BUSYBOX_IMAGE = "agentcompass/base:busybox"
 
 DEBOOTSTRAP_SUITE = "bookworm"
-DEBOOTSTRAP_PACKAGES = ("python3", "coreutils", "bash", "procps", "git")
+DEBOOTSTRAP_PACKAGES = ("python3", "coreutils", "bash", "procps", "git", "patch")
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 
 DEBOOTSTRAP_TIMEOUT_S = 1800.0

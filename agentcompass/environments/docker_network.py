@@ -303,6 +303,13 @@ class DockerNetworks:
                 return str(gw)
         raise EnvironmentError_("the docker 'bridge' network has no IPv4 gateway; cannot relay to the model")
 
+    async def host_address(self) -> str:
+        """The bridge gateway: the host's address for containers on the default network."""
+        gateway = await self._bridge_gateway()
+        if not _is_local_address(gateway):
+            raise EnvironmentError_(f"the docker bridge gateway {gateway} is not an address of this machine")
+        return gateway
+
     async def _start_route(self, model_host: str, model_port: int) -> _Route:
         internal = await self.internal_network()
         image = await self._ensure_image(self._forwarder_image)

@@ -1,4 +1,4 @@
-"""Model clients: OpenAI-compatible chat over httpx and the built-in scripted model.
+"""Model clients on httpx (OpenAI chat, OpenAI Responses, Anthropic Messages) and the built-in scripted model.
 
 Imports are lazy so ``import agentcompass.models`` stays cheap (httpx loads only for real endpoints).
 """
@@ -9,22 +9,26 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .anthropic_messages import AnthropicMessagesClient
     from .factory import create_model_client
     from .openai_chat import OpenAIChatClient
+    from .openai_responses import OpenAIResponsesClient
     from .scripted import ScriptedClient, ScriptedPolicy
     from .scripted_server import ScriptedServer, serve_scripted_main
 
 _EXPORTS = {
     "create_model_client": ".factory",
+    "AnthropicMessagesClient": ".anthropic_messages",
     "OpenAIChatClient": ".openai_chat",
+    "OpenAIResponsesClient": ".openai_responses",
     "ScriptedClient": ".scripted",
     "ScriptedPolicy": ".scripted",
     "ScriptedServer": ".scripted_server",
     "serve_scripted_main": ".scripted_server",
 }
 
-__all__ = ["OpenAIChatClient", "ScriptedClient", "ScriptedPolicy", "ScriptedServer", "create_model_client",
-           "serve_scripted_main"]
+__all__ = ["AnthropicMessagesClient", "OpenAIChatClient", "OpenAIResponsesClient", "ScriptedClient", "ScriptedPolicy",
+           "ScriptedServer", "create_model_client", "serve_scripted_main"]
 
 
 def __getattr__(name: str) -> Any:

@@ -3,22 +3,33 @@
 - ``id`` ``scripted`` (or ``scripted-...``) without ``base_url``: the in-process ``ScriptedClient``;
   its params configure the script (see ``agentcompass.models.scripted``). It never fails, so it is not
   wrapped for retries (the retry params are still validated, then dropped).
-- otherwise ``base_url`` is required and ``api_protocol`` picks the client; ``openai-chat`` is built,
-  ``openai-responses`` and ``anthropic-messages`` raise ``NotSupportedYet``. Params go into the request
-  body except the client's reserved keys (see ``agentcompass.models.openai_chat.RESERVED_PARAMS``) and
-  the retry keys ``retries``, ``retry_backoff``, ``retry_max_wait`` (see ``agentcompass.models.retry``).
-  HTTP clients come wrapped in a ``RetryingModelClient``; the HTTP client itself is its ``inner``.
+- otherwise ``base_url`` is required and ``api_protocol`` picks the httpx client: ``openai-chat``
+  (``OpenAIChatClient``, ``<base_url>/chat/completions``), ``openai-responses`` (``OpenAIResponsesClient``,
+  ``<base_url>/responses``) or ``anthropic-messages`` (``AnthropicMessagesClient``, ``<base_url>/v1/messages``
+  or ``<base_url>/messages`` when ``base_url`` ends in ``/v1``). All take OpenAI chat messages and tools,
+  stream with ``stream: true``, and answer the same normalised ``ModelResponse``. Params go into the
+  request body (each client maps the names its API spells differently, e.g. ``max_tokens``) except the
+  reserved keys (see ``agentcompass.models._http.RESERVED_PARAMS``) and the retry keys ``retries``,
+  ``retry_backoff``, ``retry_max_wait`` (see ``agentcompass.models.retry``). HTTP clients come wrapped in a
+  ``RetryingModelClient``; the HTTP client itself is its ``inner``.
 """
 
 from __future__ import annotations
 
-from .._errors import ConfigError, NotSupportedYet
+import importlib
+
+from .._errors import ConfigError
 from ..interfaces import ModelClient
 from ..specs import ModelSpec
 from .retry import OnRetry, split_retry_params
 
-SUPPORTED_PROTOCOLS = ("openai-chat",)
-PLANNED_PROTOCOLS = ("openai-responses", "anthropic-messages")
+#: api_protocol -> (module, class) of its client.
+_CLIENTS = {
+    "openai-chat": (".openai_chat", "OpenAIChatClient"),
+    "openai-responses": (".openai_responses", "OpenAIResponsesClient"),
+    "anthropic-messages": (".anthropic_messages", "AnthropicMessagesClient"),
+}
+SUPPORTED_PROTOCOLS = tuple(_CLIENTS)
 
 
 def is_scripted(spec: ModelSpec) -> bool:
@@ -41,16 +52,12 @@ def create_model_client(spec: ModelSpec, *, max_connections: int = 100, timeout:
         raise ConfigError(
             f"Model {spec.id!r} needs `model_base_url` (e.g. http://127.0.0.1:8000/v1); only the built-in "
             "`scripted` model runs without one.", field="model_base_url")
-    if spec.api_protocol == "openai-chat":
-        from .openai_chat import OpenAIChatClient
-        from .retry import RetryingModelClient
+    target = _CLIENTS.get(spec.api_protocol)
+    if target is None:
+        raise ConfigError(f"Unknown model_api_protocol {spec.api_protocol!r}; allowed: "
+                          f"{', '.join(SUPPORTED_PROTOCOLS)}.", field="model_api_protocol")
+    from .retry import RetryingModelClient
 
-        inner = OpenAIChatClient(spec.id, spec.base_url, spec.api_key, params,
-                                 max_connections=max_connections, timeout=timeout)
-        return RetryingModelClient(inner, policy, on_retry=on_retry)
-    if spec.api_protocol in PLANNED_PROTOCOLS:
-        raise NotSupportedYet(
-            f"api_protocol {spec.api_protocol!r} arrives with the model-layer work (gateway/protocols); "
-            "use api_protocol 'openai-chat', which is available now.")
-    raise ConfigError(f"Unknown model_api_protocol {spec.api_protocol!r}; allowed: "
-                      f"{', '.join(SUPPORTED_PROTOCOLS + PLANNED_PROTOCOLS)}.", field="model_api_protocol")
+    cls = getattr(importlib.import_module(target[0], __package__), target[1])
+    inner = cls(spec.id, spec.base_url, spec.api_key, params, max_connections=max_connections, timeout=timeout)
+    return RetryingModelClient(inner, policy, on_retry=on_retry)

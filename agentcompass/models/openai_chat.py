@@ -1,58 +1,38 @@
-"""OpenAI-compatible ``/chat/completions`` client on httpx (non-streaming).
+"""OpenAI-compatible ``POST <base_url>/chat/completions`` client on httpx, JSON or SSE (``stream: true``).
 
 Model params go into the request body as given (``temperature``, ``max_tokens``, ``top_p``, ``stop``,
-``seed`` and any other key, e.g. ``reasoning_effort`` or vLLM's ``top_k``), except the keys reserved for
-the client itself (``RESERVED_PARAMS``):
+``seed`` and any other key, e.g. ``reasoning_effort`` or vLLM's ``top_k``); ``extra_body`` (a dict) is
+merged into the body last. ``stream: true`` streams the answer over SSE (with
+``stream_options.include_usage``, so usage arrives in the last chunk) and assembles the same
+``ModelResponse`` as a JSON answer. Keys reserved for the client itself (``RESERVED_PARAMS``, not sent):
 
 - ``timeout`` (s): read/write/pool timeout, overrides the factory's ``timeout``;
 - ``connect_timeout`` (s): connect timeout (default ``min(timeout, 30)``);
 - ``max_connections``: pool size, overrides the factory's ``max_connections``;
 - ``extra_headers``: dict of extra HTTP headers sent with every request;
-- ``return_raw``: when true, ``ModelResponse.raw`` holds the decoded response body.
+- ``return_raw``: when true, ``ModelResponse.raw`` holds the decoded response body (a list of the decoded
+  SSE events when streaming).
 
-``model``, ``messages`` and ``stream`` in params are ignored: the client sets them.
+``model`` and ``messages`` in params are ignored: the client sets them. The API key goes in
+``Authorization: Bearer``. Reasoning comes from ``reasoning_content`` or ``reasoning``; tool calls come back
+as ``records.ToolCall`` with JSON-string arguments; ``finish_reason`` is ``stop``, ``length`` or
+``tool_calls`` (the legacy ``function_call`` is reported as ``tool_calls``; other values pass through);
+``usage.cached_tokens`` comes from ``prompt_tokens_details.cached_tokens``.
 """
 
 from __future__ import annotations
 
-import asyncio
-import email.utils
-import ssl
-import time
-from collections.abc import Mapping
-from datetime import UTC, datetime
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import Any, ClassVar
 
 import httpx
 import msgspec
 
-from .._errors import ConfigError, ModelError
 from ..interfaces import ModelResponse
 from ..records import ToolCall, Usage
+from ._http import RESERVED_PARAMS, HttpModelClient, decode_as, json_arguments, parse_retry_after, parts_text
 
-RESERVED_PARAMS = frozenset({"timeout", "connect_timeout", "max_connections", "extra_headers", "return_raw"})
-_CLIENT_SET = frozenset({"model", "messages", "stream"})
-_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
-_ERROR_SNIPPET = 300
-# httpcore's pool scans every queued request against every connection on each event, so its cost grows
-# with (requests x connections): measured ~4x less CPU for 300 concurrent calls with pools of 8 behind
-# semaphores than with one pool of 300. Requests go to the least-loaded shard.
-_SHARD_CONNECTIONS = 8
-
-
-class _Shard:
-    """One httpx pool and the semaphore that keeps requests from queueing inside it."""
-
-    __slots__ = ("http", "load", "sem")
-
-    def __init__(self, http: httpx.AsyncClient, size: int) -> None:
-        self.http = http
-        self.sem = asyncio.Semaphore(size)
-        self.load = 0  # requests assigned: waiting for the semaphore or in flight
-
-
-def _load(shard: _Shard) -> int:
-    return shard.load
+__all__ = ["RESERVED_PARAMS", "OpenAIChatClient", "parse_retry_after"]
 
 
 class _Function(msgspec.Struct):
@@ -77,10 +57,15 @@ class _Choice(msgspec.Struct):
     finish_reason: str | None = None
 
 
+class _PromptDetails(msgspec.Struct):
+    cached_tokens: int | None = None
+
+
 class _Usage(msgspec.Struct):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     total_tokens: int | None = None
+    prompt_tokens_details: _PromptDetails | None = None
 
 
 class _Completion(msgspec.Struct):
@@ -88,227 +73,100 @@ class _Completion(msgspec.Struct):
     usage: _Usage | None = None
 
 
-def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` / ``Retry-After`` (seconds or an HTTP date), else None."""
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    current = datetime.now(UTC).timestamp() if now is None else now
-    return max(0.0, when.timestamp() - current)
+def _finish(reason: str | None) -> str | None:
+    return "tool_calls" if reason == "function_call" else reason
 
 
-def _positive(value: Any, field: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ConfigError(f"Model param `{field}` must be a number > 0, got {value!r}.",
-                          field=f"model_params.{field}")
-    return float(value)
-
-
-def _text(content: Any) -> str | None:
-    if content is None or isinstance(content, str):
-        return content
-    if isinstance(content, list):  # some servers answer with content parts
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict)
-                       and isinstance(p.get("text"), str))
-    return str(content)
-
-
-class OpenAIChatClient:
+class OpenAIChatClient(HttpModelClient):
     """A ``ModelClient`` for any OpenAI-compatible chat-completions endpoint."""
 
-    def __init__(self, model_id: str, base_url: str, api_key: str | None = None,
-                 params: Mapping[str, Any] | None = None, max_connections: int = 100,
-                 timeout: float = 600.0) -> None:
-        params = dict(params or {})
-        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
-            raise ConfigError(f"model_base_url must start with http:// or https://, got {base_url!r}.",
-                              field="model_base_url")
-        self.model_id = model_id
-        self.base_url = base_url.rstrip("/")
-        self._url = f"{self.base_url}/chat/completions"
-        self._api_key = api_key or None
-        timeout = _positive(params.get("timeout", timeout), "timeout")
-        connect = _positive(params.get("connect_timeout", min(timeout, 30.0)), "connect_timeout")
-        conns = params.get("max_connections", max_connections)
-        if isinstance(conns, bool) or not isinstance(conns, int) or conns < 1:
-            raise ConfigError(f"Model param `max_connections` must be an integer >= 1, got {conns!r}.",
-                              field="model_params.max_connections")
-        extra = params.get("extra_headers") or {}
-        if not isinstance(extra, dict) or not all(isinstance(k, str) and isinstance(v, str)
-                                                  for k, v in extra.items()):
-            raise ConfigError("Model param `extra_headers` must be a mapping of strings to strings.",
-                              field="model_params.extra_headers")
-        self._return_raw = bool(params.get("return_raw", False))
-        self.params = {k: v for k, v in params.items() if k not in RESERVED_PARAMS and k not in _CLIENT_SET}
-        self.max_connections = conns
-        self.timeout = httpx.Timeout(connect=connect, read=timeout, write=timeout, pool=timeout)
+    protocol: ClassVar[str] = "openai-chat"
 
-        headers = {"Content-Type": "application/json", "Accept": "application/json",
-                   "User-Agent": "agentcompass", **extra}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        try:
-            url = httpx.URL(self.base_url)
-        except httpx.InvalidURL as exc:
-            raise ConfigError(f"model_base_url {base_url!r} is not a valid URL: {exc}.",
-                              field="model_base_url") from None
-        if not url.host:
-            raise ConfigError(f"model_base_url {base_url!r} has no host.", field="model_base_url")
-        local = url.host in _LOOPBACK
-        # one TLS context for all shards (building one costs tens of ms); plain http to a local
-        # endpoint never needs one. A local endpoint must never go through an environment proxy.
-        verify: ssl.SSLContext | bool = (False if local and url.scheme == "http"
-                                         else httpx.create_ssl_context(trust_env=not local))
-        n = -(-conns // _SHARD_CONNECTIONS)
-        self._shards = [
-            _Shard(httpx.AsyncClient(
-                headers=headers, timeout=self.timeout, verify=verify, trust_env=not local,
-                limits=httpx.Limits(max_connections=size, max_keepalive_connections=size)), size)
-            for size in (conns // n + (1 if i < conns % n else 0) for i in range(n))
-        ]
+    def endpoint(self, base_url: httpx.URL) -> str:
+        return f"{self.base_url}/chat/completions"
 
-    def __repr__(self) -> str:
-        return f"OpenAIChatClient(model_id={self.model_id!r}, base_url={self.base_url!r})"
-
-    async def __aenter__(self) -> OpenAIChatClient:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    def _redact(self, text: str) -> str:
-        if self._api_key and self._api_key in text:
-            text = text.replace(self._api_key, "***")
-        return text
-
-    async def complete(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
-                       **params: Any) -> ModelResponse:
-        """POST one chat completion; per-call ``params`` override the client's. Raises ``ModelError``."""
-        return_raw = bool(params.pop("return_raw", self._return_raw))
-        call_timeout = params.pop("timeout", None)
-        call_headers = params.pop("extra_headers", None)
-        timeout = self.timeout if call_timeout is None else httpx.Timeout(
-            _positive(call_timeout, "timeout"), connect=self.timeout.connect)
-        body: dict[str, Any] = {**self.params}
-        for k, v in params.items():
-            if k not in RESERVED_PARAMS and k not in _CLIENT_SET:
-                body[k] = v
+    def build_body(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                   params: dict[str, Any], stream: bool) -> dict[str, Any]:
+        body = dict(params)
+        options = body.pop("stream_options", None)
         body["model"] = self.model_id
         body["messages"] = messages
-        body["stream"] = False
+        body["stream"] = stream
+        if stream:  # stream_options is only valid with stream: true
+            body["stream_options"] = {**(options if isinstance(options, dict) else {}), "include_usage": True}
         if tools:
             body["tools"] = tools
-        try:
-            payload = msgspec.json.encode(body)
-        except (TypeError, msgspec.EncodeError) as exc:
-            raise ModelError(f"Request for model {self.model_id!r} is not JSON-serialisable: {exc}",
-                             kind="model_bad_request") from None
+        return body
 
-        start = time.perf_counter()
-        shard = min(self._shards, key=_load)
-        shard.load += 1
-        try:
-            try:
-                async with asyncio.timeout(self.timeout.pool):
-                    await shard.sem.acquire()
-            except TimeoutError:
-                raise ModelError(f"Model {self.model_id!r}: no free connection within {self.timeout.pool:g}s "
-                                 f"(max_connections={self.max_connections}).",
-                                 kind="model_connection_error") from None
-            try:
-                if call_timeout is not None or call_headers:
-                    resp = await shard.http.post(self._url, content=payload, headers=call_headers,
-                                                 timeout=timeout)
-                else:
-                    resp = await shard.http.post(self._url, content=payload)
-            finally:
-                shard.sem.release()
-        except httpx.TimeoutException as exc:
-            raise ModelError(self._redact(
-                f"Model {self.model_id!r} at {self._url} timed out ({type(exc).__name__})."),
-                kind="model_connection_error") from None
-        except httpx.DecodingError as exc:
-            raise ModelError(self._redact(
-                f"Model {self.model_id!r} at {self._url} sent an undecodable body: {exc}"),
-                kind="model_bad_response") from None
-        except httpx.RequestError as exc:
-            raise ModelError(self._redact(
-                f"Model {self.model_id!r} at {self._url} is unreachable: {type(exc).__name__}: {exc}"),
-                kind="model_connection_error") from None
-        finally:
-            shard.load -= 1
-        latency = time.perf_counter() - start
+    def parse_body(self, data: bytes, status: int) -> ModelResponse:
+        return self._response(decode_as(data, _Completion, self, status), status)
 
-        if resp.status_code >= 300:
-            raise self._status_error(resp)
-        try:
-            parsed = msgspec.json.decode(resp.content, type=_Completion)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise ModelError(self._redact(
-                f"Model {self.model_id!r} returned an unusable response ({exc}): "
-                f"{resp.text[:_ERROR_SNIPPET]!r}"),
-                kind="model_bad_response", status=resp.status_code) from None
+    def _response(self, parsed: _Completion, status: int = 200) -> ModelResponse:
         if not parsed.choices:
-            raise ModelError(f"Model {self.model_id!r} returned no choices.", kind="model_bad_response",
-                             status=resp.status_code)
+            raise self.bad_response("returned no choices.", status)
         choice = parsed.choices[0]
         msg = choice.message
-        calls = []
-        for i, tc in enumerate(msg.tool_calls or ()):
-            args = tc.function.arguments
-            if not isinstance(args, str):
-                args = msgspec.json.encode(args).decode()
-            calls.append(ToolCall(id=tc.id or f"call_{i}", name=tc.function.name, arguments=args))
+        calls = [ToolCall(id=tc.id or f"call_{i}", name=tc.function.name,
+                          arguments=json_arguments(tc.function.arguments))
+                 for i, tc in enumerate(msg.tool_calls or ())]
         u = parsed.usage or _Usage()
         prompt, completion = u.prompt_tokens or 0, u.completion_tokens or 0
+        cached = (u.prompt_tokens_details.cached_tokens if u.prompt_tokens_details else None) or 0
         usage = Usage(prompt_tokens=prompt, completion_tokens=completion,
-                      total_tokens=u.total_tokens or prompt + completion, calls=1)
-        return ModelResponse(
-            content=_text(msg.content), reasoning=msg.reasoning_content or msg.reasoning,
-            tool_calls=calls, finish_reason=choice.finish_reason, usage=usage, latency_s=latency,
-            raw=msgspec.json.decode(resp.content) if return_raw else None)
+                      total_tokens=u.total_tokens or prompt + completion, calls=1, cached_tokens=cached)
+        return ModelResponse(content=parts_text(msg.content), reasoning=msg.reasoning_content or msg.reasoning,
+                             tool_calls=calls, finish_reason=_finish(choice.finish_reason), usage=usage)
 
-    def _status_error(self, resp: httpx.Response) -> ModelError:
-        status = resp.status_code
-        detail = resp.text[:_ERROR_SNIPPET]
-        try:
-            err = msgspec.json.decode(resp.content)
-            if isinstance(err, dict) and isinstance(err.get("error"), dict):
-                detail = str(err["error"].get("message") or detail)[:_ERROR_SNIPPET]
-        except msgspec.DecodeError:
-            pass
-        retry_after = None
-        if status == 429:
-            kind = "model_rate_limit"
-            retry_after = parse_retry_after(resp.headers)
-        elif status >= 500:
-            kind = "model_server_error"
-            retry_after = parse_retry_after(resp.headers)  # 503s often say when to come back
-        elif status in (401, 403):
-            kind = "model_auth"
-        elif status >= 400:
-            kind = "model_bad_request"
-        else:
-            kind = "model_bad_response"
-        message = self._redact(f"Model {self.model_id!r} at {self._url} answered HTTP {status}: {detail}")
-        return ModelError(message, kind=kind, status=status, retry_after=retry_after)
-
-    async def aclose(self) -> None:
-        """Close every connection (idempotent)."""
-        await asyncio.gather(*(sh.http.aclose() for sh in self._shards))
+    async def parse_stream(self, events: AsyncIterator[tuple[str, Any]]) -> ModelResponse:
+        content: list[str] | None = None
+        reasoning: list[str] = []
+        calls: dict[int, dict[str, Any]] = {}
+        finish: str | None = None
+        usage: Any = None
+        done = False
+        async for _, chunk in events:
+            if chunk is None:  # data: [DONE]
+                done = True
+                break
+            if not isinstance(chunk, dict):
+                raise self.bad_response(f"sent a stream chunk that is not an object: {chunk!r:.300}")
+            if chunk.get("error"):
+                err = chunk["error"]
+                detail = str(err.get("message") if isinstance(err, dict) else err)
+                raise self.stream_error("model_server_error", detail)
+            if isinstance(chunk.get("usage"), dict):
+                usage = chunk["usage"]
+            for choice in chunk.get("choices") or ():
+                if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                    continue
+                delta = choice.get("delta") or {}
+                if isinstance(delta.get("content"), str):
+                    if content is None:
+                        content = []
+                    content.append(delta["content"])
+                piece = delta.get("reasoning_content") or delta.get("reasoning")
+                if isinstance(piece, str):
+                    reasoning.append(piece)
+                for tc in delta.get("tool_calls") or ():
+                    if not isinstance(tc, dict):
+                        continue
+                    slot = calls.setdefault(tc.get("index", len(calls)), {"id": None, "name": "", "arguments": []})
+                    if tc.get("id"):
+                        slot["id"] = tc["id"]
+                    fn = tc.get("function") or {}
+                    if fn.get("name"):
+                        slot["name"] = fn["name"]
+                    if fn.get("arguments") is not None:
+                        slot["arguments"].append(json_arguments(fn["arguments"]))
+                if choice.get("finish_reason"):
+                    finish = choice["finish_reason"]
+        if not done and finish is None:
+            raise self.bad_response("the stream ended before the completion finished.")
+        message = {
+            "content": None if content is None else "".join(content),
+            "reasoning_content": "".join(reasoning) or None,
+            "tool_calls": [{"id": c["id"], "function": {"name": c["name"], "arguments": "".join(c["arguments"])}}
+                           for _, c in sorted(calls.items())] or None,
+        }
+        assembled = {"choices": [{"message": message, "finish_reason": finish}], "usage": usage}
+        return self._response(decode_as(assembled, _Completion, self))

@@ -27,6 +27,7 @@ import asyncio
 import dataclasses
 import logging
 import random
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -34,6 +35,7 @@ import msgspec
 
 from .._errors import ConfigError, ModelError
 from ..interfaces import ModelClient, ModelResponse
+from .adaptive import AdaptiveLimiter, outcome_of
 
 #: ``on_retry(kind, backoff_s, try_no)``: called before each backoff sleep, in the caller's task (so
 #: context variables of the caller are visible); ``try_no`` is the try that just failed (1 = first call).
@@ -107,12 +109,15 @@ class RetryingModelClient:
     """
 
     def __init__(self, inner: ModelClient, policy: RetryPolicy | None = None, *,
-                 on_retry: OnRetry | None = None, rng: random.Random | None = None) -> None:
+                 on_retry: OnRetry | None = None, rng: random.Random | None = None,
+                 limiter: AdaptiveLimiter | None = None) -> None:
         self.inner = inner
         self.model_id = inner.model_id
         self.policy = policy or RetryPolicy()
         self.on_retry = on_retry
         self._rng = rng or random.Random()
+        #: the endpoint's adaptive concurrency limit (shared with the gateway); each try holds a slot.
+        self.limiter = limiter
 
     def __repr__(self) -> str:
         return f"RetryingModelClient({self.inner!r}, {self.policy!r})"
@@ -131,9 +136,13 @@ class RetryingModelClient:
             policy, params = split_retry_params(params, policy)
         failures = bad_responses = 0
         while True:
+            ticket = await self.limiter.acquire() if self.limiter is not None else None
             try:
                 resp = await self.inner.complete(messages, tools=tools, **params)
             except ModelError as exc:
+                if ticket is not None and self.limiter is not None:
+                    self.limiter.release(ticket, outcome_of(exc.kind), exc.retry_after)
+                    ticket = None
                 failures += 1
                 if exc.kind == "model_bad_response":
                     bad_responses += 1
@@ -148,6 +157,9 @@ class RetryingModelClient:
                     self.on_retry(exc.kind, wait, failures)
                 await asyncio.sleep(wait)
                 continue
+            finally:
+                if ticket is not None and self.limiter is not None:  # success, or cancelled / not a ModelError
+                    self.limiter.release(ticket, "ok" if sys.exc_info()[0] is None else "error")
             if failures:
                 resp.usage = msgspec.structs.replace(resp.usage, retries=resp.usage.retries + failures)
             return resp

@@ -2,7 +2,11 @@
 
 A script is a JSON list of entries ``{"match": "<substring of the FIRST user message>", "turns": [...]}``.
 The reply is ``turns[i]`` where ``i`` is the number of assistant messages already in the conversation
-(the last turn repeats once the script runs out). The first matching entry wins, searched in this order:
+(the last turn repeats once the script runs out). A turn is the reply text, or an object
+``{"content": "...", "reasoning": "...", "tool_calls": [{"name": "bash", "arguments": {"cmd": "ls"}}]}``
+(every key optional; ``arguments`` an object or a JSON string) for a reply that carries reasoning and/or
+calls tools; each protocol of the scripted server renders it in its native shape, and the tool-call ids
+are ``call_<turn>_<i>``. The first matching entry wins, searched in this order:
 model param ``script`` (inline entries), ``script_file`` (a path or a list of paths), then every
 ``*.json`` in ``agentcompass/models/scripts/`` (unless ``bundled: false``). No match -> ``fallback``.
 
@@ -25,7 +29,7 @@ import msgspec
 
 from .._errors import ConfigError
 from ..interfaces import ModelResponse
-from ..records import Usage
+from ..records import ToolCall, Usage
 
 DEFAULT_FALLBACK = "I could not solve this task.\n<submit></submit>"
 BUNDLED_SCRIPTS_DIR = Path(__file__).resolve().parent / "scripts"
@@ -33,19 +37,45 @@ SCRIPT_PARAMS = ("script", "script_file", "bundled", "fallback", "echo", "latenc
 _MATCH_CACHE_SIZE = 4096
 
 
+class ScriptToolCall(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A tool call in a scripted turn: the function name and its arguments (an object or a JSON string)."""
+
+    name: str
+    arguments: dict[str, Any] | str = {}
+
+
+class ScriptTurn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A scripted turn richer than plain text: optional reasoning and tool calls."""
+
+    content: str = ""
+    reasoning: str | None = None
+    tool_calls: tuple[ScriptToolCall, ...] = ()
+
+
 class ScriptEntry(msgspec.Struct, frozen=True):
     """One script entry. Unknown keys (comments, ids) are ignored."""
 
     match: str
-    turns: Annotated[tuple[str, ...], msgspec.Meta(min_length=1)]
+    turns: Annotated[tuple[str | ScriptTurn, ...], msgspec.Meta(min_length=1)]
+
+
+class ScriptedToolCall(msgspec.Struct, frozen=True):
+    """A tool call of a reply: id ``call_<turn>_<i>``, name, and the arguments as a JSON string."""
+
+    id: str
+    name: str
+    arguments: str
 
 
 class ScriptedReply(msgspec.Struct, frozen=True):
-    """What the policy answers to one conversation."""
+    """What the policy answers to one conversation; ``turn`` is the number of earlier assistant turns."""
 
     content: str
     prompt_tokens: int
     completion_tokens: int
+    reasoning: str | None = None
+    tool_calls: tuple[ScriptedToolCall, ...] = ()
+    turn: int = 0
 
 
 def message_text(message: Any) -> str:
@@ -70,7 +100,8 @@ def _decode_entries(data: Any, where: str, field: str) -> tuple[ScriptEntry, ...
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise ConfigError(
             f"Invalid scripted-model script in {where}: {exc}. Expected a JSON list of "
-            '{"match": "<substring of the first user message>", "turns": ["reply 1", ...]} entries.',
+            '{"match": "<substring of the first user message>", "turns": ["reply 1", ...]} entries; a turn is '
+            'a string or {"content": ..., "reasoning": ..., "tool_calls": [{"name": ..., "arguments": {...}}]}.',
             field=field) from None
     return tuple(entries)
 
@@ -179,7 +210,10 @@ class ScriptedPolicy:
         return self.respond(messages).content
 
     def respond(self, messages: Sequence[Any]) -> ScriptedReply:
-        """The reply with its token counts (chars // 4, at least 1). One pass over the messages."""
+        """The reply with its token counts (chars // 4, at least 1). One pass over the messages.
+
+        ``messages`` are OpenAI chat messages; an assistant message (with or without tool calls) is one turn.
+        """
         first_user: str | None = None
         last_user = ""
         assistants = 0
@@ -197,16 +231,24 @@ class ScriptedPolicy:
                 last_user = text
                 if first_user is None:
                     first_user = text
+        turn: str | ScriptTurn
         if self.echo:
-            reply = last_user
+            turn = last_user
         else:
             entry = self._find(first_user) if first_user is not None else None
             if entry is None:
-                reply = self.fallback
+                turn = self.fallback
             else:
                 turns = entry.turns
-                reply = turns[assistants] if assistants < len(turns) else turns[-1]
-        return ScriptedReply(reply, max(1, chars // 4), max(1, len(reply) // 4))
+                turn = turns[assistants] if assistants < len(turns) else turns[-1]
+        if isinstance(turn, str):
+            return ScriptedReply(turn, max(1, chars // 4), max(1, len(turn) // 4), turn=assistants)
+        calls = tuple(ScriptedToolCall(f"call_{assistants}_{i}", c.name, c.arguments if isinstance(c.arguments, str)
+                                       else msgspec.json.encode(c.arguments).decode())
+                      for i, c in enumerate(turn.tool_calls))
+        out_chars = len(turn.content) + len(turn.reasoning or "") + sum(len(c.name) + len(c.arguments) for c in calls)
+        return ScriptedReply(turn.content, max(1, chars // 4), max(1, out_chars // 4), reasoning=turn.reasoning,
+                             tool_calls=calls, turn=assistants)
 
 
 class ScriptedClient:
@@ -227,7 +269,9 @@ class ScriptedClient:
         self.calls += 1
         usage = Usage(prompt_tokens=r.prompt_tokens, completion_tokens=r.completion_tokens,
                       total_tokens=r.prompt_tokens + r.completion_tokens, calls=1)
-        return ModelResponse(content=r.content, finish_reason="stop", usage=usage,
+        calls = [ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in r.tool_calls]
+        return ModelResponse(content=r.content or (None if calls else ""), reasoning=r.reasoning,
+                             tool_calls=calls, finish_reason="tool_calls" if calls else "stop", usage=usage,
                              latency_s=time.perf_counter() - start)
 
     async def aclose(self) -> None:

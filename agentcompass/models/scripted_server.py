@@ -1,8 +1,11 @@
-"""The scripted model served as a real OpenAI-compatible HTTP server, on asyncio streams.
+"""The scripted model served as a real HTTP server speaking the OpenAI and Anthropic wire formats.
 
-Serves ``POST /v1/chat/completions`` (JSON, or SSE when ``stream: true``), ``GET /v1/models`` and
-``GET /health`` over HTTP/1.1 keep-alive. Replies come from the same ``ScriptedPolicy`` as the in-process
-client, so a run against ``base_url`` behaves exactly like one against the in-process ``scripted`` model.
+Serves ``POST /v1/chat/completions`` (OpenAI chat), ``POST /v1/responses`` (OpenAI Responses) and
+``POST /v1/messages`` (Anthropic Messages; ``x-api-key`` and ``anthropic-version`` headers), each as JSON or
+as SSE when ``stream: true``, plus ``GET /v1/models`` and ``GET /health``, over HTTP/1.1 keep-alive. Replies
+come from the same ``ScriptedPolicy`` as the in-process client for every protocol (see ``scripted_wire``), so
+a run against ``base_url`` behaves exactly like one against the in-process ``scripted`` model. Errors come
+in each API's shape.
 For tests it can require an API key, add latency, fail every Nth completion with a given status, inject
 faults from a seeded random plan (``FaultPlan``: HTTP error statuses, garbage bodies, hangs, closed
 connections), and it keeps the last request bodies in ``recent_requests``.
@@ -19,17 +22,20 @@ import signal
 import sys
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from http import HTTPStatus
 from typing import Any
 
 import msgspec
 
 from .._errors import ConfigError
+from . import scripted_wire as wire
 from .scripted import ScriptedPolicy
 
 _MAX_HEADER_BYTES = 64 * 1024
-_STREAM_PIECE_CHARS = 16
+_COMPLETION_PATHS = {"/v1/chat/completions": "openai-chat", "/chat/completions": "openai-chat",
+                     "/v1/responses": "openai-responses", "/responses": "openai-responses",
+                     "/v1/messages": "anthropic-messages", "/messages": "anthropic-messages"}
 _ENC = msgspec.json.Encoder()
 _DEC = msgspec.json.Decoder()
 
@@ -45,6 +51,7 @@ class _Reply(Exception):
         self.body = {"error": {"message": message, "type": type_, "param": param, "code": code}}
         self.close = close
         self.headers = dict(headers or {})
+        self.protocol = "openai-chat"  # the API whose error shape the answer takes
 
 
 FAULT_KINDS = ("garbage", "hang", "close")
@@ -118,8 +125,17 @@ class ScriptedServer:
                  retry_after: float | None = None, faults: Mapping[str | int, float] | None = None,
                  fault_seed: int = 0, record_requests: int = 32,
                  max_body_bytes: int = 16 * 1024 * 1024, idle_timeout: float = 120.0,
-                 backlog: int = 1024) -> None:
+                 backlog: int = 1024, max_concurrent: int | None = None) -> None:
         self.policy = ScriptedPolicy(params)
+        if max_concurrent is not None and (isinstance(max_concurrent, bool) or not isinstance(max_concurrent, int)
+                                           or max_concurrent < 1):
+            raise ConfigError(f"max_concurrent must be an integer >= 1, got {max_concurrent!r}.",
+                              field="max_concurrent")
+        #: completion calls served at once (any protocol); beyond it: 429 with Retry-After (``retry_after``, else 1 s).
+        self.max_concurrent = max_concurrent
+        self.active_completions = 0
+        self.peak_active_completions = 0
+        self.rejected_concurrent = 0
         self.host = host
         self.port = port
         self.model_id = model_id
@@ -281,11 +297,17 @@ class ScriptedServer:
         if path == "/health":
             await self._send_json(writer, 200, {"status": "ok"}, keep_alive)
             return keep_alive
+        protocol = _COMPLETION_PATHS.get(path)
+        if protocol is not None:
+            try:
+                self._check_auth(headers, protocol)
+                if method != "POST":
+                    raise _Reply(405, f"Method {method} not allowed on {path}; use POST.")
+                return await self._admitted(body, reader, writer, keep_alive, protocol=protocol, headers=headers)
+            except _Reply as r:
+                r.protocol = protocol
+                raise
         self._check_auth(headers)
-        if path in ("/v1/chat/completions", "/chat/completions"):
-            if method != "POST":
-                raise _Reply(405, f"Method {method} not allowed on {path}; use POST.")
-            return await self._chat(body, reader, writer, keep_alive)
         if path in ("/v1/models", "/models"):
             if method != "GET":
                 raise _Reply(405, f"Method {method} not allowed on {path}; use GET.")
@@ -295,7 +317,17 @@ class ScriptedServer:
             return keep_alive
         raise _Reply(404, f"Unknown request URL: {method} {path}.", code="unknown_url")
 
-    def _check_auth(self, headers: Mapping[str, str]) -> None:
+    def _check_auth(self, headers: Mapping[str, str], protocol: str = "openai-chat") -> None:
+        if protocol == "anthropic-messages":
+            if self.require_api_key is not None:
+                key = headers.get("x-api-key", "")
+                if not key:
+                    raise _Reply(401, "x-api-key header is required")
+                if not hmac.compare_digest(key.strip().encode(), self.require_api_key.encode()):
+                    raise _Reply(401, "invalid x-api-key")
+            if not headers.get("anthropic-version"):
+                raise _Reply(400, "anthropic-version: header is required")
+            return
         if self.require_api_key is None:
             return
         scheme, _, token = headers.get("authorization", "").partition(" ")
@@ -304,19 +336,21 @@ class ScriptedServer:
             # like OpenAI, never echo the key that was sent
             raise _Reply(401, "Incorrect API key provided.", code="invalid_api_key")
 
-    # ------------------------------------------------------------------ chat completions
+    # ------------------------------------------------------------------ completions (all protocols)
 
     async def _chat(self, raw: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                    keep_alive: bool) -> bool:
+                    keep_alive: bool, *, protocol: str = "openai-chat",
+                    headers: Mapping[str, str] | None = None) -> bool:
         try:
             body = _DEC.decode(raw)
         except msgspec.DecodeError:
             raise _Reply(400, "We could not parse the JSON body of your request.") from None
         if not isinstance(body, dict):
             raise _Reply(400, "The request body must be a JSON object.")
-        messages = body.get("messages")
-        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
-            raise _Reply(400, "`messages` must be a list of message objects.", param="messages")
+        try:
+            messages = wire.request_messages(protocol, body)
+        except wire.WireError as exc:
+            raise _Reply(400, str(exc), param=exc.param) from None
         self.recent_requests.append(body)
         self._chat_requests += 1
         if self.fail_status is not None and self._chat_requests % self.fail_every == 0:
@@ -329,24 +363,46 @@ class ScriptedServer:
         r = self.policy.respond(messages)
         requested = body.get("model")
         model = requested if isinstance(requested, str) else self.model_id
-        cid = f"chatcmpl-scripted-{self._chat_requests:x}"
+        n = self._chat_requests
         created = int(time.time())
-        usage = {"prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
-                 "total_tokens": r.prompt_tokens + r.completion_tokens}
         self.completions_served += 1
-        if body.get("stream") is True:
-            opts = body.get("stream_options")
-            include_usage = isinstance(opts, dict) and opts.get("include_usage") is True
-            await self._stream(writer, cid, created, model, r.content, usage if include_usage else None,
-                               keep_alive)
-            return keep_alive
-        await self._send_json(writer, 200, {
-            "id": cid, "object": "chat.completion", "created": created, "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": r.content},
-                         "logprobs": None, "finish_reason": "stop"}],
-            "usage": usage,
-        }, keep_alive)
+        stream = body.get("stream") is True
+        if protocol == "openai-responses":
+            rid = f"resp_scripted{n:x}"
+            if stream:
+                await self._stream(writer, wire.responses_events(r, model, rid, created, body), keep_alive)
+            else:
+                await self._send_json(writer, 200, wire.responses_json(r, model, rid, created, body), keep_alive)
+        elif protocol == "anthropic-messages":
+            mid = f"msg_scripted{n:x}"
+            if stream:
+                await self._stream(writer, wire.anthropic_events(r, model, mid), keep_alive)
+            else:
+                await self._send_json(writer, 200, wire.anthropic_json(r, model, mid), keep_alive)
+        else:
+            cid = f"chatcmpl-scripted-{n:x}"
+            if stream:
+                opts = body.get("stream_options")
+                include_usage = isinstance(opts, dict) and opts.get("include_usage") is True
+                await self._stream(writer, wire.chat_events(r, model, cid, created, include_usage), keep_alive)
+            else:
+                await self._send_json(writer, 200, wire.chat_json(r, model, cid, created), keep_alive)
         return keep_alive
+
+    async def _admitted(self, raw: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                        keep_alive: bool, **kw: Any) -> bool:
+        """``_chat`` behind the ``max_concurrent`` gate (a rate-limited endpoint's behaviour)."""
+        if self.max_concurrent is not None and self.active_completions >= self.max_concurrent:
+            self.rejected_concurrent += 1
+            ra = 1.0 if self.retry_after is None else self.retry_after
+            raise _Reply(429, f"Too many concurrent requests (limit {self.max_concurrent}).",
+                         type_="rate_limit_exceeded", code="rate_limit_exceeded", headers={"Retry-After": f"{ra:g}"})
+        self.active_completions += 1
+        self.peak_active_completions = max(self.peak_active_completions, self.active_completions)
+        try:
+            return await self._chat(raw, reader, writer, keep_alive, **kw)
+        finally:
+            self.active_completions -= 1
 
     def _injected_status(self, status: int, what: str, *, always_retry_after: bool = False) -> _Reply:
         send = self.retry_after is not None and (status == 429 or always_retry_after)
@@ -372,28 +428,17 @@ class ScriptedServer:
             return False
         raise self._injected_status(int(fault), "fault")
 
-    async def _stream(self, writer: asyncio.StreamWriter, cid: str, created: int, model: str, content: str,
-                      usage: dict[str, int] | None, keep_alive: bool) -> None:
+    async def _stream(self, writer: asyncio.StreamWriter, events: Iterable[wire.Event], keep_alive: bool) -> None:
+        """Send ``events`` as SSE in HTTP chunks (``event:`` lines when named), then the last chunk."""
         writer.write(_head(200, {"Content-Type": "text/event-stream; charset=utf-8",
                                  "Cache-Control": "no-cache", "Transfer-Encoding": "chunked",
                                  "Connection": "keep-alive" if keep_alive else "close"}))
-
-        def event(choices: list[Any], **extra: Any) -> None:
-            data = _ENC.encode({"id": cid, "object": "chat.completion.chunk", "created": created,
-                                "model": model, "choices": choices, **extra})
-            payload = b"data: " + data + b"\n\n"
+        for name, data in events:
+            payload = (b"event: %s\n" % name.encode() if name else b"") + b"data: " + (
+                data if isinstance(data, bytes) else _ENC.encode(data)) + b"\n\n"
             writer.write(b"%x\r\n%s\r\n" % (len(payload), payload))
-
-        event([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
-        for i in range(0, len(content), _STREAM_PIECE_CHARS):
-            event([{"index": 0, "delta": {"content": content[i:i + _STREAM_PIECE_CHARS]},
-                    "finish_reason": None}])
             await writer.drain()
-        event([{"index": 0, "delta": {}, "finish_reason": "stop"}])
-        if usage is not None:
-            event([], usage=usage)
-        done = b"data: [DONE]\n\n"
-        writer.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(done), done))
+        writer.write(b"0\r\n\r\n")
         await writer.drain()
 
     # ------------------------------------------------------------------ writing
@@ -407,7 +452,8 @@ class ScriptedServer:
         await writer.drain()
 
     async def _send_error(self, writer: asyncio.StreamWriter, r: _Reply) -> None:
-        await self._send_json(writer, r.status, r.body, not r.close, r.headers)
+        body = (wire.anthropic_error(r.status, str(r)) if r.protocol == "anthropic-messages" else r.body)
+        await self._send_json(writer, r.status, body, not r.close, r.headers)
 
 
 # ---------------------------------------------------------------------- blocking entry points
@@ -461,13 +507,16 @@ def serve_scripted_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fault-seed", type=int, default=0, help="seed of the fault plan (default 0)")
     parser.add_argument("--retry-after", type=float, default=None,
                         help="seconds sent in the Retry-After header of injected 429s")
+    parser.add_argument("--max-concurrent", type=int, default=None,
+                        help="answer 429 (with Retry-After) to completion calls beyond this many at once")
     args = parser.parse_args(argv)
     params: dict[str, Any] = {"latency_s": args.latency}
     if args.script_file:
         params["script_file"] = args.script_file
     try:
         serve_forever(args.host, args.port, params, require_api_key=args.api_key, faults=dict(args.fault),
-                      fault_seed=args.fault_seed, retry_after=args.retry_after)
+                      fault_seed=args.fault_seed, retry_after=args.retry_after,
+                      max_concurrent=args.max_concurrent)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -107,10 +107,12 @@ def test_run_evaluation_raises_config_errors_instead_of_returning_them(tmp_path:
     assert not any(tmp_path.iterdir())
 
 
-def test_features_not_built_yet_say_so(tmp_path: Path) -> None:
-    with pytest.raises(agentcompass.NotSupportedYet, match="model gateway"):
-        agentcompass.run_evaluation("shell_tasks", "shell_agent", "scripted", wrap_api_key=True,
-                                    results_dir=str(tmp_path), progress="none")
+def test_wrap_api_key_with_the_in_process_model_runs_with_nothing_to_wrap(tmp_path: Path) -> None:
+    # the gateway and envelopes are tested in tests/models/test_envelope.py and tests/engine/test_gateway_engine.py
+    out = agentcompass.run_evaluation("shell_tasks", "shell_agent", "scripted", wrap_api_key=True,
+                                      benchmark_params={"sample_ids": SAMPLE[:2]}, results_dir=str(tmp_path),
+                                      progress="none")
+    assert out.ok and out.counts.errors == 0
 
 
 def test_every_actor_message_survives_msgspec_encoding(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -80,3 +80,18 @@ async def raw_server(response: bytes | None) -> AsyncIterator[RawServer]:
         yield server
     finally:
         await server.stop()
+
+
+def sse_response(events: list[tuple[str | None, object]], status: int = 200) -> bytes:
+    """A complete HTTP/1.1 response carrying server-sent events ``(event name or None, data)``.
+
+    Data that is a str is sent as is (``[DONE]``); anything else is JSON-encoded.
+    """
+    body = b""
+    for name, data in events:
+        if name:
+            body += f"event: {name}\n".encode()
+        payload = data.encode() if isinstance(data, str) else msgspec.json.encode(data)
+        body += b"data: " + payload + b"\n\n"
+    head = (f"HTTP/1.1 {status} X\r\nContent-Type: text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n")
+    return head.encode() + body

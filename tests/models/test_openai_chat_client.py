@@ -48,20 +48,21 @@ async def test_round_trip_against_the_scripted_server_follows_the_script() -> No
 async def test_params_are_forwarded_into_the_body_but_reserved_keys_are_not() -> None:
     params = {"temperature": 0.2, "max_tokens": 64, "top_p": 0.9, "stop": ["END"], "seed": 7,
               "top_k": 5, "reasoning_effort": "low", "timeout": 30, "max_connections": 4,
-              "extra_headers": {"X-Trace": "t1"}, "stream": True, "model": "other"}
+              "extra_headers": {"X-Trace": "t1"}, "model": "other", "extra_body": {"top_k": 6, "min_p": 0.1}}
     tools = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
     async with running_scripted_server(SCRIPT) as srv:
         async with OpenAIChatClient("my-model", srv.base_url or "", params=params) as client:
             await client.complete(user("count to three"))
-            await client.complete(user("count to three"), tools=tools, temperature=0.9, seed=None)
+            await client.complete(user("count to three"), tools=tools, temperature=0.9, seed=None, stream=True)
     first, second = srv.recent_requests
-    assert {k: first[k] for k in ("temperature", "max_tokens", "top_p", "stop", "seed", "top_k",
+    assert {k: first[k] for k in ("temperature", "max_tokens", "top_p", "stop", "seed", "top_k", "min_p",
                                   "reasoning_effort")} == {
-        "temperature": 0.2, "max_tokens": 64, "top_p": 0.9, "stop": ["END"], "seed": 7, "top_k": 5,
-        "reasoning_effort": "low"}
+        "temperature": 0.2, "max_tokens": 64, "top_p": 0.9, "stop": ["END"], "seed": 7, "top_k": 6,
+        "min_p": 0.1, "reasoning_effort": "low"}
     assert first["model"] == "my-model" and first["stream"] is False
-    assert not {"timeout", "max_connections", "extra_headers", "tools"} & set(first)
+    assert not {"timeout", "max_connections", "extra_headers", "extra_body", "tools", "stream_options"} & set(first)
     assert second["temperature"] == 0.9 and second["seed"] is None and second["tools"] == tools
+    assert second["stream"] is True and second["stream_options"] == {"include_usage": True}
 
 
 async def test_extra_headers_and_bearer_token_are_sent() -> None:

@@ -173,3 +173,42 @@ async def test_scripted_client_is_cheap_with_many_entries_and_long_prompts() -> 
     assert r.content == "done"
     # a linear scan of 2000 entries over 6 kB per call would take far longer than this
     assert elapsed < 2.0, f"{n} calls took {elapsed:.2f}s"
+
+
+TOOL_SCRIPT = [{"match": "tools please", "turns": [
+    {"reasoning": "Look first.", "tool_calls": [{"name": "bash", "arguments": {"cmd": "ls"}},
+                                                {"name": "read", "arguments": "{\"path\": \"a\"}"}]},
+    {"content": "Done.", "reasoning": "All seen."}]}]
+
+
+def test_a_turn_can_call_tools_and_carry_reasoning() -> None:
+    policy = ScriptedPolicy({"script": TOOL_SCRIPT, "bundled": False})
+    first = policy.respond(conv("tools please"))
+    assert (first.content, first.reasoning, first.turn) == ("", "Look first.", 0)
+    assert [(c.id, c.name, c.arguments) for c in first.tool_calls] == [
+        ("call_0_0", "bash", '{"cmd":"ls"}'), ("call_0_1", "read", '{"path": "a"}')]
+    # an assistant turn with tool calls and its tool results count as one turn
+    msgs = [*conv("tools please"), {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_0_0", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "call_0_0", "content": "a b"}]
+    second = policy.respond(msgs)
+    assert (second.content, second.reasoning, second.tool_calls, second.turn) == ("Done.", "All seen.", (), 1)
+    assert first.completion_tokens == (len("Look first.") + len("bash") + 12 + len("read") + 13) // 4
+
+
+async def test_the_in_process_client_returns_tool_calls_like_the_http_clients() -> None:
+    from agentcompass.records import ToolCall
+
+    client = ScriptedClient({"script": TOOL_SCRIPT, "bundled": False})
+    r = await client.complete(conv("tools please"))
+    assert r.content is None and r.reasoning == "Look first." and r.finish_reason == "tool_calls"
+    assert r.tool_calls == [ToolCall(id="call_0_0", name="bash", arguments='{"cmd":"ls"}'),
+                            ToolCall(id="call_0_1", name="read", arguments='{"path": "a"}')]
+
+
+@pytest.mark.parametrize("turn", [{"content": "x", "tool": []}, {"tool_calls": [{"arguments": {}}]},
+                                  {"tool_calls": [{"name": "f", "arguments": 3}]}])
+def test_a_malformed_turn_object_is_a_config_error(turn: dict[str, object]) -> None:
+    with pytest.raises(ConfigError) as info:
+        ScriptedPolicy({"script": [{"match": "m", "turns": [turn]}], "bundled": False})
+    assert info.value.field == "script" and "tool_calls" in str(info.value)

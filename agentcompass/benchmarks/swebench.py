@@ -1,0 +1,273 @@
+"""The SWE-bench family: ``swebench`` (full), ``swebench_verified``, ``swebench_lite``, ``swebench_jsonl`` (any
+file of SWE-bench-format instances) and ``swebench_local`` (bundled, offline instances whose images build here).
+
+The agent works in the instance's image at ``/testbed`` (git history past the base commit removed first).
+Grading follows the official harness: the agent's diff (taken from the container) is applied in a fresh
+verifier container with the same fallbacks (git apply, then patch with fuzz), the eval script resets the test
+files, applies the test patch and runs the repo's test command, and the log is parsed per framework into
+FAIL_TO_PASS / PASS_TO_PASS results. The raw eval output and per-test results go to ``extra.eval_raw_data``.
+Docker only: the instances need their images.
+
+Params: ``sample_ids``, ``limit``, ``k`` (attempts per task), ``avgk`` (attempts per task, with avg@k as the
+headline metric), ``eval_timeout`` (seconds, default 1800), ``split`` (default ``test``), ``dataset_file``
+(a path; overrides data_dir lookup), ``image_namespace`` (default ``swebench``), ``arch`` (default
+``x86_64``), ``image_tag`` (default ``latest``), ``hide_history`` (default true), ``use_hf_cache``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, ClassVar
+
+import msgspec
+
+from .._errors import ConfigError
+from ..interfaces import (
+    ComponentContext,
+    Environment,
+    EvalContext,
+    EvalResult,
+    HarnessResult,
+    ImageRecipe,
+    PreparedTask,
+    TaskSpec,
+)
+from ..metrics import DefaultAccumulator
+from ..swebench.dataset import default_data_dir, load_instances, select
+from ..swebench.grading import grade
+from ..swebench.images import TESTBED, history_hygiene_script, official_image
+from ..swebench.test_specs import apply_patch_script, make_eval_script
+from . import check_param_keys, float_param, int_param, str_list_param, str_param
+
+_PARAMS = ("sample_ids", "limit", "k", "avgk", "eval_timeout", "split", "dataset_file", "image_namespace",
+           "arch", "image_tag", "hide_history", "use_hf_cache")
+_PATCH_FILE = "/tmp/agentcompass_model.patch"
+_EVAL_FILE = "/tmp/agentcompass_eval.sh"
+_RAW_CAP = 200_000
+_DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/(\S+)", re.MULTILINE)
+_TEST_PATH = re.compile(r"(^|/)(tests?|testing)(/|$)|(^|/)test_[^/]*\.py$|_tests?\.py$|(^|/)conftest\.py$")
+
+
+def changed_files(patch: str) -> list[str]:
+    """Paths a unified git diff touches (the b/ side, or a/ for deletions)."""
+    out: list[str] = []
+    for a, b in _DIFF_FILE.findall(patch or ""):
+        path = b if b != "/dev/null" else a
+        if path not in out:
+            out.append(path)
+    return out
+
+
+def is_test_path(path: str) -> bool:
+    """Whether ``path`` looks like a test file or lives in a test directory."""
+    return bool(_TEST_PATH.search(path))
+
+
+def _bool(params: dict[str, Any], key: str, default: bool, where: str) -> bool:
+    value = params.get(key, default)
+    if not isinstance(value, bool):
+        raise ConfigError(f"Parameter {key!r} of {where} must be true or false, got {value!r}",
+                          field=f"benchmark.params.{key}")
+    return value
+
+
+def _cap(text: str, limit: int = _RAW_CAP) -> str:
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n... [{len(text) - 2 * half} characters omitted] ...\n{text[-half:]}"
+
+
+class SWEBench:
+    """SWE-bench (full test split). Subclasses change the dataset name and where the images come from."""
+
+    version: ClassVar[str] = "1"
+    name: ClassVar[str] = "swebench"
+
+    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
+        where = f"benchmark {self.name}"
+        check_param_keys(params, _PARAMS, where)
+        if "k" in params and "avgk" in params:
+            raise ConfigError(f"{where}: give either k or avgk, not both", field="benchmark.params.avgk")
+        self.k = int_param(params, "avgk" if "avgk" in params else "k", ctx.k or 1, where)
+        self.primary_metric = f"avg@{self.k}" if "avgk" in params else f"pass@{self.k}"
+        self.limit: int | None = int_param(params, "limit", 1, where) if "limit" in params else None
+        self.eval_timeout = float_param(params, "eval_timeout", 1800.0, where)
+        self.sample_ids = str_list_param(params, "sample_ids", where)
+        self.split = str_param(params, "split", where) or "test"
+        self.dataset_file = str_param(params, "dataset_file", where) or None
+        namespace = str_param(params, "image_namespace", where)
+        self.namespace: str = "swebench" if namespace is None else namespace
+        self.arch = str_param(params, "arch", where) or "x86_64"
+        self.image_tag = str_param(params, "image_tag", where) or "latest"
+        self.hide_history = _bool(params, "hide_history", True, where)
+        self.use_hf_cache = _bool(params, "use_hf_cache", True, where)
+        self.data_dir = ctx.data_dir
+        if ctx.environment and ctx.environment != "docker":
+            raise ConfigError(f"{where} runs in per-instance images: use environment 'docker' "
+                              f"(got {ctx.environment!r}).", field="environment")
+        # Fail fast (before any run directory exists) when the dataset is missing or an id is unknown.
+        self._instances = select(self._load(), self.sample_ids, self.name)
+
+    def new_accumulator(self) -> DefaultAccumulator:
+        """pass@k and avg@k; with ``avgk`` the headline (``primary``) is avg@k."""
+        return DefaultAccumulator(self.k, self.primary_metric)
+
+    # ------------------------------------------------------------------ data
+
+    def _load(self) -> list[dict[str, Any]]:
+        rows, self.source = load_instances(self.name, self.data_dir, split=self.split,
+                                           dataset_file=self.dataset_file, use_hf_cache=self.use_hf_cache)
+        return rows
+
+    def image_for(self, instance: dict[str, Any]) -> tuple[str, ImageRecipe | None]:
+        """The instance's image, and how to build it when it is missing (None: pull it)."""
+        return official_image(instance["instance_id"], self.namespace, self.arch, self.image_tag), None
+
+    def load_tasks(self) -> list[TaskSpec]:
+        """One task per selected instance; the gold patch, tests and test lists are ground truth."""
+        out: list[TaskSpec] = []
+        for inst in self._instances:
+            truth = {k: inst[k] for k in ("patch", "test_patch", "FAIL_TO_PASS", "PASS_TO_PASS")}
+            for k in ("test_cmd", "log_parser"):
+                if k in inst:
+                    truth[k] = inst[k]
+            out.append(TaskSpec(
+                task_id=inst["instance_id"], category=inst["repo"],
+                input={"problem_statement": inst["problem_statement"], "repo": inst["repo"],
+                       "base_commit": inst["base_commit"], "version": str(inst.get("version", "")),
+                       "hints_text": inst.get("hints_text") or ""},
+                ground_truth=truth, metadata={"repo": inst["repo"], "version": str(inst.get("version", ""))}))
+        return out if self.limit is None else out[:self.limit]
+
+    def _instance(self, task_id: str) -> dict[str, Any]:
+        for inst in self._instances:
+            if inst["instance_id"] == task_id:
+                return inst
+        raise KeyError(task_id)
+
+    # ------------------------------------------------------------------ agent side
+
+    def prepare(self, task: TaskSpec) -> PreparedTask:
+        """The problem statement, in the instance's image at /testbed."""
+        image, recipe = self.image_for(self._instance(task.task_id))
+        return PreparedTask(task_id=task.task_id, prompt=task.input["problem_statement"], workdir=TESTBED,
+                            image=image, image_recipe=recipe,
+                            metadata={"repo": task.input["repo"], "base_commit": task.input["base_commit"],
+                                      "instance_id": task.task_id, "benchmark": self.name})
+
+    async def setup(self, task: PreparedTask, env: Environment) -> None:
+        """Hide the repo's future: only the base commit and its ancestors stay reachable."""
+        if not self.hide_history:
+            return
+        res = await env.exec(["bash", "-c", history_hygiene_script(task.metadata["base_commit"], env.workdir)],
+                             timeout=600)
+        if res.exit_code != 0:
+            raise RuntimeError(f"git history hygiene failed (exit {res.exit_code}): {res.output[-2000:]}")
+
+    async def collect(self, task: PreparedTask, env: Environment, result: HarnessResult) -> dict[str, Any]:
+        """The patch to grade: the harness's submitted diff when it made one (as the official pipeline grades
+        an agent's submission), else the container's change against the base commit (new files and commits
+        included)."""
+        if result.patch and result.patch.strip():
+            return {"patch": result.patch, "patch_source": "harness"}
+        base = task.metadata["base_commit"]
+        script = (f"cd {env.workdir} && git add -A >/dev/null 2>&1 && "
+                  f"git -c core.quotepath=off diff --cached --text --no-color --no-ext-diff {base}")
+        res = await env.exec(["bash", "-c", script], timeout=300)
+        if res.exit_code == 0 and not res.truncated:
+            return {"patch": res.stdout, "patch_source": "container"}
+        # No usable git state in the container: fall back to what the harness submitted.
+        return {"patch": result.patch or "", "patch_source": "harness",
+                "collect_error": f"git diff exited {res.exit_code}: {res.output[-500:]}"}
+
+    # ------------------------------------------------------------------ grading
+
+    async def evaluate(self, ctx: EvalContext) -> EvalResult:
+        """Apply the patch in a fresh verifier container, run the eval script, grade the log."""
+        inst = {**self._instance(ctx.task.task_id), **(ctx.task.ground_truth or {})}
+        patch = ctx.artifacts.get("patch")
+        if patch is None:  # no agent environment (e.g. a harness that only answers): its submission
+            patch = ctx.result.patch or ""
+        files = changed_files(patch)
+        analysis: dict[str, Any] = {}
+        if any(is_test_path(f) for f in files):
+            analysis["modified_tests"] = [f for f in files if is_test_path(f)][:50]
+            if all(is_test_path(f) for f in files):
+                analysis["suspected_reward_hacking"] = "the patch changes test files only"
+        extra: dict[str, Any] = {"model_patch": _cap(patch, 100_000), "changed_files": files[:200],
+                                 "patch_source": ctx.artifacts.get("patch_source", "harness")}
+        if analysis:
+            extra["flags"] = sorted(analysis)
+        if not patch.strip():
+            extra["eval_raw_data"] = {"patch_applied": False, "reason": "empty patch", "resolved": False}
+            return EvalResult(correct=False, score=0.0, extra=extra, analysis=analysis)
+        image, recipe = self.image_for(self._instance(ctx.task.task_id))
+        del recipe  # the verifier uses the image the agent's environment already made sure of
+        async with ctx.open_verifier(image=image, workdir=TESTBED) as verifier:
+            await verifier.write_file(_PATCH_FILE, patch)
+            applied = await verifier.exec(["bash", "-c", apply_patch_script(_PATCH_FILE, repo_dir=verifier.workdir)],
+                                          cwd=verifier.workdir, timeout=300)
+            apply_log = applied.output
+            eval_out = ""
+            timed_out = False
+            if applied.exit_code == 0:
+                await verifier.write_file(_EVAL_FILE, make_eval_script(inst, repo_dir=verifier.workdir))
+                res = await verifier.exec(["bash", _EVAL_FILE], cwd=verifier.workdir, timeout=self.eval_timeout)
+                eval_out, timed_out = res.output, res.timed_out
+        report = grade(inst, eval_out, apply_output=apply_log, timed_out=timed_out)
+        extra["eval_raw_data"] = {
+            **msgspec.to_builtins(report), "timed_out": timed_out, "apply_output": _cap(apply_log, 20_000),
+            "test_output": _cap(eval_out)}
+        return EvalResult(correct=report.resolved, score=1.0 if report.resolved else 0.0, extra=extra,
+                          analysis=analysis)
+
+
+class SWEBenchVerified(SWEBench):
+    """SWE-bench Verified (500 human-validated instances)."""
+
+    name: ClassVar[str] = "swebench_verified"
+
+
+class SWEBenchLite(SWEBench):
+    """SWE-bench Lite (300 instances)."""
+
+    name: ClassVar[str] = "swebench_lite"
+
+
+class SWEBenchJsonl(SWEBench):
+    """Any file of SWE-bench-format instances: ``dataset_file`` (required) names it."""
+
+    name: ClassVar[str] = "swebench_jsonl"
+
+    def _load(self) -> list[dict[str, Any]]:
+        if not self.dataset_file:
+            raise ConfigError("benchmark swebench_jsonl needs `dataset_file`: a JSONL/JSON/parquet file of "
+                              "SWE-bench instances", field="benchmark.params.dataset_file")
+        return super()._load()
+
+
+class SWEBenchLocal(SWEBench):
+    """The bundled offline instances (small real pure-Python projects); their images build here from
+    recipes, with no registry."""
+
+    name: ClassVar[str] = "swebench_local"
+
+    def _load(self) -> list[dict[str, Any]]:
+        from ..swebench.local_instances import load_local_instances
+
+        self.source = "bundled"
+        return load_local_instances()
+
+    def image_for(self, instance: dict[str, Any]) -> tuple[str, ImageRecipe | None]:
+        from ..swebench.local_instances import recipe
+
+        cache = Path(default_data_dir(self.data_dir)) / "swebench_local" / "contexts"
+        image, context_dir = recipe(instance, cache)
+        return image, ImageRecipe(context_dir=os.fspath(context_dir))
+
+
+__all__ = ["SWEBench", "SWEBenchJsonl", "SWEBenchLite", "SWEBenchLocal", "SWEBenchVerified", "changed_files",
+           "is_test_path"]

@@ -1,0 +1,560 @@
+"""The model gateway: an HTTP proxy on the host that sandboxed (and host) agents call instead of the model.
+
+One per launch, started by the engine only when a request needs it. It forwards
+
+- ``POST .../v1/chat/completions``, ``/v1/completions``, ``/v1/responses``, ``/v1/messages``
+  (and ``/v1/messages/count_tokens``), ``GET .../v1/models[/<id>]``
+
+to the request's real endpoint with the real key, passing SSE streams through event by event, and books
+every call in a ``Ledger`` under the try it belongs to.
+
+Routes and credentials (both work with the OpenAI and Anthropic SDKs):
+
+- ``/r/<route-token>/v1/...``: the token in the path names the try (base_url ``.../r/<token>/v1`` for
+  OpenAI clients, ``.../r/<token>`` for Anthropic ones); the key the client sends is ignored;
+- ``/v1/...``: the key (``Authorization: Bearer``, ``x-api-key`` or ``api-key``) is a signed envelope
+  (see ``envelope.py``) or a route token.
+
+Anything else gets a 401 with an OpenAI-shaped error body; so does an envelope or token whose try ended.
+
+The agent's ``model`` field is replaced by the request's model (the key pays for that model only). A chat
+stream that did not ask for usage gets ``stream_options.include_usage`` added and the usage-only chunk
+removed again, so the client sees the stream it asked for while the ledger still gets the tokens (an
+upstream that rejects the option with a 400 is asked again without it).
+
+Each upstream try takes a slot of the endpoint's ``AdaptiveLimiter`` (shared with the in-process client),
+holds it until the body or stream is through, and reports 429s and ``Retry-After`` to it. 429, 5xx and
+connection errors are retried with ``RetryPolicy`` (Retry-After honoured); after the last try the
+upstream's answer (or a 502/504) goes back to the client. Every upstream call has a timeout; memory per
+call is bounded (a JSON body up to ``max_buffered_bytes`` is read whole to find its usage, larger ones
+stream through; a stream holds at most one event).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import secrets
+import socket
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import msgspec
+from aiohttp import web
+
+from ..records import Usage
+from .adaptive import AdaptiveLimiter, Outcome, Ticket
+from .envelope import AttemptKey, EnvelopeError, EnvelopeSigner, is_envelope
+from .gateway_ledger import EVENT_END, CallRecord, Ledger, Protocol, StreamUsage, protocol_of, usage_from_body
+from .openai_chat import parse_retry_after
+from .retry import RetryPolicy
+
+log = logging.getLogger("agentcompass.models.gateway")
+
+ROUTE_PREFIX = "/r/"
+_POST_PATHS = frozenset({"chat/completions", "completions", "responses", "messages", "messages/count_tokens"})
+_FORWARD_REQUEST_HEADERS = ("content-type", "accept", "anthropic-version", "anthropic-beta", "openai-beta",
+                            "idempotency-key")
+_FORWARD_RESPONSE_PREFIXES = ("openai-", "anthropic-", "x-ratelimit-", "x-request-id", "request-id", "retry-after",
+                              "content-type", "cache-control")
+_ANTHROPIC_VERSION = "2023-06-01"
+_ERROR_BODY_CAP = 64 * 1024
+_MAX_EVENT_BYTES = 4 * 1024 * 1024
+_ENC = msgspec.json.Encoder()
+_DEC = msgspec.json.Decoder()
+
+#: ``on_retry(key, kind, backoff_s, try_no)``: an upstream try failed and is retried after ``backoff_s``.
+OnGatewayRetry = Callable[[AttemptKey, str, float, int], None]
+
+
+def error_response(status: int, message: str, *, type_: str = "invalid_request_error", code: str | None = None,
+                   headers: Mapping[str, str] | None = None) -> web.Response:
+    """An OpenAI-shaped error answer."""
+    body = _ENC.encode({"error": {"message": message, "type": type_, "param": None, "code": code}})
+    return web.Response(status=status, body=body, content_type="application/json", headers=headers)
+
+
+@dataclass
+class Upstream:
+    """A request's real endpoint as the gateway calls it."""
+
+    request: str
+    model_id: str
+    base_url: str
+    api_key: str | None
+    api_protocol: str
+    limiter: AdaptiveLimiter
+    policy: RetryPolicy = field(default_factory=RetryPolicy)
+    timeout_s: float = 600.0
+    connect_timeout_s: float = 30.0
+    extra_headers: dict[str, str] = field(default_factory=dict)
+    http: httpx.AsyncClient | None = None
+
+    def url(self, api_path: str) -> str:
+        """The upstream URL of ``api_path`` (the part below ``/v1``)."""
+        base = self.base_url.rstrip("/")
+        if base.endswith("/v1") or self.api_protocol != "anthropic-messages":
+            return f"{base}/{api_path}"
+        return f"{base}/v1/{api_path}"  # an Anthropic base URL is the host, the SDK adds /v1
+
+    def auth_headers(self, api_path: str, incoming: Mapping[str, str]) -> dict[str, str]:
+        if not self.api_key:
+            return {}
+        if api_path.startswith("messages"):
+            return {"x-api-key": self.api_key,
+                    "anthropic-version": incoming.get("anthropic-version", _ANTHROPIC_VERSION)}
+        return {"Authorization": f"Bearer {self.api_key}"}
+
+
+@dataclass
+class Grant:
+    """A try's right to call its request's model: a route token and (with ``wrap_api_key``) an envelope."""
+
+    key: AttemptKey
+    token: str
+    envelope: str | None = None
+    inflight: set[asyncio.Task[web.StreamResponse]] = field(default_factory=set)
+
+    @property
+    def api_key(self) -> str:
+        """The key to hand to the agent."""
+        return self.envelope or self.token
+
+
+class _Deny(Exception):
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class _Call:
+    """One proxied call while it runs: the answer being streamed (if any) and what the ledger gets."""
+
+    __slots__ = ("api_path", "response", "retries", "started", "status", "stream", "usage", "usage_reader")
+
+    def __init__(self, api_path: str) -> None:
+        self.api_path = api_path
+        self.response: web.StreamResponse | None = None
+        self.retries = 0
+        self.started = time.monotonic()
+        self.status = 0
+        self.stream = False
+        self.usage: Usage | None = None
+        self.usage_reader: StreamUsage | None = None
+
+
+@dataclass
+class _Answer:
+    """An upstream answer to pass on, holding its limiter slot until it has been passed on."""
+
+    resp: httpx.Response
+    ticket: Ticket
+    outcome: Outcome = "ok"
+    retry_after: float | None = None
+
+
+class Gateway:
+    """The launch's model gateway (see the module doc). ``start``, then ``add_upstream`` per request and
+    ``open_grant``/``close_grant`` per try; ``aclose`` at the end."""
+
+    def __init__(self, signer: EnvelopeSigner, ledger: Ledger | None = None, *, host: str = "127.0.0.1",
+                 on_retry: OnGatewayRetry | None = None, max_body_bytes: int = 64 * 1024 * 1024,
+                 max_buffered_bytes: int = 32 * 1024 * 1024, revoke_grace_s: float = 2.0,
+                 rng: random.Random | None = None) -> None:
+        self.signer = signer
+        self.ledger = ledger or Ledger()
+        self.host = host
+        self.on_retry = on_retry
+        self.max_buffered_bytes = max_buffered_bytes
+        self.revoke_grace_s = revoke_grace_s
+        self.base_url: str | None = None
+        self._max_body = max_body_bytes
+        self._rng = rng or random.Random()
+        self._upstreams: dict[str, Upstream] = {}
+        self._grants: dict[AttemptKey, Grant] = {}
+        self._tokens: dict[str, Grant] = {}
+        self._runner: web.AppRunner | None = None
+        self._listeners: dict[str, str] = {}
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> str:
+        """Listen on ``host`` (ephemeral port); returns ``http://host:port``."""
+        if self._runner is not None:
+            raise RuntimeError("Gateway already started")
+        app = web.Application(client_max_size=self._max_body)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=5.0)
+        await self._runner.setup()
+        self.base_url = await self.listen_on(self.host)
+        return self.base_url
+
+    async def listen_on(self, host: str) -> str:
+        """Also listen on ``host`` (e.g. the Docker bridge gateway, for containers); returns its base URL.
+        Idempotent per host."""
+        if self._runner is None:
+            raise RuntimeError("Gateway not started")
+        if host in self._listeners:
+            return self._listeners[host]
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, 0))
+            site = web.SockSite(self._runner, sock, backlog=1024)
+            await site.start()
+        except BaseException:
+            sock.close()
+            raise
+        port = sock.getsockname()[1]
+        url = f"http://[{host}]:{port}" if family == socket.AF_INET6 else f"http://{host}:{port}"
+        self._listeners[host] = url
+        log.info("model gateway listening on %s", url)
+        return url
+
+    async def aclose(self) -> None:
+        """Stop listening, end every call, close upstream connections (bounded, idempotent)."""
+        for key in list(self._grants):
+            self._revoke(key)
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(15):
+                    await runner.cleanup()
+        ups, self._upstreams = list(self._upstreams.values()), {}
+        await asyncio.gather(*(u.http.aclose() for u in ups if u.http is not None), return_exceptions=True)
+        self._listeners.clear()
+
+    # ------------------------------------------------------------------ upstreams and grants
+
+    def add_upstream(self, up: Upstream) -> None:
+        """Route ``up.request``'s tries to ``up`` (one httpx pool per request, sized to its limiter)."""
+        if up.http is None:
+            host = httpx.URL(up.base_url).host
+            local = host in ("127.0.0.1", "localhost", "::1")
+            size = max(up.limiter.max_limit, 1)
+            up.http = httpx.AsyncClient(
+                timeout=httpx.Timeout(up.timeout_s, connect=up.connect_timeout_s), trust_env=not local,
+                limits=httpx.Limits(max_connections=size, max_keepalive_connections=size))
+        self._upstreams[up.request] = up
+
+    async def remove_upstream(self, request: str) -> None:
+        """Forget a request (its tries are revoked) and close its connections."""
+        for key in [k for k in self._grants if k.request == request]:
+            self._revoke(key)
+        up = self._upstreams.pop(request, None)
+        if up is not None and up.http is not None:
+            await up.http.aclose()
+
+    def open_grant(self, key: AttemptKey, *, run_id: str = "", envelope_ttl_s: float | None = None) -> Grant:
+        """Let ``key`` call its request's model until ``close_grant``; with ``envelope_ttl_s`` the grant
+        carries a signed envelope as its key, else the route token is the key."""
+        if key.request not in self._upstreams:
+            raise KeyError(f"no upstream registered for request {key.request!r}")
+        self._revoke(key)
+        grant = Grant(key=key, token=f"acr1_{secrets.token_urlsafe(24)}")
+        if envelope_ttl_s is not None:
+            grant.envelope = self.signer.issue(run_id, key, envelope_ttl_s)
+        self._grants[key] = grant
+        self._tokens[grant.token] = grant
+        self.ledger.open(key)
+        return grant
+
+    async def close_grant(self, key: AttemptKey) -> Any:
+        """Revoke ``key`` (new calls get 401), give its calls in flight ``revoke_grace_s`` to finish, cancel
+        the rest, and return what it used (``GatewayUsage``)."""
+        tasks = self._revoke(key)
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=self.revoke_grace_s)
+            for t in pending:
+                t.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=5.0)
+        return self.ledger.take(key)
+
+    def _revoke(self, key: AttemptKey) -> set[asyncio.Task[web.StreamResponse]]:
+        grant = self._grants.pop(key, None)
+        if grant is None:
+            return set()
+        self._tokens.pop(grant.token, None)
+        return set(grant.inflight)
+
+    def url_for(self, base: str, grant: Grant, *, anthropic: bool = False) -> str:
+        """The base URL an agent uses for ``grant`` given the gateway's ``base`` as the agent reaches it:
+        the plain ``/v1`` route for envelopes, the route-token path otherwise."""
+        root = base.rstrip("/") if grant.envelope else f"{base.rstrip('/')}{ROUTE_PREFIX}{grant.token}"
+        return root if anthropic else f"{root}/v1"
+
+    # ------------------------------------------------------------------ request handling
+
+    def _authorize(self, path_token: str | None, headers: Mapping[str, str]) -> Grant:
+        if path_token is not None:
+            grant = self._tokens.get(path_token)
+            if grant is None:
+                raise _Deny("Unknown or expired route: the attempt it belonged to has ended.", "invalid_api_key")
+            return grant
+        key = ""
+        auth = headers.get("authorization", "")
+        if auth[:7].lower() == "bearer ":
+            key = auth[7:].strip()
+        key = key or headers.get("x-api-key", "").strip() or headers.get("api-key", "").strip()
+        if not key:
+            raise _Deny("No API key provided.", "missing_api_key")
+        if is_envelope(key):
+            try:
+                claims = self.signer.verify(key)
+            except EnvelopeError as exc:
+                code = "expired_api_key" if exc.reason == "expired" else "invalid_api_key"
+                raise _Deny(str(exc), code) from None
+            grant = self._grants.get(claims.key)
+            if grant is None or grant.envelope is None:
+                raise _Deny("The API key envelope belongs to an attempt that has ended.", "expired_api_key")
+            return grant
+        grant = self._tokens.get(key)
+        if grant is None:
+            raise _Deny("Incorrect API key provided.", "invalid_api_key")  # never echo the key
+        return grant
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        path = request.path
+        if path == "/health":
+            return web.json_response({"status": "ok"})
+        path_token = None
+        if path.startswith(ROUTE_PREFIX):
+            path_token, _, rest = path[len(ROUTE_PREFIX):].partition("/")
+            path = "/" + rest
+        api_path = path.strip("/")
+        if api_path == "v1" or api_path.startswith("v1/"):
+            api_path = api_path[3:]
+        try:
+            grant = self._authorize(path_token, request.headers)
+        except _Deny as deny:
+            return error_response(401, str(deny), code=deny.code)
+        if api_path in _POST_PATHS:
+            if request.method != "POST":
+                return error_response(405, f"Method {request.method} not allowed on /v1/{api_path}; use POST.")
+        elif api_path == "models" or api_path.startswith("models/"):
+            if request.method != "GET":
+                return error_response(405, f"Method {request.method} not allowed on /v1/{api_path}; use GET.")
+        else:
+            return error_response(404, f"Unknown request URL: {request.method} /v1/{api_path}.", code="unknown_url")
+        up = self._upstreams.get(grant.key.request)
+        if up is None:
+            return error_response(401, "The request this key belongs to has ended.", code="expired_api_key")
+        call = _Call(api_path)
+        work = asyncio.ensure_future(self._proxy(request, up, grant.key, call))
+        grant.inflight.add(work)
+        try:
+            return await work
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # the server is stopping or the client went away
+            # revoked while running: the try ended
+            if call.response is not None and call.response.prepared:
+                return call.response
+            return error_response(401, "The attempt this key belongs to has ended.", code="expired_api_key")
+        finally:
+            grant.inflight.discard(work)
+
+    async def _read_body(self, request: web.Request, up: Upstream, call: _Call) -> tuple[bytes, bool]:
+        """(body to send upstream, whether usage was injected into a chat stream)."""
+        raw = await request.read()
+        if request.method != "POST" or not raw:
+            return raw, False
+        try:
+            body = _DEC.decode(raw)
+        except msgspec.DecodeError:
+            return raw, False  # the upstream explains what is wrong with it
+        if not isinstance(body, dict):
+            return raw, False
+        changed = False
+        if body.get("model") != up.model_id:
+            body["model"] = up.model_id
+            changed = True
+        call.stream = body.get("stream") is True
+        injected = False
+        if call.stream and protocol_of(call.api_path) == "chat":
+            opts = body.get("stream_options")
+            if opts is None or (isinstance(opts, dict) and "include_usage" not in opts):
+                body["stream_options"] = {**(opts or {}), "include_usage": True}
+                injected = changed = True
+        return (_ENC.encode(body) if changed else raw), injected
+
+    def _upstream_request(self, request: web.Request, up: Upstream, call: _Call, body: bytes) -> httpx.Request:
+        assert up.http is not None
+        headers = {k: v for k in _FORWARD_REQUEST_HEADERS if (v := request.headers.get(k))}
+        headers["Accept-Encoding"] = "identity"  # usage is read from the bytes as they pass
+        headers["User-Agent"] = "agentcompass-gateway"
+        headers.update(up.extra_headers)
+        headers.update(up.auth_headers(call.api_path, request.headers))
+        url = up.url(call.api_path)
+        if request.query_string:
+            url = f"{url}?{request.query_string}"
+        return up.http.build_request(request.method, url, content=body if request.method == "POST" else None,
+                                     headers=headers)
+
+    async def _proxy(self, request: web.Request, up: Upstream, key: AttemptKey, call: _Call) -> web.StreamResponse:
+        error: str | None = None
+        try:
+            body, injected = await self._read_body(request, up, call)
+            answer = await self._send_with_retries(request, up, key, call, body, injected)
+            if isinstance(answer, str):
+                error = answer
+                return error_response(504 if "timed out" in error else 502, error, type_="upstream_error",
+                                      code="upstream_unavailable")
+            passed = False
+            try:
+                out = await self._forward(request, answer.resp, call, injected)
+                passed = True
+                return out
+            finally:
+                up.limiter.release(answer.ticket, answer.outcome if passed else "error", answer.retry_after)
+                await answer.resp.aclose()
+        except (ConnectionError, asyncio.CancelledError) as exc:
+            error = f"cancelled or the client went away ({type(exc).__name__})"
+            raise
+        except httpx.HTTPError as exc:
+            error = f"the model endpoint failed mid-answer ({type(exc).__name__})"
+            if call.response is not None and call.response.prepared:
+                return call.response
+            return error_response(502, f"The model endpoint failed mid-answer ({type(exc).__name__}).",
+                                  type_="upstream_error", code="upstream_unavailable")
+        finally:
+            usage = call.usage_reader.usage if call.usage_reader is not None else call.usage
+            self.ledger.record(key, CallRecord(
+                path=call.api_path, status=call.status, latency_s=round(time.monotonic() - call.started, 6),
+                stream=call.stream, retries=call.retries, usage=usage, error=error))
+
+    async def _send_with_retries(self, request: web.Request, up: Upstream, key: AttemptKey, call: _Call,
+                                 body: bytes, injected: bool) -> _Answer | str:
+        """The first answer worth passing on (holding its limiter slot), or why there is none."""
+        assert up.http is not None
+        failures = 0
+        while True:
+            try:
+                async with asyncio.timeout(up.timeout_s):
+                    ticket = await up.limiter.acquire()
+            except TimeoutError:
+                return f"no capacity at the model endpoint within {up.timeout_s:g}s"
+            retry_after = None
+            try:
+                resp = await up.http.send(self._upstream_request(request, up, call, body), stream=True)
+            except httpx.TimeoutException as exc:
+                up.limiter.release(ticket, "error")
+                kind, last = "model_connection_error", f"the model endpoint timed out ({type(exc).__name__})"
+            except httpx.RequestError as exc:
+                up.limiter.release(ticket, "error")
+                kind, last = "model_connection_error", f"the model endpoint is unreachable ({type(exc).__name__})"
+            except BaseException:
+                up.limiter.release(ticket, "error")
+                raise
+            else:
+                call.status = resp.status_code
+                if injected and resp.status_code == 400:
+                    # an upstream that does not know stream_options: ask again without it, at once
+                    up.limiter.release(ticket, "error")
+                    await resp.aclose()
+                    body, injected = self._without_injection(body), False
+                    continue
+                if resp.status_code != 429 and resp.status_code < 500:
+                    return _Answer(resp, ticket, "ok" if resp.status_code < 400 else "error")
+                retry_after = parse_retry_after(resp.headers)
+                kind = "model_rate_limit" if resp.status_code == 429 else "model_server_error"
+                outcome: Outcome = "rate_limited" if resp.status_code == 429 else "error"
+                if not up.policy.allows(kind, failures + 1, 0):
+                    return _Answer(resp, ticket, outcome, retry_after)  # out of tries: the client gets it
+                up.limiter.release(ticket, outcome, retry_after)
+                await resp.aclose()
+                last = f"HTTP {resp.status_code}"
+            failures += 1
+            if not up.policy.allows(kind, failures, 0):
+                return f"{last[0].upper()}{last[1:]} after {failures} tries."
+            call.retries = failures
+            wait = up.policy.wait_s(failures, retry_after, self._rng)
+            log.debug("gateway %s: try %d failed (%s); retrying in %.2fs", key.request, failures, last, wait)
+            if self.on_retry is not None:
+                self.on_retry(key, kind, wait, failures)
+            await asyncio.sleep(wait)
+
+    @staticmethod
+    def _without_injection(body: bytes) -> bytes:
+        obj = _DEC.decode(body)
+        opts = dict(obj.get("stream_options") or {})
+        opts.pop("include_usage", None)
+        if opts:
+            obj["stream_options"] = opts
+        else:
+            obj.pop("stream_options", None)
+        return _ENC.encode(obj)
+
+    # ------------------------------------------------------------------ answering
+
+    @staticmethod
+    def _response_headers(resp: httpx.Response) -> dict[str, str]:
+        return {k: v for k, v in resp.headers.items() if k.lower().startswith(_FORWARD_RESPONSE_PREFIXES)}
+
+    async def _forward(self, request: web.Request, resp: httpx.Response, call: _Call,
+                       injected: bool) -> web.StreamResponse:
+        headers = self._response_headers(resp)
+        protocol: Protocol = protocol_of(call.api_path)
+        if "text/event-stream" in resp.headers.get("content-type", ""):
+            call.stream = True
+            return await self._forward_stream(request, resp, call, headers, protocol, injected)
+        buf = bytearray()
+        async for chunk in resp.aiter_raw():
+            buf += chunk
+            if len(buf) > self.max_buffered_bytes:  # too big to hold: stream it through, usage unknown
+                out = web.StreamResponse(status=resp.status_code, headers=headers)
+                call.response = out
+                await out.prepare(request)
+                await out.write(bytes(buf))
+                async for more in resp.aiter_raw():
+                    await out.write(more)
+                await out.write_eof()
+                return out
+        data = bytes(buf)
+        if resp.status_code < 400 and protocol != "other":
+            call.usage = usage_from_body(data, protocol)
+        return web.Response(status=resp.status_code, body=data, headers=headers)
+
+    async def _forward_stream(self, request: web.Request, resp: httpx.Response, call: _Call,
+                              headers: dict[str, str], protocol: Protocol, injected: bool) -> web.StreamResponse:
+        reader = call.usage_reader = StreamUsage(protocol, drop_injected_usage=injected)
+        out = web.StreamResponse(status=resp.status_code, headers=headers)
+        call.response = out
+        await out.prepare(request)
+        pending = b""
+        parsing = True
+        async for chunk in resp.aiter_raw():
+            if not parsing:
+                await out.write(chunk)
+                continue
+            pending += chunk
+            send = bytearray()
+            pos = 0
+            for m in EVENT_END.finditer(pending):
+                event = pending[pos:m.start()]
+                if reader.feed(event):
+                    send += pending[pos:m.end()]
+                pos = m.end()
+            pending = pending[pos:]
+            if len(pending) > _MAX_EVENT_BYTES:  # an absurd event: stop looking, pass bytes through
+                send += pending
+                pending = b""
+                parsing = False
+            if send:
+                await out.write(bytes(send))
+        if pending:
+            if parsing and reader.feed(pending.rstrip(b"\r\n")):
+                await out.write(pending)
+            elif not parsing:
+                await out.write(pending)
+        await out.write_eof()
+        return out
+

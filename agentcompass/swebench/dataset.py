@@ -1,0 +1,168 @@
+"""SWE-bench instances from the user's files (JSONL, JSON or parquet) or the Hugging Face datasets cache.
+
+Nothing here touches the network: the HF cache is read with the datasets library in offline mode, and a
+missing dataset raises a ConfigError that says which file to put where.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from .._errors import ConfigError
+
+#: benchmark id -> (Hugging Face dataset name, file stem looked for in data_dir)
+HF_DATASETS: dict[str, str] = {
+    "swebench": "princeton-nlp/SWE-bench",
+    "swebench_verified": "princeton-nlp/SWE-bench_Verified",
+    "swebench_lite": "princeton-nlp/SWE-bench_Lite",
+}
+REQUIRED_FIELDS = ("instance_id", "repo", "base_commit", "problem_statement", "patch", "test_patch",
+                   "FAIL_TO_PASS", "PASS_TO_PASS")
+LIST_FIELDS = ("FAIL_TO_PASS", "PASS_TO_PASS")
+SUFFIXES = (".jsonl", ".json", ".parquet")
+
+
+def default_data_dir(data_dir: str | None) -> Path:
+    """``data_dir``, else ``$AGENTCOMPASS_DATA_DIR``, else ``~/.cache/agentcompass/data``."""
+    if data_dir:
+        return Path(data_dir).expanduser()
+    env = os.environ.get("AGENTCOMPASS_DATA_DIR")
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "agentcompass" / "data"
+
+
+def candidate_files(data_dir: Path, name: str, split: str = "test") -> list[Path]:
+    """Where the instances of benchmark ``name`` are looked for, in order."""
+    stems = [name]
+    hf = HF_DATASETS.get(name)
+    if hf:
+        stems.append(hf.split("/", 1)[1])  # e.g. SWE-bench_Verified
+    out: list[Path] = []
+    for stem in stems:
+        out += [data_dir / f"{stem}{s}" for s in SUFFIXES]
+        out += [data_dir / stem / f"{split}{s}" for s in SUFFIXES]
+    return out
+
+
+def _as_list(value: Any, field: str, where: str) -> list[str]:
+    if isinstance(value, str):  # the HF dataset stores these lists JSON-encoded
+        try:
+            value = json.loads(value) if value.strip() else []
+        except json.JSONDecodeError:
+            raise ConfigError(f"{where}: {field} is a string but not a JSON list", field=field) from None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}: {field} must be a list of test names", field=field)
+    return value
+
+
+def normalize_instance(row: dict[str, Any], where: str) -> dict[str, Any]:
+    """Check the SWE-bench fields of one row; FAIL_TO_PASS/PASS_TO_PASS become lists."""
+    missing = [f for f in REQUIRED_FIELDS if f not in row]
+    if missing:
+        raise ConfigError(f"{where}: instance {row.get('instance_id', '?')!r} lacks the SWE-bench field(s) "
+                          f"{', '.join(missing)} (required: {', '.join(REQUIRED_FIELDS)})", field="data_dir")
+    out = dict(row)
+    for f in LIST_FIELDS:
+        out[f] = _as_list(row[f], f, where)
+    for f in ("instance_id", "repo", "base_commit", "patch", "test_patch"):
+        if not isinstance(out[f], str):
+            raise ConfigError(f"{where}: field {f} of {row['instance_id']!r} must be a string", field="data_dir")
+    out.setdefault("version", "")
+    out.setdefault("environment_setup_commit", out["base_commit"])
+    return out
+
+
+def read_instances_file(path: Path) -> list[dict[str, Any]]:
+    """Rows of a JSONL, JSON (a list, or {"instances"|"data": [...]}) or parquet file."""
+    where = str(path)
+    if path.suffix == ".parquet":
+        try:
+            import pyarrow.parquet as pq  # optional
+        except ImportError:
+            raise ConfigError(f"{where} is a parquet file; reading it needs pyarrow (pip install pyarrow), or "
+                              "convert it to JSONL.", field="data_dir") from None
+        rows: list[dict[str, Any]] = pq.read_table(path).to_pylist()
+    elif path.suffix == ".jsonl":
+        rows = []
+        with path.open("rb") as f:
+            for n, line in enumerate(f, 1):
+                if line.strip():
+                    try:
+                        rows.append(msgspec.json.decode(line))
+                    except msgspec.DecodeError as exc:
+                        raise ConfigError(f"{where}:{n}: not valid JSON ({exc})", field="data_dir") from None
+    else:
+        try:
+            data = msgspec.json.decode(path.read_bytes())
+        except msgspec.DecodeError as exc:
+            raise ConfigError(f"{where}: not valid JSON ({exc})", field="data_dir") from None
+        if isinstance(data, dict):
+            data = data.get("instances", data.get("data"))
+        if not isinstance(data, list):
+            raise ConfigError(f"{where}: expected a JSON list of instances", field="data_dir")
+        rows = data
+    return [normalize_instance(r, where) for r in rows if isinstance(r, dict)]
+
+
+def _from_hf_cache(hf_name: str, split: str) -> list[dict[str, Any]] | None:
+    """The dataset from the local Hugging Face cache, offline; None when datasets is missing or the cache
+    does not hold it."""
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # before the first import of datasets: never the hub
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        import datasets  # optional extra
+    except ImportError:
+        return None
+    try:
+        ds = datasets.load_dataset(hf_name, split=split)
+    except Exception:
+        return None
+    return [normalize_instance(dict(r), f"HF cache {hf_name}") for r in ds]
+
+
+def load_instances(name: str, data_dir: str | None, *, split: str = "test", dataset_file: str | None = None,
+                   use_hf_cache: bool = True) -> tuple[list[dict[str, Any]], str]:
+    """(instances, where they came from) for benchmark ``name``; ConfigError saying what to provide."""
+    if dataset_file:
+        path = Path(dataset_file).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"benchmark {name}: dataset_file {str(path)!r} does not exist", field="dataset_file")
+        return read_instances_file(path), str(path)
+    base = default_data_dir(data_dir)
+    candidates = candidate_files(base, name, split)
+    for path in candidates:
+        if path.is_file():
+            return read_instances_file(path), str(path)
+    hf = HF_DATASETS.get(name)
+    if hf and use_hf_cache:
+        rows = _from_hf_cache(hf, split)
+        if rows is not None:
+            return rows, f"HF cache {hf} ({split})"
+    hint = f" or have {hf} (split {split}) in the Hugging Face datasets cache (pip install datasets)" if hf else ""
+    raise ConfigError(
+        f"benchmark {name}: dataset not found. Put the SWE-bench instances (JSONL, JSON or parquet with the "
+        f"columns {', '.join(REQUIRED_FIELDS)}) at {candidates[0]}{hint}; set `data_dir` to use another "
+        f"folder. Looked in: {', '.join(str(p) for p in candidates[:3])}, ...", field="data_dir")
+
+
+def select(instances: Iterable[dict[str, Any]], sample_ids: list[str] | None, name: str) -> list[dict[str, Any]]:
+    """The instances named by ``sample_ids`` (in dataset order), or all; unknown ids are an error."""
+    rows = list(instances)
+    if sample_ids is None:
+        return rows
+    known = {r["instance_id"] for r in rows}
+    missing = [i for i in sample_ids if i not in known]
+    if missing:
+        some = ", ".join(sorted(known)[:5])
+        raise ConfigError(f"benchmark {name}: unknown instance id {missing[0]!r} in sample_ids "
+                          f"({len(missing)} unknown; the dataset has {len(known)}, e.g. {some})",
+                          field="benchmark.params.sample_ids")
+    wanted = set(sample_ids)
+    return [r for r in rows if r["instance_id"] in wanted]

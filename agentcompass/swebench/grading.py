@@ -1,0 +1,244 @@
+"""Grade a SWE-bench attempt from its test log, as the official harness (``swebench/harness/grading.py``) does.
+
+A FAIL_TO_PASS test succeeds when it PASSED or XFAILed; a PASS_TO_PASS test also when it was SKIPPED (a
+skip is no regression, but a skipped F2P test resolves nothing). A test missing from the log failed.
+``resolved`` means every F2P and every P2P test succeeded. A log is not graded at all when it shows the
+patch or the reset failed, an error or timeout marker, no test-output markers, no test results, or a
+non-zero test exit code with no failing test in it (a patch printing its own PASSED lines).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from enum import StrEnum
+from typing import Any
+
+import msgspec
+
+from agentcompass._errors import ConfigError
+from agentcompass.swebench.log_parsers import TestStatus, get_parser, get_parser_name
+from agentcompass.swebench.test_specs import (
+    APPLY_PATCH_FAIL,
+    APPLY_PATCH_PASS,
+    END_TEST_OUTPUT,
+    RESET_FAILED,
+    START_TEST_OUTPUT,
+    TEST_EXIT_CODE,
+    TESTS_ERROR,
+    TESTS_TIMEOUT,
+)
+
+FAIL_TO_PASS = "FAIL_TO_PASS"
+PASS_TO_PASS = "PASS_TO_PASS"
+
+
+class ResolvedStatus(StrEnum):
+    """Official resolution levels: all F2P pass (FULL), some pass (PARTIAL), else NO; P2P must all pass."""
+
+    NO = "RESOLVED_NO"
+    PARTIAL = "RESOLVED_PARTIAL"
+    FULL = "RESOLVED_FULL"
+
+
+class GradeError(StrEnum):
+    """Why a log could not be graded."""
+
+    PATCH_APPLY_FAILED = "patch_apply_failed"
+    RESET_FAILED = "reset_failed"
+    TESTS_ERRORED = "tests_errored"
+    TESTS_TIMED_OUT = "tests_timed_out"
+    TEST_OUTPUT_MISSING = "test_output_missing"
+    NO_TEST_RESULTS = "no_test_results"
+    EXIT_CODE_MISMATCH = "exit_code_mismatch"
+
+
+class TestOutcomes(msgspec.Struct):
+    """The tests of one category (F2P or P2P) that succeeded and that failed."""
+
+    __test__ = False  # not a pytest test class
+
+    success: list[str] = msgspec.field(default_factory=list)
+    failure: list[str] = msgspec.field(default_factory=list)
+
+
+class GradeReport(msgspec.Struct, kw_only=True):
+    """The verdict on one attempt; ``tests_status`` has the keys ``FAIL_TO_PASS`` and ``PASS_TO_PASS``."""
+
+    instance_id: str
+    resolved: bool
+    status: ResolvedStatus
+    patch_applied: bool  # False when the output shows the model patch failed to apply
+    error: GradeError | None = None
+    tests_status: dict[str, TestOutcomes]
+    test_results: dict[str, str] = msgspec.field(default_factory=dict)  # test -> status, as parsed
+    parser: str
+    test_exit_code: int | None = None
+
+
+_BAD_MARKERS: tuple[tuple[str, GradeError], ...] = (
+    (APPLY_PATCH_FAIL, GradeError.PATCH_APPLY_FAILED),
+    (RESET_FAILED, GradeError.RESET_FAILED),
+    (TESTS_ERROR, GradeError.TESTS_ERRORED),
+    (TESTS_TIMEOUT, GradeError.TESTS_TIMED_OUT),
+)
+_EXIT_CODE_RE = re.compile(rf"{re.escape(TEST_EXIT_CODE)}:\s*(-?\d+)")
+_PASSING = frozenset({TestStatus.PASSED.value, TestStatus.XFAIL.value})
+
+
+def load_test_list(value: Any, field: str) -> list[str]:
+    """A FAIL_TO_PASS / PASS_TO_PASS value as a list: a list, a JSON-encoded list (the HF datasets), or None."""
+    if value is None or value == "":
+        return []
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{field} is not a JSON list: {exc}", field=field) from None
+    if isinstance(value, Sequence) and not isinstance(value, str) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise ConfigError(f"{field} must be a list of test names, got {type(value).__name__}", field=field)
+
+
+def _resolve_case(case: str, status_map: Mapping[str, str]) -> str | None:
+    """The status-map key for ``case``; a truncated parametrized id (``t[a b`` with no ``]``) matches by
+    prefix when every candidate agrees on pass vs fail (the official fix for ids truncated in the datasets)."""
+    if case in status_map:
+        return case
+    if case.count("[") > case.count("]"):
+        matches = [k for k in status_map if k.startswith(case)]
+        if matches and len({status_map[k] in _PASSING for k in matches}) == 1:
+            return matches[0]
+    return None
+
+
+def test_passed(case: str, status_map: Mapping[str, str]) -> bool:
+    """PASSED or XFAIL."""
+    key = _resolve_case(case, status_map)
+    return key is not None and status_map[key] in _PASSING
+
+
+def test_maintained(case: str, status_map: Mapping[str, str]) -> bool:
+    """P2P success: passed, or SKIPPED (a skip is no regression)."""
+    key = _resolve_case(case, status_map)
+    return test_passed(case, status_map) or (key is not None and status_map[key] == TestStatus.SKIPPED)
+
+
+def test_failed(case: str, status_map: Mapping[str, str]) -> bool:
+    """Missing from the log, FAILED, ERROR or SKIPPED."""
+    key = _resolve_case(case, status_map)
+    return key is None or status_map[key] in (TestStatus.FAILED, TestStatus.ERROR, TestStatus.SKIPPED)
+
+
+def get_tests_report(status_map: Mapping[str, str], fail_to_pass: Sequence[str],
+                     pass_to_pass: Sequence[str]) -> dict[str, TestOutcomes]:
+    """Sort the F2P and P2P tests into success and failure."""
+    f2p, p2p = TestOutcomes(), TestOutcomes()
+    for case in fail_to_pass:
+        if test_passed(case, status_map):
+            f2p.success.append(case)
+        elif test_failed(case, status_map):
+            f2p.failure.append(case)
+    for case in pass_to_pass:
+        if test_maintained(case, status_map):
+            p2p.success.append(case)
+        elif test_failed(case, status_map):
+            p2p.failure.append(case)
+    return {FAIL_TO_PASS: f2p, PASS_TO_PASS: p2p}
+
+
+def _rate(outcomes: TestOutcomes) -> float:
+    total = len(outcomes.success) + len(outcomes.failure)
+    return 1.0 if total == 0 else len(outcomes.success) / total
+
+
+def get_resolution_status(report: Mapping[str, TestOutcomes]) -> ResolvedStatus:
+    """FULL when all F2P and P2P succeed, PARTIAL when some but not all F2P do and all P2P do, else NO."""
+    f2p, p2p = _rate(report[FAIL_TO_PASS]), _rate(report[PASS_TO_PASS])
+    if f2p == 1 and p2p == 1:
+        return ResolvedStatus.FULL
+    if 0 < f2p < 1 and p2p == 1:
+        return ResolvedStatus.PARTIAL
+    return ResolvedStatus.NO
+
+
+def model_patch_applied(apply_output: str) -> bool | None:
+    """What the output of ``apply_patch_script`` says: True (applied), False (failed), None (no marker)."""
+    if APPLY_PATCH_FAIL in apply_output:
+        return False
+    if APPLY_PATCH_PASS in apply_output:
+        return True
+    return None
+
+
+def parse_test_exit_code(log: str) -> int | None:
+    """The test command's exit code the eval script printed after the end marker, if any."""
+    m = _EXIT_CODE_RE.search(log)
+    return int(m.group(1)) if m else None
+
+
+def parse_test_output(log: str, parser_name: str) -> tuple[dict[str, str], GradeError | None]:
+    """The status map of an eval-script log, or the reason the log cannot be graded."""
+    for marker, error in _BAD_MARKERS:
+        if marker in log:
+            return {}, error
+    if START_TEST_OUTPUT not in log or END_TEST_OUTPUT not in log:
+        return {}, GradeError.TEST_OUTPUT_MISSING
+    parser = get_parser(None, parser_name)
+    section = log.split(START_TEST_OUTPUT, 1)[1].split(END_TEST_OUTPUT, 1)[0]
+    status_map = parser(section)
+    if not status_map:
+        # some runners print results outside the markers (stream ordering), so try the whole log
+        status_map = parser(log)
+    if not status_map:
+        return {}, GradeError.NO_TEST_RESULTS
+    exit_code = parse_test_exit_code(log)
+    if exit_code not in (None, 0) and not any(
+            s in (TestStatus.FAILED, TestStatus.ERROR) for s in status_map.values()):
+        return {}, GradeError.EXIT_CODE_MISMATCH
+    return status_map, None
+
+
+def grade(
+    instance: Mapping[str, Any],
+    test_output: str,
+    parser_name: str | None = None,
+    *,
+    apply_output: str | None = None,
+    timed_out: bool = False,
+) -> GradeReport:
+    """Grade one attempt from the eval script's output.
+
+    The parser is ``parser_name``, else the instance's ``log_parser``, else the official one for its repo.
+    ``apply_output`` is the output of ``apply_patch_script`` when it ran separately; ``timed_out`` says the
+    eval script was cut off by its caller.
+    """
+    instance_id = str(instance.get("instance_id", ""))
+    f2p = load_test_list(instance.get(FAIL_TO_PASS), FAIL_TO_PASS)
+    p2p = load_test_list(instance.get(PASS_TO_PASS), PASS_TO_PASS)
+    name = get_parser_name(instance.get("repo"), parser_name or instance.get("log_parser") or None)
+
+    applied = model_patch_applied(apply_output) if apply_output is not None else None
+    status_map: dict[str, str] = {}
+    error: GradeError | None
+    if applied is False:
+        error = GradeError.PATCH_APPLY_FAILED
+    elif timed_out:
+        error = GradeError.TESTS_TIMED_OUT
+    else:
+        status_map, error = parse_test_output(test_output, name)
+
+    tests_status = get_tests_report(status_map, f2p, p2p)
+    status = ResolvedStatus.NO if error is not None else get_resolution_status(tests_status)
+    return GradeReport(
+        instance_id=instance_id,
+        resolved=status is ResolvedStatus.FULL,
+        status=status,
+        patch_applied=error is not GradeError.PATCH_APPLY_FAILED,
+        error=error,
+        tests_status=tests_status,
+        test_results=status_map,
+        parser=name,
+        test_exit_code=parse_test_exit_code(test_output),
+    )

@@ -1,0 +1,249 @@
+"""The model gateway against real upstreams (the scripted server, raw canned servers): SDKs, streams, ledger."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import msgspec
+import openai
+import pytest
+
+from agentcompass.models.envelope import AttemptKey
+from tests.fixtures_scripted import running_scripted_server
+
+from ._raw_http import http_response, raw_server
+from .gateway_helpers import KEY, running_gateway
+
+SCRIPT = [{"match": "capital of France", "turns": ["Paris is the capital of France."]}]
+TOOL_SCRIPT = [{"match": "list files", "turns": [
+    {"content": "", "tool_calls": [{"name": "bash", "arguments": {"cmd": "ls -la"}}]}, "Done: two files."]}]
+BASH_TOOL = {"type": "function", "function": {"name": "bash", "parameters": {
+    "type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]}}}
+
+
+async def test_openai_sdk_chat_through_the_gateway_books_tokens_of_plain_and_streamed_calls() -> None:
+    async with running_scripted_server({"script": SCRIPT}, require_api_key="sk-real-key") as server, \
+            running_gateway(server.base_url or "", api_key="sk-real-key") as gw:
+        assert gw.base_url is not None
+        grant = gw.open_grant(KEY)
+        assert grant.api_key != "sk-real-key"
+        client = openai.AsyncOpenAI(base_url=gw.url_for(gw.base_url, grant), api_key=grant.api_key, max_retries=0)
+        msgs = [{"role": "user", "content": "What is the capital of France?"}]
+        resp = await client.chat.completions.create(model="whatever-the-agent-says", messages=msgs)  # type: ignore[arg-type]
+        assert resp.choices[0].message.content == "Paris is the capital of France."
+        assert resp.usage is not None
+        stream = await client.chat.completions.create(model="x", messages=msgs, stream=True)  # type: ignore[arg-type]
+        chunks = [c async for c in stream]
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        assert text == "Paris is the capital of France."
+        # the client did not ask for usage: the chunk the gateway asked for on its behalf is not forwarded
+        assert all(c.choices for c in chunks)
+        await client.close()
+        used = await gw.close_grant(KEY)
+    assert used.calls == 2 and used.failed == 0 and used.no_usage == 0
+    assert used.usage.prompt_tokens == 2 * resp.usage.prompt_tokens
+    assert used.usage.completion_tokens == 2 * resp.usage.completion_tokens
+    assert all(body["model"] == "scripted" for body in server.recent_requests)  # the request's model, not the agent's
+    assert gw.ledger.by_request["req"].calls == 2
+
+
+async def test_route_token_in_the_path_or_as_the_key_reaches_the_upstream_with_the_real_key() -> None:
+    async with running_scripted_server({"script": SCRIPT}, require_api_key="sk-real-key") as server, \
+            running_gateway(server.base_url or "", api_key="sk-real-key") as gw:
+        grant = gw.open_grant(KEY)
+        body = {"model": "m", "messages": [{"role": "user", "content": "capital of France?"}]}
+        async with httpx.AsyncClient(timeout=10) as http:
+            by_path = await http.post(f"{gw.url_for(gw.base_url or '', grant)}/chat/completions", json=body,
+                                      headers={"Authorization": "Bearer anything"})
+            by_key = await http.post(f"{gw.base_url}/v1/chat/completions", json=body,
+                                     headers={"Authorization": f"Bearer {grant.token}"})
+            models = await http.get(f"{gw.base_url}/r/{grant.token}/v1/models")
+            unknown = await http.post(f"{gw.base_url}/r/not-a-token/v1/chat/completions", json=body)
+            no_key = await http.post(f"{gw.base_url}/v1/chat/completions", json=body)
+            real_key = await http.post(f"{gw.base_url}/v1/chat/completions", json=body,
+                                       headers={"Authorization": "Bearer sk-real-key"})
+        assert by_path.status_code == by_key.status_code == 200, (by_path.text, by_key.text)
+        assert models.status_code == 200 and models.json()["data"][0]["id"] == "scripted"
+        for denied in (unknown, no_key, real_key):
+            assert denied.status_code == 401
+            err = denied.json()["error"]
+            assert set(err) >= {"message", "type", "code"} and "sk-real-key" not in denied.text
+        used = await gw.close_grant(KEY)
+        assert used.calls == 3
+
+
+async def test_a_closed_grant_is_refused_and_its_unfinished_call_is_ended() -> None:
+    async with raw_server(None) as hang, running_gateway(hang.base_url) as gw:
+        grant = gw.open_grant(KEY)
+        url = gw.url_for(gw.base_url or "", grant)
+        async with httpx.AsyncClient(timeout=10) as http:
+            pending = asyncio.ensure_future(http.post(f"{url}/chat/completions", json={"messages": []}))
+            while not hang.heads:
+                await asyncio.sleep(0.01)
+            t0 = asyncio.get_running_loop().time()
+            used = await gw.close_grant(KEY)
+            assert asyncio.get_running_loop().time() - t0 < 3.0
+            ended = await pending
+            after = await http.post(f"{url}/chat/completions", json={"messages": []})
+        assert ended.status_code == 401 and after.status_code == 401
+        assert used.calls == 1 and used.failed == 1
+
+
+async def test_429_and_5xx_are_retried_honouring_retry_after_and_counted() -> None:
+    async with running_scripted_server({"script": SCRIPT}, fail_status=429, fail_every=2, retry_after=0.2) as server, \
+            running_gateway(server.base_url or "") as gw:
+        grant = gw.open_grant(KEY)
+        client = openai.AsyncOpenAI(base_url=gw.url_for(gw.base_url or "", grant), api_key=grant.api_key,
+                                    max_retries=0)
+        msgs = [{"role": "user", "content": "capital of France"}]
+        await client.chat.completions.create(model="m", messages=msgs)  # type: ignore[arg-type]  # 1st: ok
+        t0 = asyncio.get_running_loop().time()
+        resp = await client.chat.completions.create(model="m", messages=msgs)  # type: ignore[arg-type]  # 2nd: 429
+        waited = asyncio.get_running_loop().time() - t0
+        await client.close()
+        used = await gw.close_grant(KEY)
+    assert resp.choices[0].message.content == "Paris is the capital of France."
+    assert waited >= 0.2
+    assert used.calls == 2 and used.retries == 1 and used.failed == 0
+
+
+async def test_out_of_retries_the_client_gets_the_upstream_answer_and_an_unreachable_one_gets_502(
+        refused_base_url: str) -> None:
+    async with running_scripted_server({"script": SCRIPT}, fail_status=503) as server, \
+            running_gateway(server.base_url or "") as gw, running_gateway(refused_base_url) as dead:
+        body = {"messages": [{"role": "user", "content": "hi"}]}
+        async with httpx.AsyncClient(timeout=10) as http:
+            g1 = gw.open_grant(KEY)
+            r1 = await http.post(f"{gw.url_for(gw.base_url or '', g1)}/chat/completions", json=body)
+            g2 = dead.open_grant(KEY)
+            r2 = await http.post(f"{dead.url_for(dead.base_url or '', g2)}/chat/completions", json=body)
+        assert r1.status_code == 503 and r1.json()["error"]["type"] == "server_error"
+        assert r2.status_code == 502 and r2.json()["error"]["code"] == "upstream_unavailable"
+        assert (await gw.close_grant(KEY)).retries == 3
+        dead_usage = await dead.close_grant(KEY)
+        assert dead_usage.failed == 1 and dead_usage.retries == 3
+
+
+async def test_tool_calls_round_trip_through_the_gateway() -> None:
+    async with running_scripted_server({"script": TOOL_SCRIPT}) as server, \
+            running_gateway(server.base_url or "") as gw:
+        grant = gw.open_grant(KEY)
+        client = openai.AsyncOpenAI(base_url=gw.url_for(gw.base_url or "", grant), api_key=grant.api_key,
+                                    max_retries=0)
+        msgs: list[dict[str, object]] = [{"role": "user", "content": "Please list files here."}]
+        first = await client.chat.completions.create(model="m", messages=msgs, tools=[BASH_TOOL])  # type: ignore[arg-type, list-item]
+        calls = first.choices[0].message.tool_calls
+        assert calls and calls[0].function.name == "bash"  # type: ignore[union-attr]
+        assert msgspec.json.decode(calls[0].function.arguments) == {"cmd": "ls -la"}  # type: ignore[union-attr]
+        msgs += [first.choices[0].message.model_dump(exclude_none=True),
+                 {"role": "tool", "tool_call_id": calls[0].id, "content": "a.txt\nb.txt"}]
+        second = await client.chat.completions.create(model="m", messages=msgs, tools=[BASH_TOOL])  # type: ignore[arg-type, list-item]
+        await client.close()
+        assert second.choices[0].message.content == "Done: two files."
+        sent = server.recent_requests[-1]
+        assert sent["tools"] == [BASH_TOOL] and sent["messages"][-1]["tool_call_id"] == calls[0].id
+        assert (await gw.close_grant(KEY)).calls == 2
+
+
+async def test_openai_sdk_responses_api_through_the_gateway_plain_and_streamed() -> None:
+    async with running_scripted_server({"script": SCRIPT}, require_api_key="sk-real-key") as server, \
+            running_gateway(server.base_url or "", api_key="sk-real-key", protocol="openai-responses") as gw:
+        grant = gw.open_grant(KEY)
+        client = openai.AsyncOpenAI(base_url=gw.url_for(gw.base_url or "", grant), api_key=grant.api_key,
+                                    max_retries=0)
+        resp = await client.responses.create(model="m", input="What is the capital of France?")
+        assert resp.output_text == "Paris is the capital of France."
+        stream = await client.responses.create(model="m", input="What is the capital of France?", stream=True)
+        events = [e async for e in stream]
+        await client.close()
+        assert events[-1].type == "response.completed"
+        used = await gw.close_grant(KEY)
+    assert resp.usage is not None
+    assert used.calls == 2 and used.no_usage == 0
+    assert used.usage.prompt_tokens == 2 * resp.usage.input_tokens
+    assert used.usage.completion_tokens == 2 * resp.usage.output_tokens
+
+
+async def test_anthropic_messages_through_the_gateway_use_x_api_key_and_book_usage() -> None:
+    async with running_scripted_server({"script": SCRIPT}, require_api_key="sk-ant-real") as server, \
+            running_gateway(server.base_url or "", api_key="sk-ant-real", protocol="anthropic-messages") as gw:
+        grant = gw.open_grant(KEY)
+        base = gw.url_for(gw.base_url or "", grant, anthropic=True)  # what ANTHROPIC_BASE_URL gets
+        body = {"model": "claude", "max_tokens": 64,
+                "messages": [{"role": "user", "content": "What is the capital of France?"}]}
+        headers = {"x-api-key": grant.api_key, "anthropic-version": "2023-06-01"}
+        async with httpx.AsyncClient(timeout=10) as http:
+            plain = await http.post(f"{base}/v1/messages", json=body, headers=headers)
+            async with http.stream("POST", f"{base}/v1/messages", json={**body, "stream": True},
+                                   headers=headers) as streamed:
+                raw = b"".join([c async for c in streamed.aiter_raw()])
+        used = await gw.close_grant(KEY)
+    assert plain.status_code == 200, plain.text
+    assert plain.json()["content"][0]["text"] == "Paris is the capital of France."
+    assert b"event: message_stop" in raw and b"Paris" in raw
+    u = plain.json()["usage"]
+    assert used.calls == 2 and used.no_usage == 0
+    assert used.usage.prompt_tokens == 2 * u["input_tokens"]
+    assert used.usage.completion_tokens == 2 * u["output_tokens"]
+
+
+async def test_a_stream_passes_through_event_by_event_unchanged() -> None:
+    events = [b'data: {"id":"1","choices":[{"index":0,"delta":{"content":"he"}}]}\n\n',
+              b'data: {"id":"1","choices":[{"index":0,"delta":{"content":"llo"}}]}\r\n\r\n',
+              b'data: {"id":"1","choices":[],"usage":{"prompt_tokens":7,"completion_tokens":2,"total_tokens":9}}\n\n',
+              b"data: [DONE]\n\n"]
+    stream = b"".join(events)
+    answer = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%s"
+              % (len(stream), stream))
+    async with raw_server(answer) as upstream, running_gateway(upstream.base_url) as gw:
+        grant = gw.open_grant(KEY)
+        body = {"messages": [], "stream": True, "stream_options": {"include_usage": True}}
+        async with httpx.AsyncClient(timeout=10) as http, http.stream(
+                "POST", f"{gw.url_for(gw.base_url or '', grant)}/chat/completions", json=body) as resp:
+            got = b"".join([c async for c in resp.aiter_raw()])
+        used = await gw.close_grant(KEY)
+    assert got == stream  # the client asked for usage: nothing dropped, bytes as sent
+    assert used.usage.prompt_tokens == 7 and used.usage.completion_tokens == 2
+
+
+async def test_unknown_paths_and_wrong_methods_are_refused_without_reaching_the_upstream() -> None:
+    async with raw_server(http_response(200, {})) as upstream, running_gateway(upstream.base_url) as gw:
+        grant = gw.open_grant(KEY)
+        url = gw.url_for(gw.base_url or "", grant)
+        async with httpx.AsyncClient(timeout=10) as http:
+            r404 = await http.post(f"{url}/files", json={})
+            r405 = await http.get(f"{url}/chat/completions")
+        assert r404.status_code == 404 and r405.status_code == 405
+        assert upstream.heads == []
+        await gw.close_grant(KEY)
+
+
+async def test_two_tries_are_billed_separately() -> None:
+    other = AttemptKey("req", "task-1", 1, 2)
+    async with running_scripted_server({"script": SCRIPT}) as server, running_gateway(server.base_url or "") as gw:
+        g1, g2 = gw.open_grant(KEY), gw.open_grant(other)
+        body = {"messages": [{"role": "user", "content": "capital of France"}]}
+        async with httpx.AsyncClient(timeout=10) as http:
+            for _ in range(3):
+                assert (await http.post(f"{gw.url_for(gw.base_url or '', g2)}/chat/completions", json=body)
+                        ).status_code == 200
+            assert (await http.post(f"{gw.url_for(gw.base_url or '', g1)}/chat/completions", json=body)
+                    ).status_code == 200
+        assert (await gw.close_grant(KEY)).calls == 1
+        assert (await gw.close_grant(other)).calls == 3
+
+
+@pytest.mark.parametrize("protocol", ["openai-chat", "anthropic-messages"])
+def test_upstream_urls_follow_each_protocols_base_url_convention(protocol: str) -> None:
+    from agentcompass.models.adaptive import AdaptiveLimiter
+    from agentcompass.models.gateway import Upstream
+
+    up = Upstream(request="r", model_id="m", base_url="https://api.example.com", api_key="k",
+                  api_protocol=protocol, limiter=AdaptiveLimiter("x", 1))
+    v1 = Upstream(request="r", model_id="m", base_url="https://api.example.com/v1/", api_key="k",
+                  api_protocol=protocol, limiter=AdaptiveLimiter("x", 1))
+    assert v1.url("messages") == "https://api.example.com/v1/messages"
+    want = "https://api.example.com/v1/messages" if protocol == "anthropic-messages" \
+        else "https://api.example.com/messages"
+    assert up.url("messages") == want

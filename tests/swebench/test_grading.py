@@ -1,0 +1,227 @@
+"""Grading follows the official SWE-bench report logic, edge cases included."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+import pytest
+
+from agentcompass._errors import ConfigError
+from agentcompass.swebench import grading
+from agentcompass.swebench.grading import GradeError, GradeReport, ResolvedStatus, grade
+from agentcompass.swebench.test_specs import (
+    APPLY_PATCH_FAIL,
+    END_TEST_OUTPUT,
+    RESET_FAILED,
+    START_TEST_OUTPUT,
+    TEST_EXIT_CODE,
+    TESTS_TIMEOUT,
+)
+
+
+def instance(f2p: Any, p2p: Any, repo: str = "pytest-dev/pytest", **extra: Any) -> dict[str, Any]:
+    return {"instance_id": "demo__demo-1", "repo": repo, "version": "8.0", "FAIL_TO_PASS": f2p,
+            "PASS_TO_PASS": p2p, **extra}
+
+
+def eval_log(*result_lines: str, exit_code: int | None = None, before: str = "", after: str = "") -> str:
+    """What the eval script prints: set-up noise, the markers around the test output, the exit code."""
+    out = [before, "Checking patch tests/test_a.py...", "Applied patch tests/test_a.py cleanly.",
+           START_TEST_OUTPUT, "============================= test session starts ==============================",
+           "=========================== short test summary info ============================", *result_lines,
+           END_TEST_OUTPUT]
+    if exit_code is not None:
+        out.append(f"{TEST_EXIT_CODE}: {exit_code}")
+    out.append(after)
+    return "\n".join(out) + "\n"
+
+
+def test_all_fail_to_pass_and_pass_to_pass_passing_is_resolved() -> None:
+    log = eval_log("PASSED tests/test_a.py::test_new", "PASSED tests/test_a.py::test_old", exit_code=0)
+    r = grade(instance(["tests/test_a.py::test_new"], ["tests/test_a.py::test_old"]), log)
+    assert r.resolved and r.status is ResolvedStatus.FULL and r.patch_applied and r.error is None
+    assert r.tests_status["FAIL_TO_PASS"].success == ["tests/test_a.py::test_new"]
+    assert r.tests_status["PASS_TO_PASS"].success == ["tests/test_a.py::test_old"]
+    assert r.test_results == {"tests/test_a.py::test_new": "PASSED", "tests/test_a.py::test_old": "PASSED"}
+    assert r.parser == "pytest" and r.test_exit_code == 0
+
+
+def test_a_test_missing_from_the_log_counts_as_failed() -> None:
+    log = eval_log("PASSED tests/test_a.py::test_old")
+    r = grade(instance(["tests/test_a.py::test_new"], ["tests/test_a.py::test_old"]), log)
+    assert not r.resolved and r.status is ResolvedStatus.NO
+    assert r.tests_status["FAIL_TO_PASS"].failure == ["tests/test_a.py::test_new"]
+
+
+def test_some_fail_to_pass_passing_with_all_pass_to_pass_is_partial() -> None:
+    log = eval_log("PASSED tests/test_a.py::test_1", "FAILED tests/test_a.py::test_2 - assert 0",
+                   "PASSED tests/test_a.py::test_old", exit_code=1)
+    r = grade(instance(["tests/test_a.py::test_1", "tests/test_a.py::test_2"], ["tests/test_a.py::test_old"]), log)
+    assert r.status is ResolvedStatus.PARTIAL and not r.resolved
+    assert r.tests_status["FAIL_TO_PASS"].failure == ["tests/test_a.py::test_2"]
+
+
+def test_a_failing_pass_to_pass_test_makes_it_unresolved_even_with_every_fail_to_pass_passing() -> None:
+    log = eval_log("PASSED tests/test_a.py::test_new", "FAILED tests/test_a.py::test_old - boom", exit_code=1)
+    r = grade(instance(["tests/test_a.py::test_new"], ["tests/test_a.py::test_old"]), log)
+    assert r.status is ResolvedStatus.NO and not r.resolved
+    assert r.tests_status["PASS_TO_PASS"].failure == ["tests/test_a.py::test_old"]
+
+
+def test_partial_fail_to_pass_with_a_pass_to_pass_regression_is_no() -> None:
+    log = eval_log("PASSED t.py::a", "FAILED t.py::b", "ERROR t.py::old", exit_code=1)
+    assert grade(instance(["t.py::a", "t.py::b"], ["t.py::old"]), log).status is ResolvedStatus.NO
+
+
+def test_empty_fail_to_pass_with_passing_pass_to_pass_is_resolved_as_officially() -> None:
+    r = grade(instance([], ["t.py::old"]), eval_log("PASSED t.py::old", exit_code=0))
+    assert r.resolved and r.status is ResolvedStatus.FULL
+
+
+def test_test_lists_may_be_json_strings_as_in_the_hf_datasets() -> None:
+    inst = instance(json.dumps(["t.py::new"]), json.dumps(["t.py::old"]))
+    r = grade(inst, eval_log("PASSED t.py::new", "PASSED t.py::old", exit_code=0))
+    assert r.resolved
+    assert r.tests_status["PASS_TO_PASS"].success == ["t.py::old"]
+
+
+def test_a_test_list_that_is_not_json_is_a_config_error_naming_the_field() -> None:
+    with pytest.raises(ConfigError) as exc:
+        grade(instance("[t.py::new", []), eval_log("PASSED t.py::new"))
+    assert exc.value.field == "FAIL_TO_PASS"
+    with pytest.raises(ConfigError) as exc:
+        grade(instance([], {"a": 1}), eval_log("PASSED t.py::new"))
+    assert exc.value.field == "PASS_TO_PASS"
+
+
+def test_skipped_fail_to_pass_fails_but_skipped_pass_to_pass_is_maintained() -> None:
+    log = eval_log("t.py::new SKIPPED (no reason)", "t.py::old SKIPPED (needs 2 cores)", exit_code=0)
+    r = grade(instance(["t.py::new"], ["t.py::old"]), log)
+    assert r.tests_status["FAIL_TO_PASS"].failure == ["t.py::new"]
+    assert r.tests_status["PASS_TO_PASS"].success == ["t.py::old"]
+    assert not r.resolved
+
+
+def test_xfail_counts_as_passing_for_both_lists() -> None:
+    log = eval_log("XFAIL t.py::new - reason", "XFAIL t.py::old - reason", exit_code=0)
+    assert grade(instance(["t.py::new"], ["t.py::old"]), log).resolved
+
+
+def test_a_patch_apply_failure_is_not_resolved_even_if_tests_seem_to_pass() -> None:
+    log = APPLY_PATCH_FAIL + "\n" + eval_log("PASSED t.py::new", exit_code=0)
+    r = grade(instance(["t.py::new"], []), log)
+    assert not r.resolved and not r.patch_applied
+    assert r.error is GradeError.PATCH_APPLY_FAILED and r.status is ResolvedStatus.NO
+    assert r.tests_status["FAIL_TO_PASS"].failure == ["t.py::new"]
+
+
+def test_the_apply_output_can_be_given_separately() -> None:
+    log = eval_log("PASSED t.py::new", exit_code=0)
+    failed = grade(instance(["t.py::new"], []), log, apply_output="error: corrupt patch\n" + APPLY_PATCH_FAIL)
+    assert not failed.patch_applied and not failed.resolved
+    ok = grade(instance(["t.py::new"], []), log, apply_output=">>>>> Applied Patch (git apply --verbose):\n")
+    assert ok.patch_applied and ok.resolved
+
+
+def test_model_patch_applied_reads_the_apply_markers() -> None:
+    assert grading.model_patch_applied(">>>>> Applied Patch (patch --batch --fuzz=5 -p1 -i):\n") is True
+    assert grading.model_patch_applied("git apply --verbose did not apply\n" + APPLY_PATCH_FAIL) is False
+    assert grading.model_patch_applied("nothing here") is None
+
+
+@pytest.mark.parametrize(("marker", "error"), [
+    (RESET_FAILED, GradeError.RESET_FAILED),
+    (TESTS_TIMEOUT, GradeError.TESTS_TIMED_OUT),
+    (">>>>> Tests Errored", GradeError.TESTS_ERRORED),
+])
+def test_error_markers_make_the_log_ungradable(marker: str, error: GradeError) -> None:
+    r = grade(instance(["t.py::new"], []), eval_log("PASSED t.py::new", exit_code=0, after=marker))
+    assert r.error is error and not r.resolved and r.patch_applied
+
+
+def test_a_run_cut_off_by_its_caller_is_not_resolved() -> None:
+    r = grade(instance(["t.py::new"], []), eval_log("PASSED t.py::new"), timed_out=True)
+    assert r.error is GradeError.TESTS_TIMED_OUT and not r.resolved
+
+
+def test_a_log_without_the_markers_is_not_graded() -> None:
+    r = grade(instance(["t.py::new"], []), "PASSED t.py::new\n")
+    assert r.error is GradeError.TEST_OUTPUT_MISSING and not r.resolved
+
+
+def test_a_log_with_no_test_results_is_not_graded() -> None:
+    r = grade(instance([], []), eval_log("ERROR: file or directory not found: tests/test_a.py", exit_code=4))
+    assert r.error is GradeError.NO_TEST_RESULTS and r.status is ResolvedStatus.NO and not r.resolved
+
+
+def test_results_printed_outside_the_markers_are_still_read() -> None:
+    log = eval_log(exit_code=0, after="PASSED t.py::new")
+    r = grade(instance(["t.py::new"], []), log)
+    assert r.resolved and r.error is None
+
+
+def test_a_nonzero_exit_code_with_no_failure_in_the_log_is_not_trusted() -> None:
+    # e.g. a conftest.py in the patch printing "PASSED ..." lines while the real run failed
+    r = grade(instance(["t.py::new"], []), eval_log("PASSED t.py::new", exit_code=2))
+    assert r.error is GradeError.EXIT_CODE_MISMATCH and not r.resolved
+    assert r.test_exit_code == 2
+
+
+def test_django_test_names_with_spaces_and_docstring_names_are_graded() -> None:
+    log = eval_log(
+        "test_add_field (migrations.test_autodetector.AutodetectorTests) ... ok",
+        "test_deconstruct (migrations.test_autodetector.AutodetectorTests)",
+        "Nested deconstruction is handled. ... ok",
+        "test_old (migrations.test_autodetector.AutodetectorTests) ... ok",
+        exit_code=0)
+    inst = instance(["test_add_field (migrations.test_autodetector.AutodetectorTests)",
+                     "Nested deconstruction is handled."],
+                    ["test_old (migrations.test_autodetector.AutodetectorTests)"], repo="django/django")
+    r = grade(inst, log)
+    assert r.parser == "django" and r.resolved
+
+
+def test_parametrized_ids_with_brackets_match_exactly() -> None:
+    log = eval_log("PASSED t.py::test_p[x[1]]", "FAILED t.py::test_p[x[2]] - boom", exit_code=1)
+    r = grade(instance(["t.py::test_p[x[1]]"], ["t.py::test_p[x[2]]"]), log)
+    assert r.tests_status["FAIL_TO_PASS"].success == ["t.py::test_p[x[1]]"]
+    assert r.tests_status["PASS_TO_PASS"].failure == ["t.py::test_p[x[2]]"]
+
+
+def test_ids_cut_at_a_space_match_the_parser_output() -> None:
+    # pytest prints "PASSED t.py::test_p[a b]"; the datasets and the parser both keep "t.py::test_p[a"
+    r = grade(instance(["t.py::test_p[a"], []), eval_log("PASSED t.py::test_p[a b]", exit_code=0))
+    assert r.resolved
+
+
+def test_a_truncated_id_matches_by_prefix_only_when_the_candidates_agree() -> None:
+    agree = eval_log("t.py::test_g[log(photon)] PASSED", "t.py::test_g[log(photon)-2] XFAIL", exit_code=0)
+    assert grade(instance(["t.py::test_g[log(photon"], []), agree).resolved
+    disagree = eval_log("t.py::test_g[log(photon)] PASSED", "t.py::test_g[log(photon)-2] FAILED", exit_code=1)
+    r = grade(instance(["t.py::test_g[log(photon"], []), disagree)
+    assert r.tests_status["FAIL_TO_PASS"].failure == ["t.py::test_g[log(photon"]
+
+
+def test_the_parser_comes_from_the_argument_then_the_instance_then_the_repo() -> None:
+    sympy_log = eval_log("test_latex_basic ok", exit_code=0)
+    local = instance(["test_latex_basic"], [], repo="me/local-project", log_parser="sympy")
+    assert grade(local, sympy_log).parser == "sympy"
+    assert grade(local, sympy_log).resolved
+    assert grade(local, sympy_log, parser_name="pytest").parser == "pytest"
+    assert not grade(local, sympy_log, parser_name="pytest").resolved
+
+
+def test_an_unknown_repo_without_a_parser_is_a_config_error() -> None:
+    with pytest.raises(ConfigError) as exc:
+        grade(instance(["a"], [], repo="me/local-project"), eval_log("PASSED a"))
+    assert exc.value.field == "log_parser"
+    assert "pytest" in str(exc.value)
+
+
+def test_the_report_round_trips_through_json() -> None:
+    r = grade(instance(["t.py::new"], ["t.py::old"]), eval_log("PASSED t.py::new", "FAILED t.py::old", exit_code=1))
+    data = msgspec.json.encode(r)
+    assert json.loads(data)["tests_status"]["PASS_TO_PASS"] == {"success": [], "failure": ["t.py::old"]}
+    assert msgspec.json.decode(data, type=GradeReport) == r
