@@ -82,6 +82,7 @@ def run_evaluation(
     data_dir: str | None = None,
     run_id: str | None = None,
     run_name: str | None = None,
+    enable_analysis: bool | list[Any] = False,
 ) -> EvaluationResult:
     """Evaluate one (benchmark, harness, model, environment) selection and return its outcome.
 
@@ -97,7 +98,7 @@ def run_evaluation(
         "max_retries": max_retries, "retry_pattern_list": retry_pattern_list or [], "reuse": reuse,
         "reuse_run_id": reuse_run_id, "keep_environment": keep_environment,
         "auto_install_dependencies": auto_install_dependencies, "results_dir": results_dir, "data_dir": data_dir,
-        "file_log_level": file_log_level,
+        "file_log_level": file_log_level, "enable_analysis": enable_analysis,
     })
     spec = parse_orchestration({
         "requests": [request], "timeout_seconds": timeout_seconds, "provider_limits": provider_limits or {},

@@ -1,4 +1,6 @@
-"""The ``agentcompass`` command line: run, launch, list, show, serve-scripted, cleanup, images."""
+"""The ``agentcompass`` command line.
+
+Commands: run, launch, list, show, view, report, compare, serve-scripted, cleanup, images."""
 
 from __future__ import annotations
 
@@ -85,6 +87,22 @@ def _add_run_parser(sub: Any) -> None:
     p.add_argument("--progress", default="auto", choices=["auto", "rich", "plain", "none"])
     p.add_argument("--log-level", default="WARNING")
     p.add_argument("--file-log-level", default="INFO")
+    p.add_argument("--enable-analysis", nargs="?", const="all", default=None, metavar="IDS",
+                   help="run analyzers on each attempt: all, or a comma-separated list of analyzer ids")
+
+
+def _add_results_parsers(sub: Any) -> None:
+    p = sub.add_parser("report", help="write a static report of a run (html, md or json)")
+    p.add_argument("run_dir")
+    p.add_argument("--format", default="html", choices=["html", "md", "json"])
+    p.add_argument("--out", help="output file ('-' = stdout); default: <run_dir>/report.html for html, "
+                                 "stdout otherwise")
+    p.add_argument("--no-trajectories", action="store_true", help="html: leave out the per-task trajectories")
+    p.add_argument("--max-chars", type=int, default=20000, help="html: cap on each text block (middle cut)")
+    p = sub.add_parser("compare", help="compare two or more runs: metrics side by side and differing tasks")
+    p.add_argument("run_dirs", nargs="+")
+    p.add_argument("--format", default="text", choices=["text", "json"])
+    p.add_argument("--max-tasks", type=int, default=200, help="text: differing tasks listed at most")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -99,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--recipe-dir", action="append", default=[])
     p = sub.add_parser("show", help="print a run directory's summary")
     p.add_argument("run_dir")
+    _add_results_parsers(sub)
     sub.add_parser("serve-scripted", help="serve the scripted model over HTTP (OpenAI-compatible)",
                    add_help=False)
     p = sub.add_parser("cleanup", help="remove agentcompass containers and networks of dead runs")
@@ -106,6 +125,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all", action="store_true", help="also those of live processes and kept environments")
     p = sub.add_parser("images", help="image helpers")
     p.add_argument("action", choices=["build-base"])
+    p = sub.add_parser("view", help="browse results in a local web viewer (a results dir or one run dir)")
+    p.add_argument("path", help="a results directory (many runs) or one run directory")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=0, help="port (default 0: any free port)")
+    p.add_argument("--no-open", action="store_true", help="do not open a web browser")
     return parser
 
 
@@ -149,9 +173,57 @@ def _cmd_run(a: argparse.Namespace) -> int:
         reuse=a.reuse, reuse_run_id=a.reuse_run_id, keep_environment=a.keep_environment,
         auto_install_dependencies=a.auto_install_dependencies, recipe_dirs=a.recipe_dir, results_dir=a.results_dir,
         data_dir=a.data_dir, run_name=a.run_name, run_id=a.run_id, progress=a.progress,
-        log_level=a.log_level.upper(), file_log_level=a.file_log_level.upper())
+        log_level=a.log_level.upper(), file_log_level=a.file_log_level.upper(),
+        enable_analysis=_analysis_arg(a.enable_analysis))
     _print_outcome(outcome)
     return 0 if outcome.ok else 1
+
+
+def _analysis_arg(value: str | None) -> bool | list[Any]:
+    if value is None:
+        return False
+    if value.strip().lower() in ("all", "true"):
+        return True
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _stdout_closed() -> int:
+    """The reader of our stdout went away (``| head``): stop quietly."""
+    import os
+
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
+def _cmd_report(a: argparse.Namespace) -> int:
+    from .report import write_report
+
+    out = a.out
+    if out is None:
+        out = str(Path(a.run_dir) / "report.html") if a.format == "html" else "-"
+    try:
+        written = write_report(a.run_dir, a.format, out, trajectories=not a.no_trajectories, max_chars=a.max_chars)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return _stdout_closed()
+    if written is not None:
+        print(f"report written to {written}", file=sys.stderr)
+    return 0
+
+
+def _cmd_compare(a: argparse.Namespace) -> int:
+    from .compare import compare_runs, write_json, write_text
+
+    cmp = compare_runs(a.run_dirs)
+    try:
+        if a.format == "json":
+            write_json(cmp, sys.stdout)
+        else:
+            write_text(cmp, sys.stdout, max_tasks=a.max_tasks)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return _stdout_closed()
+    return 0
 
 
 def _cmd_launch(a: argparse.Namespace) -> int:
@@ -204,7 +276,7 @@ def _cmd_show(a: argparse.Namespace) -> int:
     if cats:
         ct = Table(title="by category")
         ct.add_column("category")
-        keys = sorted({k for m in cats.values() for k in m})
+        keys = sorted({k for m in cats.values() for k in m if not k.endswith("_ci")})  # intervals: see report
         for k in keys:
             ct.add_column(k, justify="right")
         for c, m in cats.items():
@@ -230,6 +302,12 @@ def _cmd_cleanup(a: argparse.Namespace) -> int:
     return 1 if report.errors else 0
 
 
+def _cmd_view(a: argparse.Namespace) -> int:
+    from .viewer.server import run_viewer
+
+    return run_viewer(a.path, host=a.host, port=a.port, open_browser=not a.no_open)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``agentcompass`` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -243,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         return build_base_main(argv[2:])
     args = build_parser().parse_args(argv)
     handlers = {"run": _cmd_run, "launch": _cmd_launch, "list": _cmd_list, "show": _cmd_show,
-                "cleanup": _cmd_cleanup}
+                "cleanup": _cmd_cleanup, "view": _cmd_view, "report": _cmd_report, "compare": _cmd_compare}
     try:
         return handlers[args.command](args)
     except AgentCompassError as exc:

@@ -1,14 +1,56 @@
-"""Default metrics: pass@k, avg@k, mean score, by category, computed incrementally."""
+"""Default metrics: pass@k, avg@k, mean score, by category, computed incrementally, with 95% intervals.
+
+``pass@k_ci`` is the Wilson score interval of solved/tasks. ``avg@k_ci`` is a Wilson interval on the
+attempt-level rate with the sample size cut to its effective size: the k attempts of one task are not
+independent, so n_eff = tasks * p(1-p) / var(per-task rate), kept between tasks and tasks*k (the design
+effect of cluster sampling). With k=1 both are the plain Wilson interval.
+"""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .records import TaskDetail
 
+Z95 = 1.959963984540054
+
+
+def wilson_interval(successes: float, n: float, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval of a proportion (``successes`` out of ``n``); (0, 1) when n is 0."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = successes / n
+    z2 = z * z
+    denom = 1 + z2 / n
+    centre = (p + z2 / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def clustered_wilson_interval(rate_sum: float, rate_sq_sum: float, tasks: int, k: int,
+                              z: float = Z95) -> tuple[float, float]:
+    """Wilson interval for avg@k from per-task rates r_i (sum and sum of squares over ``tasks`` tasks of k
+    attempts): the attempt count is replaced by the effective sample size under within-task correlation."""
+    if tasks <= 0:
+        return 0.0, 1.0
+    p = rate_sum / tasks
+    n_max = tasks * max(k, 1)
+    var_between = max(0.0, rate_sq_sum / tasks - p * p)  # population variance of the per-task rates
+    if var_between <= 0.0:
+        n_eff = float(n_max)
+    else:
+        n_eff = min(float(n_max), max(float(tasks), tasks * p * (1 - p) / var_between))
+    return wilson_interval(p * n_eff, n_eff, z)
+
+
+def _ci(bounds: tuple[float, float]) -> list[float]:
+    return [round(bounds[0], 4), round(bounds[1], 4)]
+
 
 class _Tally:
-    __slots__ = ("attempts", "correct_attempts", "graded_tasks", "score_n", "score_sum", "solved", "tasks")
+    __slots__ = ("attempts", "correct_attempts", "graded_tasks", "k_max", "rate_sq_sum", "rate_sum", "score_n",
+                 "score_sum", "solved", "tasks")
 
     def __init__(self) -> None:
         self.tasks = 0
@@ -18,18 +60,26 @@ class _Tally:
         self.correct_attempts = 0
         self.score_sum = 0.0
         self.score_n = 0
+        self.rate_sum = 0.0  # per-task fraction of correct attempts, for the avg@k interval
+        self.rate_sq_sum = 0.0
+        self.k_max = 1
 
     def add(self, detail: TaskDetail) -> None:
         self.tasks += 1
         # Ungraded (errored) attempts count as failures in pass@k and avg@k alike: k is what was asked for.
         self.attempts += detail.k
+        self.k_max = max(self.k_max, detail.k)
         graded = [a for a in detail.attempts.values() if a.correct is not None]
         if not graded:
             return
         self.graded_tasks += 1
         if any(a.correct for a in graded):
             self.solved += 1
-        self.correct_attempts += sum(1 for a in graded if a.correct)
+        correct = sum(1 for a in graded if a.correct)
+        self.correct_attempts += correct
+        rate = correct / max(detail.k, 1)
+        self.rate_sum += rate
+        self.rate_sq_sum += rate * rate
         for a in graded:
             if a.score is not None:
                 self.score_sum += a.score
@@ -43,10 +93,16 @@ class _Tally:
             f"avg@{k}": self.correct_attempts / self.attempts if self.attempts else 0.0,
             "solved": self.solved,
         }
+        if self.tasks:
+            out[f"pass@{k}_ci"] = _ci(wilson_interval(self.solved, self.tasks))
+            out[f"avg@{k}_ci"] = _ci(clustered_wilson_interval(self.rate_sum, self.rate_sq_sum, self.tasks,
+                                                               self.k_max))
         out["pass_rate"] = out[f"pass@{k}"]
         if primary:  # the headline metric the benchmark asked for (e.g. avg@k)
             out["primary_metric"] = primary
             out["primary"] = out[primary]
+            if f"{primary}_ci" in out:
+                out["primary_ci"] = out[f"{primary}_ci"]
         if self.score_n:
             out["mean_score"] = self.score_sum / self.score_n
         return out

@@ -180,6 +180,8 @@ class Summary(msgspec.Struct, omit_defaults=True):
     reuse: dict[str, Any] = {}
     usage: Usage = msgspec.field(default_factory=Usage)
     duration_s: float | None = None
+    #: attempts that raised each analysis flag (analyzers and benchmark flags), and ``analyzer_errors``.
+    analysis: dict[str, int] = {}
 
 
 # ---------------------------------------------------------------- progress events (progress.jsonl)

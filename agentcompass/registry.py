@@ -47,7 +47,14 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "docker": "agentcompass.environments.docker:DockerProvider",
     },
     "recipe": {},
-    "analyzer": {},
+    "analyzer": {
+        "reward_hacking": "agentcompass.analyzers.reward_hacking:RewardHacking",
+        "repeated_tool_calls": "agentcompass.analyzers.repetition:RepeatedToolCalls",
+        "repetitive_output": "agentcompass.analyzers.repetition:RepetitiveOutput",
+        "empty_output": "agentcompass.analyzers.output_checks:EmptyOutput",
+        "truncated": "agentcompass.analyzers.output_checks:Truncation",
+        "mixed_language": "agentcompass.analyzers.output_checks:MixedLanguage",
+    },
 }
 
 

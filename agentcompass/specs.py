@@ -55,6 +55,8 @@ class RunRequestSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=T
     results_dir: str = "results"
     data_dir: str | None = None
     file_log_level: LogLevel = "INFO"
+    #: analyzers run on every attempt: true = all registered, or a list of ids / {"id", "params"}.
+    enable_analysis: bool | list[str | ComponentSpec] = False
 
 
 class OrchestrationSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):

@@ -22,6 +22,7 @@ import msgspec
 
 from .. import __version__
 from .._errors import AgentCompassError, ConfigError
+from ..analyzers import ERRORS_KEY, build_analyzers, flag_names
 from ..interfaces import ComponentContext, NetworkPolicy, TaskSpec
 from ..metrics import DefaultAccumulator
 from ..models.adaptive import AdaptiveLimiter
@@ -96,6 +97,7 @@ class RequestActor:
         self.inbox: MsgQueue[AttemptDone] = MsgQueue(AttemptDone)
         self.counts = RequestCounts()
         self.errors_by_kind: dict[str, int] = {}
+        self.analysis_counts: dict[str, int] = {}
         self.usage = Usage()
         self.model_spec = spec.model
         self.limiter: AdaptiveLimiter | None = None
@@ -181,6 +183,7 @@ class RequestActor:
             env_params.update(env_timeouts)
         provider = provider_cls(env_params, ctx)
         self._closers.append(provider.aclose)
+        analyzers = build_analyzers(spec.enable_analysis, reg["analyzer"], ctx)
         for phase_policy in (network.baseline, network.run, network.verifier):
             if phase_policy is not None:
                 provider.check_network_policy(phase_policy)
@@ -224,6 +227,7 @@ class RequestActor:
             retry_patterns=[re.compile(p) for p in spec.retry_pattern_list],
             keep_environment=spec.keep_environment, file_log_level=level, timeouts=timeouts, network=network,
             price=engine_params.price)
+        self.rt.analyzers = analyzers
         new_acc = getattr(benchmark, "new_accumulator", None)
         self._accumulator = new_acc() if callable(new_acc) else DefaultAccumulator(self.rt.k)
         self._write_params(bench_params, harness_params, env_params, timeouts, network, benchmark)
@@ -409,7 +413,15 @@ class RequestActor:
             u = a.meta.get("usage")
             if u:
                 self.usage.add(Usage(**u))
+            if a.analysis:
+                self._count_analysis(a.analysis)
         self._accumulator.add(detail)
+
+    def _count_analysis(self, analysis: dict[str, Any]) -> None:
+        for flag in flag_names(analysis):
+            self.analysis_counts[flag] = self.analysis_counts.get(flag, 0) + 1
+        if analysis.get(ERRORS_KEY):
+            self.analysis_counts[ERRORS_KEY] = self.analysis_counts.get(ERRORS_KEY, 0) + 1
 
     def _maybe_write_run_info(self) -> None:
         now = time.monotonic()
@@ -519,7 +531,8 @@ class RequestActor:
                                   model=self.spec.model.id, environment=self.spec.environment.id, status=status,
                                   metrics=metrics, by_category=by_category, errors_by_kind=self.errors_by_kind,
                                   counts=self.counts, reuse=self.reuse_report, usage=self.usage,
-                                  duration_s=round(finished - self.started_at, 3))
+                                  duration_s=round(finished - self.started_at, 3),
+                                  analysis=dict(sorted(self.analysis_counts.items())))
                 self.run_dir.write_summary(summary)
                 if self.run_info is not None:
                     self.run_info.status = status

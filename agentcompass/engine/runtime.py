@@ -72,4 +72,6 @@ class RequestRuntime:
     price: PriceTable | None = None
     #: task ids with an attempt running now (kept by TaskActors; read when the run is interrupted).
     running: set[str] = field(default_factory=set)
+    #: analyzers run on each finished attempt (``enable_analysis``).
+    analyzers: list[Any] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)

@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 
 from .._errors import EnvironmentError_, ModelError
+from ..analyzers import run_analyzers
 from ..interfaces import (
     Environment,
     EnvOpenSpec,
@@ -110,8 +111,11 @@ class TaskActor:
                                    error=record.error, error_kind="engine_error"))
         finally:
             handler.close()
-        rt.running.discard(task.task_id)  # kept when cancelled: the request records it as interrupted
         record.tries = tries
+        if rt.analyzers and record.status != "skipped":
+            # in a thread: a long trajectory must not stall the loop; analyzers never raise
+            record.analysis = await asyncio.to_thread(run_analyzers, rt.analyzers, task.public(), record, rt.log)
+        rt.running.discard(task.task_id)  # kept when cancelled: the request records it as interrupted
         spent.write(record.meta)
         record.meta["started_at"] = started
         record.meta["duration_s"] = round(time.time() - started, 6)

@@ -328,10 +328,7 @@ class HttpModelClient:
             if not resp.headers.get("content-type", "").startswith("text/event-stream"):
                 # a server that ignores `stream` and answers with one JSON body
                 await resp.aread()
-                result = self._parse_json(resp, raw)
-                if raw is not None:  # keep `raw` a list of events for streamed calls
-                    raw[:] = [raw[0]]
-                return result
+                return self._parse_json(resp, raw)
             return await self.parse_stream(self._decoded(sse_events(resp.aiter_lines()), raw))
 
     async def _decoded(self, events: AsyncIterator[tuple[str, str]],

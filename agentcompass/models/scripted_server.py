@@ -109,7 +109,7 @@ def _head(status: int, headers: Mapping[str, str]) -> bytes:
 
 
 class ScriptedServer:
-    """An OpenAI-compatible server answering from a ``ScriptedPolicy``. Use ``async with`` or start/stop.
+    """An OpenAI/Anthropic-compatible server answering from a ``ScriptedPolicy``. ``async with`` or start/stop.
 
     ``fail_status``/``fail_every``/``retry_after`` make every ``fail_every``-th completion fail with that
     status (and a ``Retry-After`` header). ``faults``/``fault_seed`` inject faults from a ``FaultPlan``
@@ -494,12 +494,13 @@ def _fault_arg(text: str) -> tuple[str, float]:
 def serve_scripted_main(argv: list[str] | None = None) -> int:
     """``agentcompass serve-scripted``: parse options and serve until interrupted. Returns an exit code."""
     parser = argparse.ArgumentParser(prog="agentcompass serve-scripted",
-                                     description="Serve the scripted model as an OpenAI-compatible API.")
+                                     description="Serve the scripted model over the OpenAI chat, OpenAI Responses "
+                                                 "and Anthropic Messages APIs.")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port (0 picks a free one; default 8000)")
     parser.add_argument("--script-file", action="append", default=[],
                         help="JSON script file (repeatable); bundled scripts are always included")
-    parser.add_argument("--api-key", default=None, help="require this Bearer token")
+    parser.add_argument("--api-key", default=None, help="require this API key (Bearer; x-api-key on /v1/messages)")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds of simulated latency per call")
     parser.add_argument("--fault", action="append", default=[], type=_fault_arg, metavar="KIND=P",
                         help="inject a fault into a fraction P of completions (repeatable); KIND is an HTTP "

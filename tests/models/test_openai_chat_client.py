@@ -12,7 +12,7 @@ from agentcompass.interfaces import ModelResponse
 from agentcompass.models.openai_chat import OpenAIChatClient, parse_retry_after
 from agentcompass.records import ToolCall
 from tests.fixtures_scripted import running_scripted_server, start_scripted_server
-from tests.models._raw_http import http_response, raw_server
+from tests.models._raw_http import http_response, raw_server, sse_response
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -238,3 +238,60 @@ async def test_a_cancelled_call_gives_its_connection_back() -> None:
         await client.aclose()  # idempotent
     # it got the connection and waited for an answer, rather than waiting for a free connection
     assert "timed out" in str(info.value)
+
+
+def _chunk(delta: dict[str, object], finish: str | None = None) -> tuple[None, dict[str, object]]:
+    return None, {"id": "c", "object": "chat.completion.chunk",
+                  "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+async def test_a_stream_is_assembled_from_reasoning_content_and_tool_call_deltas() -> None:
+    events = [
+        _chunk({"role": "assistant", "content": None}),
+        _chunk({"reasoning": "plan "}), _chunk({"reasoning": "it"}),
+        _chunk({"content": "Run"}), _chunk({"content": "ning."}),
+        _chunk({"tool_calls": [{"index": 0, "id": "call_a", "type": "function",
+                                "function": {"name": "bash", "arguments": ""}}]}),
+        _chunk({"tool_calls": [{"index": 1, "id": "call_b", "type": "function",
+                                "function": {"name": "read", "arguments": '{"p":'}}]}),
+        _chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"cmd":'}}]}),
+        _chunk({"tool_calls": [{"index": 0, "function": {"arguments": '"ls"}'}}]}),
+        _chunk({"tool_calls": [{"index": 1, "function": {"arguments": '"a"}'}}]}),
+        _chunk({}, "tool_calls"),
+        (None, {"id": "c", "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 4, "total_tokens": 13,
+                                                    "prompt_tokens_details": {"cached_tokens": 6}}}),
+        (None, "[DONE]"),
+    ]
+    async with raw_server(sse_response(events)) as srv, OpenAIChatClient("m", srv.base_url) as client:
+        r = await client.complete(user("x"), stream=True)
+    assert (r.content, r.reasoning, r.finish_reason) == ("Running.", "plan it", "tool_calls")
+    assert r.tool_calls == [ToolCall(id="call_a", name="bash", arguments='{"cmd":"ls"}'),
+                            ToolCall(id="call_b", name="read", arguments='{"p":"a"}')]
+    assert (r.usage.prompt_tokens, r.usage.completion_tokens, r.usage.cached_tokens) == (9, 4, 6)
+
+
+@pytest.mark.parametrize(("events", "kind"), [
+    ([_chunk({"content": "par"})], "model_bad_response"),
+    ([_chunk({"content": "par"}), (None, {"error": {"message": "upstream died"}})], "model_server_error"),
+    ([(None, "{oops")], "model_bad_response"),
+], ids=["cut-short", "error-chunk", "not-json"])
+async def test_a_broken_stream_is_a_model_error(events: list[tuple[None, object]], kind: str) -> None:
+    async with raw_server(sse_response(events)) as srv, OpenAIChatClient("m", srv.base_url, api_key=SECRET) as client:
+        with pytest.raises(ModelError) as info:
+            await client.complete(user("x"), stream=True)
+    assert info.value.kind == kind and SECRET not in str(info.value)
+
+
+async def test_a_stream_without_done_that_finished_is_accepted() -> None:
+    events = [_chunk({"content": "hi"}), _chunk({}, "length")]
+    async with raw_server(sse_response(events)) as srv, OpenAIChatClient("m", srv.base_url) as client:
+        r = await client.complete(user("x"), stream=True)
+    assert (r.content, r.finish_reason, r.usage.calls, r.usage.total_tokens) == ("hi", "length", 1, 0)
+
+
+def test_stream_and_extra_body_params_are_checked() -> None:
+    with pytest.raises(ConfigError) as bad_stream:
+        OpenAIChatClient("m", "http://127.0.0.1:1/v1", params={"stream": "yes"})
+    with pytest.raises(ConfigError) as bad_extra:
+        OpenAIChatClient("m", "http://127.0.0.1:1/v1", params={"extra_body": ["x"]})
+    assert bad_stream.value.field == "model_params.stream" and bad_extra.value.field == "model_params.extra_body"

@@ -1,0 +1,255 @@
+"""Engine overhead: many 2-turn tasks with an instant model and an instant environment.
+
+Each task runs the real ``shell_agent`` harness against the in-process scripted model (turn 1 runs
+``echo hi``, turn 2 submits ``42``) in a no-op environment (``_components.NoopProvider``), is graded, and
+its detail is written to disk -- so what is measured is the engine's own cost per task. Every measured run
+is a fresh child process (clean peak RSS).
+
+- in-process: N tasks (default 10,000; ``--large``: 100,000) at concurrency 1,000: tasks/s, wall and CPU
+  microseconds per task, peak RSS, RSS at each tenth of the run (flat memory), time from the call (engine
+  imported) to the first progress event; and the same N at concurrency 10: the peak-RSS difference / 990
+  is the RSS per task in flight.
+- HTTP: the same workload against ``agentcompass serve-scripted`` (a separate process): turns/s.
+- import time: `python -c "import agentcompass"` (median of fresh interpreters, next to a bare one) and what
+  ``-X importtime`` reports for ``agentcompass`` and ``agentcompass.api``.
+
+    .venv/bin/python benchmarks_perf/engine_overhead.py [--tasks N | --large] [--concurrency C]
+
+Prints a table, writes ``results/engine_overhead.json`` and ends with a ``RESULT`` line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from _common import (
+    REPO,
+    RssSampler,
+    emit_child_report,
+    peak_rss_mb,
+    result_line,
+    rss_mb,
+    run_child,
+    write_json,
+)
+
+NAME = "engine_overhead"
+LOW_CONCURRENCY = 10
+CHILD_TIMEOUT_S = 1800.0
+
+
+# ----------------------------------------------------------------------------- child: one measured run
+
+
+def child_run(tasks: int, concurrency: int, base_url: str | None, progress: str, gc_default: bool) -> dict[str, Any]:
+    """Run the workload once in this process; the measurements."""
+    import gc
+
+    if gc_default:  # the engine before its GC relaxation: leave CPython's threshold as it is
+        from agentcompass.engine import gc_tuning
+
+        gc_tuning.RELAXED_GEN0 = gc.get_threshold()[0]
+    gc_s = 0.0
+    gc_started = 0.0
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        nonlocal gc_s, gc_started
+        if phase == "start":
+            gc_started = time.perf_counter()
+        else:
+            gc_s += time.perf_counter() - gc_started
+
+    from agentcompass.api import run_evaluation
+    from agentcompass.records import ProgressEvent, TaskFinished
+    from benchmarks_perf._components import BENCHMARK, PROVIDER, SCRIPT
+
+    marks = {max(1, tasks * i // 10) for i in range(1, 11)}
+    rss_at: dict[int, float] = {}
+    done = 0
+    first_event: list[float] = []
+
+    def on_progress(ev: ProgressEvent) -> None:
+        nonlocal done
+        if not first_event:
+            first_event.append(time.perf_counter())
+        if isinstance(ev, TaskFinished):
+            done += 1
+            if done in marks:
+                rss_at[done] = round(rss_mb(), 1)
+
+    model_kwargs: dict[str, Any] = {"model_params": SCRIPT}
+    if base_url:
+        model_kwargs = {"model_base_url": base_url, "model_api_key": "perf"}
+    rss_before = rss_mb()
+    gc.callbacks.append(on_gc)
+    with tempfile.TemporaryDirectory(prefix="ac-perf-") as tmp, RssSampler() as sampler:
+        cpu0 = os.times()
+        t0 = time.perf_counter()
+        out = run_evaluation(
+            BENCHMARK, "shell_agent", "scripted", PROVIDER, benchmark_params={"n": tasks},
+            task_concurrency=concurrency, results_dir=tmp, progress=progress, on_progress=on_progress,
+            **model_kwargs)
+        wall = time.perf_counter() - t0
+        cpu1 = os.times()
+        gc.callbacks.remove(on_gc)
+        details = sum(1 for _ in os.scandir(Path(str(out.run_dir)) / "details")) if out.run_dir else 0
+    cpu = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
+    if out.status != "completed" or out.counts.done != tasks or out.counts.correct != tasks or details != tasks:
+        raise SystemExit(f"run did not complete cleanly: status={out.status} counts={out.counts} "
+                         f"details={details} error={out.error} errors={out.errors_by_kind}")
+    return {"tasks": tasks, "concurrency": concurrency, "http": bool(base_url), "wall_s": round(wall, 3),
+            "cpu_s": round(cpu, 3), "tasks_per_s": round(tasks / wall, 1), "turns_per_s": round(2 * tasks / wall, 1),
+            "us_per_task": round(1e6 * wall / tasks, 1), "cpu_us_per_task": round(1e6 * cpu / tasks, 1),
+            "gc_us_per_task": round(1e6 * gc_s / tasks, 1), "gc_default": gc_default,
+            "rss_before_mb": round(rss_before, 1), "peak_rss_mb": round(max(sampler.peak_mb, peak_rss_mb()), 1),
+            "rss_at_done": {str(k): v for k, v in sorted(rss_at.items())},
+            "first_event_ms": round(1e3 * (first_event[0] - t0), 1) if first_event else None,
+            "peak_concurrent": concurrency}
+
+
+# ----------------------------------------------------------------------------- parent
+
+
+def _child(tasks: int, concurrency: int, base_url: str | None = None, gc_default: bool = False) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, "--child", "--tasks", str(tasks), "--concurrency", str(concurrency)]
+    if base_url:
+        cmd += ["--base-url", base_url]
+    if gc_default:
+        cmd.append("--gc-default")
+    return run_child(cmd, timeout=CHILD_TIMEOUT_S)
+
+
+def start_scripted_server() -> tuple[subprocess.Popen[str], str]:
+    """``agentcompass serve-scripted --port 0`` with the mock script; (process, base_url)."""
+    import json
+
+    from benchmarks_perf._components import SCRIPT
+
+    script = Path(tempfile.mkdtemp(prefix="ac-perf-script-")) / "mock.json"
+    script.write_text(json.dumps(SCRIPT["script"]))
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen([sys.executable, "-m", "agentcompass.cli", "serve-scripted", "--port", "0",
+                             "--script-file", str(script)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True, env=env)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    url = next((w for w in line.split() if w.startswith("http://")), None)
+    if url is None:
+        proc.kill()
+        raise RuntimeError(f"scripted server did not start: {line!r}")
+    return proc, url
+
+
+def import_times(repeats: int) -> dict[str, float]:
+    """Median wall ms of fresh interpreters: bare, ``import agentcompass``, ``import agentcompass.api``
+    (interleaved, so a burst of load on the machine hits all three alike)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    codes = {"bare": "pass", "pkg": "import agentcompass", "api": "import agentcompass.api"}
+    samples: dict[str, list[float]] = {k: [] for k in codes}
+    for _ in range(repeats):
+        for key, code in codes.items():
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=60)
+            samples[key].append(1e3 * (time.perf_counter() - t0))
+    bare, pkg, api = (round(statistics.median(samples[k]), 1) for k in codes)
+    own: dict[str, list[float]] = {"agentcompass": [], "agentcompass.api": []}
+    for _ in range(repeats):  # what -X importtime reports for the package itself (cumulative, ms)
+        for module in own:
+            err = subprocess.run([sys.executable, "-X", "importtime", "-c", f"import {module}"], check=True,
+                                 env=env, timeout=60, capture_output=True, text=True).stderr
+            line = next(x for x in err.splitlines() if x.rstrip().endswith(f"| {module}"))
+            own[module].append(int(line.split("|")[1]) / 1e3)
+    return {"importtime_agentcompass_ms": round(statistics.median(own["agentcompass"]), 1),
+            "importtime_api_ms": round(statistics.median(own["agentcompass.api"]), 1),
+            "python_startup_ms": bare, "import_agentcompass_ms": pkg,
+            "import_agentcompass_net_ms": round(pkg - bare, 1), "import_api_ms": api,
+            "import_api_net_ms": round(api - bare, 1)}
+
+
+def main(tasks: int, concurrency: int, http_tasks: int, repeats: int, gc_compare: bool) -> dict[str, Any]:
+    print(f"engine overhead: {tasks} tasks, 2 turns each, no-op environment", flush=True)
+    runs: dict[str, dict[str, Any]] = {}
+    runs["inproc"] = r = _child(tasks, concurrency)
+    print(f"  in-process  c={concurrency:<5} {r['tasks_per_s']:>8.0f} tasks/s  {r['us_per_task']:>6.0f} us/task "
+          f"(cpu {r['cpu_us_per_task']:.0f} us, gc {r['gc_us_per_task']:.0f} us)  peak RSS {r['peak_rss_mb']:.0f} MB"
+          f"  first event {r['first_event_ms']} ms", flush=True)
+    if gc_compare:
+        runs["inproc_gc_default"] = g = _child(tasks, concurrency, gc_default=True)
+        print(f"  ... with CPython's default GC threshold (the engine before its GC relaxation): "
+              f"{g['tasks_per_s']:.0f} tasks/s, {g['us_per_task']:.0f} us/task (cpu {g['cpu_us_per_task']:.0f} us, "
+              f"gc {g['gc_us_per_task']:.0f} us)", flush=True)
+    runs["inproc_low"] = low = _child(tasks, LOW_CONCURRENCY)
+    print(f"  in-process  c={LOW_CONCURRENCY:<5} {low['tasks_per_s']:>8.0f} tasks/s  peak RSS "
+          f"{low['peak_rss_mb']:.0f} MB", flush=True)
+    per_task_kb = 1e3 * (r["peak_rss_mb"] - low["peak_rss_mb"]) / (concurrency - LOW_CONCURRENCY)
+    rss_marks = list(r["rss_at_done"].values())
+    # flat memory: growth from the first tenth of the run to its end
+    growth = round(rss_marks[-1] - rss_marks[0], 1) if len(rss_marks) > 1 else None
+    proc, url = start_scripted_server()
+    try:
+        runs["http"] = h = _child(http_tasks, concurrency, url)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    print(f"  HTTP        c={concurrency:<5} {h['turns_per_s']:>8.0f} turns/s  ({h['tasks_per_s']:.0f} tasks/s, "
+          f"{http_tasks} tasks)", flush=True)
+    imports = import_times(repeats)
+    print(f"  python -c 'import agentcompass' {imports['import_agentcompass_ms']} ms (bare python "
+          f"{imports['python_startup_ms']} ms); -X importtime: agentcompass {imports['importtime_agentcompass_ms']} "
+          f"ms, agentcompass.api {imports['importtime_api_ms']} ms", flush=True)
+    summary = {
+        "tasks": tasks, "concurrency": concurrency, "tasks_per_s": r["tasks_per_s"], "us_per_task": r["us_per_task"],
+        "cpu_us_per_task": r["cpu_us_per_task"], "gc_us_per_task": r["gc_us_per_task"],
+        "gc_default_tasks_per_s": runs["inproc_gc_default"]["tasks_per_s"] if gc_compare else None,
+        "gc_default_gc_us_per_task": runs["inproc_gc_default"]["gc_us_per_task"] if gc_compare else None,
+        "peak_rss_mb": r["peak_rss_mb"],
+        "rss_per_task_in_flight_kb": round(per_task_kb, 1), "rss_growth_mb": growth,
+        "first_event_ms": r["first_event_ms"], "http_tasks": http_tasks, "http_turns_per_s": h["turns_per_s"],
+        **imports}
+    return {"summary": summary, "runs": runs}
+
+
+def cli() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=10_000, help="tasks per run (default 10,000)")
+    parser.add_argument("--large", action="store_true", help="100,000 tasks")
+    parser.add_argument("--concurrency", type=int, default=1000)
+    parser.add_argument("--http-tasks", type=int, help="tasks of the HTTP run (default: tasks / 5)")
+    parser.add_argument("--import-repeats", type=int, default=15)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--base-url", help=argparse.SUPPRESS)
+    parser.add_argument("--progress", default="none", help=argparse.SUPPRESS)
+    parser.add_argument("--gc-default", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--no-gc-compare", action="store_true",
+                        help="skip the run with CPython's default GC threshold (the before/after of gc_tuning)")
+    parser.add_argument("--results-dir", type=Path, help="where the JSON goes (default: results/ here)")
+    args = parser.parse_args()
+    tasks = 100_000 if args.large else args.tasks
+    if args.child:
+        emit_child_report(child_run(tasks, args.concurrency, args.base_url, args.progress, args.gc_default))
+        return 0
+    concurrency = min(args.concurrency, tasks)
+    if concurrency <= LOW_CONCURRENCY:
+        parser.error(f"--concurrency must be above {LOW_CONCURRENCY} (it is compared with that level)")
+    report = main(tasks, concurrency, args.http_tasks or max(concurrency, tasks // 5), args.import_repeats,
+                  not args.no_gc_compare)
+    out = write_json(NAME, report, args.results_dir)
+    s = report["summary"]
+    print(result_line(NAME, {**{k: s[k] for k in (
+        "tasks", "concurrency", "tasks_per_s", "us_per_task", "cpu_us_per_task", "gc_us_per_task",
+        "gc_default_tasks_per_s", "gc_default_gc_us_per_task", "peak_rss_mb",
+        "rss_per_task_in_flight_kb", "rss_growth_mb", "first_event_ms", "http_turns_per_s",
+        "import_agentcompass_ms", "importtime_agentcompass_ms", "importtime_api_ms")}, "json": out}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(cli())

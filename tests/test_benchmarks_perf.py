@@ -1,0 +1,91 @@
+"""Smoke tests of the performance scripts: each runs in a tiny mode and ends with a parseable RESULT line.
+
+No timing is asserted (the numbers depend on the machine); what is checked is that every run completed
+the work it reports, that its JSON matches its RESULT line, and that no container was left behind. The
+peers (Inspect AI's virtualenv, mini-swe-agent) are skipped when they are not installed; ours always runs.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PERF = REPO / "benchmarks_perf"
+sys.path.insert(0, str(PERF))
+
+from _common import parse_result_line  # noqa: E402
+
+HAVE_DOCKER = os.path.exists("/var/run/docker.sock")
+HAVE_INSPECT = (PERF / ".venv-inspect" / "bin" / "python").exists()
+HAVE_MINI = importlib.util.find_spec("minisweagent") is not None
+
+
+def run_script(script: str, *args: str, timeout: float = 900) -> tuple[str, dict[str, str]]:
+    """Run ``benchmarks_perf/<script>`` and return (stdout, parsed RESULT values)."""
+    proc = subprocess.run([sys.executable, str(PERF / script), *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO)
+    assert proc.returncode == 0, f"{script} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    last = proc.stdout.strip().splitlines()[-1]
+    name, values = parse_result_line(last)
+    assert name == script.removesuffix(".py")
+    return proc.stdout, values
+
+
+def test_engine_overhead_runs_every_task_and_reports_throughput_memory_and_import_time(tmp_path: Path) -> None:
+    _, values = run_script("engine_overhead.py", "--tasks", "200", "--concurrency", "50", "--http-tasks", "100",
+                           "--import-repeats", "2", "--results-dir", str(tmp_path))
+    assert values["tasks"] == "200" and values["concurrency"] == "50"
+    for key in ("tasks_per_s", "us_per_task", "peak_rss_mb", "http_turns_per_s", "import_agentcompass_ms",
+                "first_event_ms"):
+        assert float(values[key]) > 0, key
+    report = json.loads(Path(values["json"]).read_text())
+    assert Path(values["json"]).parent == tmp_path
+    runs = report["runs"]
+    # each child run checked its own run: every task completed, correct, with its detail on disk
+    assert runs["inproc"]["tasks"] == runs["inproc_low"]["tasks"] == 200
+    assert runs["inproc_low"]["concurrency"] == 10
+    assert runs["http"]["http"] is True and runs["http"]["tasks"] == 100
+    assert len(runs["inproc"]["rss_at_done"]) == 10
+    assert report["machine"]["cores"] == os.cpu_count()
+
+
+def test_vs_inspect_compares_the_mock_workload_and_leaves_no_container(tmp_path: Path) -> None:
+    args = ["--samples", "40", "--concurrency", "10", "--docker-samples", "2", "--docker-concurrency", "2",
+            "--results-dir", str(tmp_path)]
+    if not HAVE_INSPECT:
+        args.append("--skip-peer")
+    if not HAVE_DOCKER:
+        args.append("--skip-docker")
+    _, values = run_script("vs_inspect.py", *args)
+    assert float(values["ours_samples_per_s"]) > 0 and float(values["ours_peak_rss_mb"]) > 0
+    if HAVE_INSPECT:
+        assert float(values["inspect_samples_per_s"]) > 0
+        assert float(values["speedup"]) == pytest.approx(
+            float(values["ours_samples_per_s"]) / float(values["inspect_samples_per_s"]), rel=0.02)
+    if HAVE_DOCKER:
+        assert float(values["docker_ours_samples_per_s"]) > 0
+        assert values["docker_ours_containers_left"] == "0"
+    report = json.loads(Path(values["json"]).read_text())
+    assert report["mock"]["agentcompass"]["samples"] == 40
+
+
+@pytest.mark.skipif(not HAVE_DOCKER, reason="no Docker daemon")
+def test_vs_mini_swe_agent_runs_both_batch_runners_and_counts_leftover_containers(tmp_path: Path) -> None:
+    args = ["--tasks", "2", "--concurrency", "2", "--results-dir", str(tmp_path)]
+    if not HAVE_MINI:
+        args.append("--skip-peer")
+    _, values = run_script("vs_mini_swe_agent.py", *args, timeout=1800)
+    assert float(values["ours_tasks_per_s"]) > 0
+    assert values["ours_containers_left"] == "0"
+    if HAVE_MINI:
+        assert float(values["mini_tasks_per_s"]) > 0
+        assert int(values["mini_containers_left"]) >= 0  # counted (then removed), whatever it was
+    report = json.loads(Path(values["json"]).read_text())
+    assert report["agentcompass"]["solved"] == 2
