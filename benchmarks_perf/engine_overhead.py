@@ -15,7 +15,8 @@ is a fresh child process (clean peak RSS).
 
     .venv/bin/python benchmarks_perf/engine_overhead.py [--tasks N | --large] [--concurrency C]
 
-Prints a table, writes ``results/engine_overhead.json`` and ends with a ``RESULT`` line.
+Prints a table, writes ``results/engine_overhead.json`` (``engine_overhead_100k.json`` with ``--large``) and
+ends with a ``RESULT`` line.
 """
 
 from __future__ import annotations
@@ -111,8 +112,7 @@ def child_run(tasks: int, concurrency: int, base_url: str | None, progress: str,
             "gc_us_per_task": round(1e6 * gc_s / tasks, 1), "gc_default": gc_default,
             "rss_before_mb": round(rss_before, 1), "peak_rss_mb": round(max(sampler.peak_mb, peak_rss_mb()), 1),
             "rss_at_done": {str(k): v for k, v in sorted(rss_at.items())},
-            "first_event_ms": round(1e3 * (first_event[0] - t0), 1) if first_event else None,
-            "peak_concurrent": concurrency}
+            "first_event_ms": round(1e3 * (first_event[0] - t0), 1) if first_event else None}
 
 
 # ----------------------------------------------------------------------------- parent
@@ -127,13 +127,13 @@ def _child(tasks: int, concurrency: int, base_url: str | None = None, gc_default
     return run_child(cmd, timeout=CHILD_TIMEOUT_S)
 
 
-def start_scripted_server() -> tuple[subprocess.Popen[str], str]:
-    """``agentcompass serve-scripted --port 0`` with the mock script; (process, base_url)."""
+def start_scripted_server(tmp: Path) -> tuple[subprocess.Popen[str], str]:
+    """``agentcompass serve-scripted --port 0`` with the mock script (written in ``tmp``); (process, base_url)."""
     import json
 
     from benchmarks_perf._components import SCRIPT
 
-    script = Path(tempfile.mkdtemp(prefix="ac-perf-script-")) / "mock.json"
+    script = tmp / "mock.json"
     script.write_text(json.dumps(SCRIPT["script"]))
     env = dict(os.environ, PYTHONPATH=str(REPO))
     proc = subprocess.Popen([sys.executable, "-m", "agentcompass.cli", "serve-scripted", "--port", "0",
@@ -191,14 +191,19 @@ def main(tasks: int, concurrency: int, http_tasks: int, repeats: int, gc_compare
           f"{low['peak_rss_mb']:.0f} MB", flush=True)
     per_task_kb = 1e3 * (r["peak_rss_mb"] - low["peak_rss_mb"]) / (concurrency - LOW_CONCURRENCY)
     rss_marks = list(r["rss_at_done"].values())
-    # flat memory: growth from the first tenth of the run to its end
-    growth = round(rss_marks[-1] - rss_marks[0], 1) if len(rss_marks) > 1 else None
-    proc, url = start_scripted_server()
-    try:
-        runs["http"] = h = _child(http_tasks, concurrency, url)
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    # flat memory: the most RSS grew after the first tenth of the tasks had finished
+    growth = round(max(rss_marks) - rss_marks[0], 1) if len(rss_marks) > 1 else None
+    with tempfile.TemporaryDirectory(prefix="ac-perf-script-") as tmp:
+        proc, url = start_scripted_server(Path(tmp))
+        try:
+            runs["http"] = h = _child(http_tasks, concurrency, url)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
     print(f"  HTTP        c={concurrency:<5} {h['turns_per_s']:>8.0f} turns/s  ({h['tasks_per_s']:.0f} tasks/s, "
           f"{http_tasks} tasks)", flush=True)
     imports = import_times(repeats)
@@ -241,7 +246,7 @@ def cli() -> int:
         parser.error(f"--concurrency must be above {LOW_CONCURRENCY} (it is compared with that level)")
     report = main(tasks, concurrency, args.http_tasks or max(concurrency, tasks // 5), args.import_repeats,
                   not args.no_gc_compare)
-    out = write_json(NAME, report, args.results_dir)
+    out = write_json(f"{NAME}_100k" if args.large else NAME, report, args.results_dir)
     s = report["summary"]
     print(result_line(NAME, {**{k: s[k] for k in (
         "tasks", "concurrency", "tasks_per_s", "us_per_task", "cpu_us_per_task", "gc_us_per_task",

@@ -9,9 +9,10 @@ by the same fixed 3-command script (write a file, list it, submit ``42``) under 
 - AgentCompass: the ``mini_swe_agent`` harness (the same package's ``DefaultAgent``) with the scripted model
   replaying the same script in ```` ```mswea_bash_command ```` blocks, our docker provider, the same
   concurrency; tasks graded (answer ``42``).
-Reported: wall time, tasks/s, and containers still present (any state) right after each run returned --
-then they are removed. Both runs are fresh child processes; wall time is the whole process, start-up
-included, as when either is started from the command line.
+Reported: wall time, tasks/s, containers still present (any state) right after each run returned, and how
+long those took to go away on their own (at most a minute is watched; the rest is removed). Both runs are
+fresh child processes; wall time is the whole process, start-up included, as when either is started from the
+command line.
 
     .venv/bin/python benchmarks_perf/vs_mini_swe_agent.py [--tasks N] [--concurrency C] [--skip-peer]
 
@@ -51,6 +52,8 @@ ANSWER = "42"
 COMMANDS = ("echo hello > greeting.txt && cat greeting.txt", "ls -la && wc -c greeting.txt",
             f"echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && echo {ANSWER}")
 RUN_TIMEOUT_S = 1800.0
+#: how long to watch containers left after a run go away on their own before removing them.
+GONE_WAIT_S = 60.0
 
 
 def reply(i: int) -> str:
@@ -143,19 +146,33 @@ def run_ours(tasks: int, concurrency: int, run_id: str, tmp: Path) -> dict[str, 
 
 
 def _counted(run: Any, name: str, tasks: int, concurrency: int, tmp: Path) -> dict[str, Any]:
+    """Run, count the containers left right after, wait up to GONE_WAIT_S for them to go, remove the rest."""
     run_id = f"perf-{name}-{uuid.uuid4().hex[:8]}"
+    gone_after: float | None = 0.0
     try:
         report: dict[str, Any] = run(tasks, concurrency, run_id, tmp)
     finally:
         left = containers_with_label(LABEL_RUN_ID, run_id)
-        remove_containers(left)
+        t0 = time.monotonic()
+        while containers_with_label(LABEL_RUN_ID, run_id):
+            if time.monotonic() - t0 > GONE_WAIT_S:
+                gone_after = None
+                break
+            time.sleep(0.5)
+        else:
+            gone_after = round(time.monotonic() - t0, 1) if left else 0.0
+        remove_containers(containers_with_label(LABEL_RUN_ID, run_id))
     report["containers_left"] = len(left)
+    report["containers_gone_after_s"] = gone_after
     return report
 
 
 def _line(r: dict[str, Any]) -> str:
+    gone = r["containers_gone_after_s"]
+    later = "" if not r["containers_left"] else (
+        f" (gone {gone:g}s later)" if gone is not None else f" (still there after {GONE_WAIT_S:g}s: removed)")
     return (f"  {r['framework']:<24} {r['tasks_per_s']:>7.2f} tasks/s  wall {r['wall_s']:>7.2f}s  "
-            f"containers left {r['containers_left']}")
+            f"containers left {r['containers_left']}{later}")
 
 
 def main(args: argparse.Namespace) -> dict[str, Any]:
@@ -205,7 +222,9 @@ def cli() -> int:
         "ours_tasks_per_s": report["agentcompass"]["tasks_per_s"], "ours_wall_s": report["agentcompass"]["wall_s"],
         "ours_containers_left": report["agentcompass"]["containers_left"],
         "mini_tasks_per_s": peer.get("tasks_per_s"), "mini_wall_s": peer.get("wall_s"),
-        "mini_containers_left": peer.get("containers_left"), "speedup": report.get("speedup"), "json": out}))
+        "mini_containers_left": peer.get("containers_left"),
+        "mini_containers_gone_after_s": peer.get("containers_gone_after_s"), "speedup": report.get("speedup"),
+        "json": out}))
     return 0
 
 

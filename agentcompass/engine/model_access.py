@@ -36,6 +36,7 @@ from ..records import ModelLimitChanged, ModelRetrying, ProgressEvent, Usage
 from ..specs import ModelSpec
 
 if TYPE_CHECKING:
+    from ..models.gateway import Gateway, Grant
     from .runtime import RequestRuntime
 
 log = logging.getLogger("agentcompass.engine.model_access")
@@ -91,7 +92,7 @@ class ModelServices:
         self.limiters = LimiterRegistry()
         self.ledger = Ledger()
         self._emit = emit
-        self._gateway: Any = None
+        self._gateway: Gateway | None = None
         self._lock = asyncio.Lock()
         self._run_ids: dict[str, str] = {}
 
@@ -109,7 +110,7 @@ class ModelServices:
         self._emit(ModelRetrying(ts=time.time(), request=key.request, run_id=self._run_ids.get(key.request, ""),
                                  error_kind=kind, try_no=try_no, backoff_s=backoff_s, task_id=key.task_id))
 
-    async def gateway(self) -> Any:
+    async def gateway(self) -> Gateway:
         """The launch's gateway, started on first use."""
         async with self._lock:
             if self._gateway is None:
@@ -155,7 +156,7 @@ def agent_env(openai_url: str, anthropic_url: str, api_key: str, model: ModelSpe
 class ModelAccess:
     """A request's route through the gateway: one grant per try (see the module doc)."""
 
-    def __init__(self, gateway: Any, *, request: str, run_id: str, model: ModelSpec, wrap: bool,
+    def __init__(self, gateway: Gateway, *, request: str, run_id: str, model: ModelSpec, wrap: bool,
                  envelope_ttl_s: float, host_base: str, sandbox_base: str | None) -> None:
         self.gateway = gateway
         self.request = request
@@ -166,7 +167,7 @@ class ModelAccess:
         self.host_base = host_base
         self.sandbox_base = sandbox_base
 
-    def _env(self, base: str, grant: Any) -> dict[str, str]:
+    def _env(self, base: str, grant: Grant) -> dict[str, str]:
         return agent_env(self.gateway.url_for(base, grant), self.gateway.url_for(base, grant, anthropic=True),
                          grant.api_key, self.model)
 
@@ -181,8 +182,7 @@ class ModelAccess:
 
     async def close(self, grant: TryGrant) -> GatewayUsage:
         """Revoke the try's access and return what it used through the gateway."""
-        usage: GatewayUsage = await self.gateway.close_grant(grant.key)
-        return usage
+        return await self.gateway.close_grant(grant.key)
 
 
 def gateway_usage_of(meta: Mapping[str, Any]) -> GatewayUsage | None:
@@ -226,6 +226,7 @@ async def open_model_access(services: ModelServices, rt: RequestRuntime, model: 
     extra = params.get("extra_headers") or {}
     timeout = float(params.get("timeout", 600.0))
     gw = await services.gateway()
+    assert gw.base_url is not None  # started
     gw.add_upstream(Upstream(
         request=rt.name, model_id=model.id, base_url=model.base_url, api_key=model.api_key,
         api_protocol=model.api_protocol, limiter=limiter, policy=policy, timeout_s=timeout,

@@ -9,8 +9,9 @@ endpoint says:
 - afterwards it grows by 1 per window of ``limit`` saturated successes (additive increase);
 - a 429 cuts it (multiplicative decrease) to the calls still in flight, bounded to ``[ceil(limit/2), limit-1]``:
   the other calls in flight when the endpoint said "too many" are about what it serves. One 429 *episode*
-  counts once: a 429 for a call that was started before the last cut is ignored (a window = the calls in
-  flight at the cut);
+  counts once (a window = the calls in flight at the cut): a later 429 of a call started before the cut
+  only corrects that estimate by one (that call did not fit either), never below the episode's floor of
+  half the limit before it;
 - ``Retry-After`` (on a 429 or 5xx) pauses new calls until then;
 - the limit stays in ``[1, max_limit]``.
 
@@ -74,6 +75,7 @@ class AdaptiveLimiter:
         self.slow_start = True
         self.paused_until = 0.0
         self._epoch = 0
+        self._floor = 1  # the lowest the current 429 episode may take the limit (half the limit before it)
         self._acks = 0
         self._waiters: deque[asyncio.Future[Ticket]] = deque()
         self._wake_handle: asyncio.TimerHandle | None = None
@@ -123,6 +125,9 @@ class AdaptiveLimiter:
             self.rate_limited += 1
             if ticket.epoch == self._epoch:
                 self._cut()
+            elif ticket.epoch == self._epoch - 1 and self.limit > self._floor:
+                # another call of the episode just cut was refused: one call fewer fits than estimated
+                self._change(self.limit - 1, "rate_limited")
         self._wake()
 
     @asynccontextmanager
@@ -164,7 +169,8 @@ class AdaptiveLimiter:
 
     def _cut(self) -> None:
         others = self.in_flight  # this call is already released
-        new = min(self.limit - 1, max(math.ceil(self.limit / 2), others))
+        self._floor = math.ceil(self.limit / 2)
+        new = min(self.limit - 1, max(self._floor, others))
         self._epoch += 1
         self._acks = 0
         self.slow_start = False
@@ -193,9 +199,10 @@ class AdaptiveLimiter:
             self._wake_handle = None
         if not self._waiters or self.in_flight >= self.limit:
             return  # nothing waits, or a release will wake them
-        delay = self.paused_until - self._clock()
-        if delay > 0:
-            self._wake_handle = asyncio.get_running_loop().call_later(delay, self._wake)
+        # Only the pause holds them. Always come back (at least 1 ms later): loop timers may fire a little
+        # early, and the pause may end between the check in _wake and this one.
+        delay = max(self.paused_until - self._clock(), 0.001)
+        self._wake_handle = asyncio.get_running_loop().call_later(delay, self._wake)
 
 
 def endpoint_label(base_url: str, model_id: str) -> str:

@@ -41,7 +41,6 @@ import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import httpx
 import msgspec
@@ -50,7 +49,16 @@ from aiohttp import web
 from ..records import Usage
 from .adaptive import AdaptiveLimiter, Outcome, Ticket
 from .envelope import AttemptKey, EnvelopeError, EnvelopeSigner, is_envelope
-from .gateway_ledger import EVENT_END, CallRecord, Ledger, Protocol, StreamUsage, protocol_of, usage_from_body
+from .gateway_ledger import (
+    EVENT_END,
+    CallRecord,
+    GatewayUsage,
+    Ledger,
+    Protocol,
+    StreamUsage,
+    protocol_of,
+    usage_from_body,
+)
 from .openai_chat import parse_retry_after
 from .retry import RetryPolicy
 
@@ -265,9 +273,9 @@ class Gateway:
         self.ledger.open(key)
         return grant
 
-    async def close_grant(self, key: AttemptKey) -> Any:
+    async def close_grant(self, key: AttemptKey) -> GatewayUsage:
         """Revoke ``key`` (new calls get 401), give its calls in flight ``revoke_grace_s`` to finish, cancel
-        the rest, and return what it used (``GatewayUsage``)."""
+        the rest, and return what it used."""
         tasks = self._revoke(key)
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=self.revoke_grace_s)
@@ -416,9 +424,14 @@ class Gateway:
             finally:
                 up.limiter.release(answer.ticket, answer.outcome if passed else "error", answer.retry_after)
                 await answer.resp.aclose()
-        except (ConnectionError, asyncio.CancelledError) as exc:
-            error = f"cancelled or the client went away ({type(exc).__name__})"
+        except asyncio.CancelledError:
+            error = "cancelled (the try ended or the gateway stopped)"
             raise
+        except ConnectionError as exc:  # the client went away mid-answer: nobody to answer
+            error = f"the client went away ({type(exc).__name__})"
+            if call.response is not None and call.response.prepared:
+                return call.response
+            return error_response(502, "The client went away.", type_="upstream_error")
         except httpx.HTTPError as exc:
             error = f"the model endpoint failed mid-answer ({type(exc).__name__})"
             if call.response is not None and call.response.prepared:

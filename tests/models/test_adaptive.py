@@ -75,16 +75,25 @@ async def test_a_burst_of_429s_cuts_the_limit_once_per_episode() -> None:
     changes: list[tuple[int, str]] = []
     limiter = AdaptiveLimiter("e", 64, initial=32, on_change=lambda n, why: changes.append((n, why)))
     tickets = [await limiter.acquire() for _ in range(32)]
-    for t in tickets[:10]:  # ten 429s of calls that all started before the cut
+    for t in tickets[:10]:  # ten 429s of calls that all started before the first cut
         limiter.release(t, "rate_limited")
-    # cut once, at the first 429, to the 31 calls then still in flight; the other nine are the same episode
-    assert [c for c in changes if c[1] == "rate_limited"] == [(31, "rate_limited")]
+    # one episode: cut at the first 429 to the 31 calls then in flight, and each refused call of the same
+    # episode shows one call fewer fits: 22, the calls the endpoint is still serving
+    assert [n for n, why in changes if why == "rate_limited"] == list(range(31, 21, -1))
     assert limiter.cuts == 1 and limiter.rate_limited == 10
     for t in tickets[10:]:
         limiter.release(t, "ok")
     fresh = await limiter.acquire()  # a call started after the cut: its 429 is a new episode
     limiter.release(fresh, "rate_limited")
-    assert limiter.cuts == 2 and limiter.limit == 16  # nothing else in flight: halved
+    assert limiter.cuts == 2 and limiter.limit == 11  # nothing else in flight: halved
+
+
+async def test_one_episode_never_takes_the_limit_below_half() -> None:
+    limiter = AdaptiveLimiter("e", 64, initial=32)
+    tickets = [await limiter.acquire() for _ in range(32)]
+    for t in tickets:  # every call refused: still one episode
+        limiter.release(t, "rate_limited")
+    assert limiter.cuts == 1 and limiter.limit == 16
 
 
 async def test_retry_after_pauses_new_calls_until_then() -> None:

@@ -34,7 +34,7 @@ async def test_openai_sdk_chat_through_the_gateway_books_tokens_of_plain_and_str
         assert resp.choices[0].message.content == "Paris is the capital of France."
         assert resp.usage is not None
         stream = await client.chat.completions.create(model="x", messages=msgs, stream=True)  # type: ignore[arg-type]
-        chunks = [c async for c in stream]
+        chunks = [c async for c in stream]  # type: ignore[union-attr]
         text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
         assert text == "Paris is the capital of France."
         # the client did not ask for usage: the chunk the gateway asked for on its behalf is not forwarded
@@ -79,7 +79,9 @@ async def test_a_closed_grant_is_refused_and_its_unfinished_call_is_ended() -> N
         url = gw.url_for(gw.base_url or "", grant)
         async with httpx.AsyncClient(timeout=10) as http:
             pending = asyncio.ensure_future(http.post(f"{url}/chat/completions", json={"messages": []}))
-            while not hang.heads:
+            for _ in range(500):  # until the upstream has the request
+                if hang.heads:
+                    break
                 await asyncio.sleep(0.01)
             t0 = asyncio.get_running_loop().time()
             used = await gw.close_grant(KEY)
@@ -93,6 +95,8 @@ async def test_a_closed_grant_is_refused_and_its_unfinished_call_is_ended() -> N
 async def test_429_and_5xx_are_retried_honouring_retry_after_and_counted() -> None:
     async with running_scripted_server({"script": SCRIPT}, fail_status=429, fail_every=2, retry_after=0.2) as server, \
             running_gateway(server.base_url or "") as gw:
+        retries: list[tuple[AttemptKey, str, float, int]] = []
+        gw.on_retry = lambda *args: retries.append(args)
         grant = gw.open_grant(KEY)
         client = openai.AsyncOpenAI(base_url=gw.url_for(gw.base_url or "", grant), api_key=grant.api_key,
                                     max_retries=0)
@@ -106,6 +110,7 @@ async def test_429_and_5xx_are_retried_honouring_retry_after_and_counted() -> No
     assert resp.choices[0].message.content == "Paris is the capital of France."
     assert waited >= 0.2
     assert used.calls == 2 and used.retries == 1 and used.failed == 0
+    assert [(k, kind, n) for k, kind, _, n in retries] == [(KEY, "model_rate_limit", 1)] and retries[0][2] >= 0.2
 
 
 async def test_out_of_retries_the_client_gets_the_upstream_answer_and_an_unreachable_one_gets_502(
@@ -247,3 +252,46 @@ def test_upstream_urls_follow_each_protocols_base_url_convention(protocol: str) 
     want = "https://api.example.com/v1/messages" if protocol == "anthropic-messages" \
         else "https://api.example.com/messages"
     assert up.url("messages") == want
+
+
+async def test_a_client_leaving_mid_stream_is_booked_and_the_gateway_keeps_serving() -> None:
+    long_script = [{"match": "long story", "turns": ["word " * 20000]}]
+    async with running_scripted_server({"script": long_script}) as server, \
+            running_gateway(server.base_url or "") as gw:
+        grant = gw.open_grant(KEY)
+        url = httpx.URL(f"{gw.url_for(gw.base_url or '', grant)}/chat/completions")
+        body = msgspec.json.encode({"messages": [{"role": "user", "content": "a long story"}], "stream": True})
+        reader, writer = await asyncio.open_connection(url.host, url.port)
+        writer.write(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                     % (url.raw_path, len(body), body))
+        await writer.drain()
+        assert (await reader.read(200)).startswith(b"HTTP/1.1 200")
+        writer.close()  # gone after the first bytes
+        async with httpx.AsyncClient(timeout=10) as http:
+            ok = await http.post(str(url), json={"messages": [{"role": "user", "content": "a long story"}]})
+        assert ok.status_code == 200
+        for _ in range(200):
+            if gw.ledger.by_request["req"].calls == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert gw.ledger.by_request["req"].calls == 2
+        await gw.close_grant(KEY)
+
+
+async def test_anthropic_sdk_through_the_gateway_with_an_envelope() -> None:
+    anthropic = pytest.importorskip("anthropic")
+    async with running_scripted_server({"script": SCRIPT}, require_api_key="sk-ant-real") as server, \
+            running_gateway(server.base_url or "", api_key="sk-ant-real", protocol="anthropic-messages") as gw:
+        grant = gw.open_grant(KEY, envelope_ttl_s=60)
+        client = anthropic.AsyncAnthropic(base_url=gw.url_for(gw.base_url or "", grant, anthropic=True),
+                                          api_key=grant.api_key, max_retries=0)
+        msgs = [{"role": "user", "content": "What is the capital of France?"}]
+        msg = await client.messages.create(model="claude-x", max_tokens=64, messages=msgs)
+        async with client.messages.stream(model="claude-x", max_tokens=64, messages=msgs) as stream:
+            text = "".join([t async for t in stream.text_stream])
+        await client.close()
+        used = await gw.close_grant(KEY)
+    assert msg.content[0].text == text == "Paris is the capital of France."
+    assert used.calls == 2 and used.no_usage == 0
+    assert used.usage.prompt_tokens == 2 * msg.usage.input_tokens
+    assert used.usage.completion_tokens == 2 * msg.usage.output_tokens
