@@ -268,8 +268,8 @@ def prepare_build_context(instance: dict[str, Any], dest_dir: str | os.PathLike[
 
 def recipe(instance: dict[str, Any], cache_dir: str | os.PathLike[str]) -> tuple[str, str]:
     """``(image name with the recipe hash in its tag, build context dir)`` of ``instance``. The context is
-    prepared once under ``cache_dir`` in a directory named by its content hash (written to a temporary directory and renamed into place), so
-    a later call with the same content reuses it."""
+    prepared once under ``cache_dir`` in a directory named by its content hash (written to a temporary
+    directory and renamed into place), so a later call with the same content reuses it."""
     iid = str(instance["instance_id"])
     cache = Path(cache_dir)
     digest = recipe_hash(instance)
