@@ -15,35 +15,21 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import agentcompass
+from agentcompass.models.scripted_server import spawn_server_process, stop_process
 from agentcompass.records import ModelLimitChanged, ModelRetrying, ProgressEvent
 
 HERE = Path(__file__).resolve().parent
 
 
-def _start_server(limit: int, latency: float, retry_after: float) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([sys.executable, "-m", "agentcompass.cli", "serve-scripted", "--port", "0",
-                             "--max-concurrent", str(limit), "--latency", str(latency),
-                             "--retry-after", str(retry_after)],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    url = next((w for w in line.split() if w.startswith("http://")), None)
-    if url is None:
-        proc.kill()
-        raise RuntimeError(f"scripted server did not start: {line!r}")
-    return proc, url
-
-
 def run(tasks: int, server_limit: int, latency: float, retry_after: float) -> dict[str, Any]:
-    proc, url = _start_server(server_limit, latency, retry_after)
+    proc, url = spawn_server_process("--max-concurrent", str(server_limit), "--latency", str(latency),
+                                     "--retry-after", str(retry_after))
     limits: list[tuple[float, int, str]] = []
     retries = 0
     t0 = time.time()
@@ -63,11 +49,7 @@ def run(tasks: int, server_limit: int, latency: float, retry_after: float) -> di
                 benchmark_params={"repeat": -(-tasks // 20), "limit": tasks}, task_concurrency=tasks,
                 results_dir=tmp, progress="none", on_progress=on_progress)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc)
     duration = time.time() - t0
     second_half = [n for ts, n, _ in limits if ts >= duration / 2] or [limits[-1][1]]
     return {"benchmark": "adaptive_concurrency", "tasks": tasks, "server_limit": server_limit,

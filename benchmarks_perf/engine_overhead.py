@@ -131,21 +131,12 @@ def start_scripted_server(tmp: Path) -> tuple[subprocess.Popen[str], str]:
     """``agentcompass serve-scripted --port 0`` with the mock script (written in ``tmp``); (process, base_url)."""
     import json
 
+    from agentcompass.models.scripted_server import spawn_server_process
     from benchmarks_perf._components import SCRIPT
 
     script = tmp / "mock.json"
     script.write_text(json.dumps(SCRIPT["script"]))
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.Popen([sys.executable, "-m", "agentcompass.cli", "serve-scripted", "--port", "0",
-                             "--script-file", str(script)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True, env=env)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    url = next((w for w in line.split() if w.startswith("http://")), None)
-    if url is None:
-        proc.kill()
-        raise RuntimeError(f"scripted server did not start: {line!r}")
-    return proc, url
+    return spawn_server_process("--script-file", str(script), env=dict(os.environ, PYTHONPATH=str(REPO)))
 
 
 def import_times(repeats: int) -> dict[str, float]:
@@ -198,12 +189,9 @@ def main(tasks: int, concurrency: int, http_tasks: int, repeats: int, gc_compare
         try:
             runs["http"] = h = _child(http_tasks, concurrency, url)
         finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+            from agentcompass.models.scripted_server import stop_process
+
+            stop_process(proc)
     print(f"  HTTP        c={concurrency:<5} {h['turns_per_s']:>8.0f} turns/s  ({h['tasks_per_s']:.0f} tasks/s, "
           f"{http_tasks} tasks)", flush=True)
     imports = import_times(repeats)

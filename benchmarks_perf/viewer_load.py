@@ -31,6 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from agentcompass.models.scripted_server import stop_process  # noqa: E402
 from agentcompass.viewer.chromium import find_chromium  # noqa: E402
 from tests.viewer.rundirs import make_detail, write_run  # noqa: E402
 
@@ -124,12 +125,7 @@ def main() -> int:
         rss, peak = rss_mb(proc.pid)
     finally:
         if proc is not None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+            stop_process(proc)
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
 

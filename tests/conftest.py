@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from agentcompass.models.scripted_server import spawn_server_process, stop_process
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -16,15 +17,7 @@ REPO = Path(__file__).resolve().parent.parent
 def start_server_process(*extra: str) -> tuple[subprocess.Popen[str], str]:
     """Start ``agentcompass serve-scripted --port 0`` and return (process, base_url)."""
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.Popen([sys.executable, "-m", "agentcompass.cli", "serve-scripted", "--port", "0", *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    url = next((w for w in line.split() if w.startswith("http://")), None)
-    if url is None:
-        proc.kill()
-        raise RuntimeError(f"scripted server did not start: {line!r} {proc.stderr.read() if proc.stderr else ''}")
-    return proc, url
+    return spawn_server_process(*extra, env=env, capture_stderr=True)
 
 
 @pytest.fixture(scope="session")
@@ -34,9 +27,4 @@ def scripted_url() -> Iterator[str]:
     try:
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        stop_process(proc)

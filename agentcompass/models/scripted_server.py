@@ -19,6 +19,7 @@ import contextlib
 import hmac
 import random
 import signal
+import subprocess
 import sys
 import time
 from collections import deque
@@ -457,6 +458,36 @@ class ScriptedServer:
 
 
 # ---------------------------------------------------------------------- blocking entry points
+
+
+def spawn_server_process(*args: str, env: Mapping[str, str] | None = None,
+                         capture_stderr: bool = False) -> tuple[subprocess.Popen[str], str]:
+    """Start ``agentcompass serve-scripted --port 0 *args`` as a child process; (process, base URL).
+
+    For tests and benchmarks that want the server outside their own event loop. Stop it with
+    ``stop_process``."""
+    proc = subprocess.Popen([sys.executable, "-m", "agentcompass.cli", "serve-scripted", "--port", "0", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE if capture_stderr else subprocess.DEVNULL,
+                            text=True, env=None if env is None else dict(env))
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    url = next((w for w in line.split() if w.startswith("http://")), None)
+    if url is None:
+        proc.kill()
+        err = proc.stderr.read() if proc.stderr else ""
+        proc.wait(5)
+        raise RuntimeError(f"scripted server did not start: {line!r} {err}")
+    return proc, url
+
+
+def stop_process(proc: subprocess.Popen[Any], timeout: float = 10.0) -> None:
+    """SIGTERM ``proc``, SIGKILL it if it is still there after ``timeout`` seconds, and reap it."""
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
 
 
 def serve_forever(host: str = "127.0.0.1", port: int = 8000, params: Mapping[str, Any] | None = None, *,

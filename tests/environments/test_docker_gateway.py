@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import msgspec
 import pytest
 
 import agentcompass
+from agentcompass.models.scripted_server import stop_process
 from agentcompass.records import TaskDetail
 from tests.conftest import start_server_process
 
@@ -26,11 +26,7 @@ def keyed_server() -> Iterator[str]:
     try:
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc)
 
 
 def _run(url: str, run_id: str, results: Path, **kw: object) -> tuple[agentcompass.EvaluationResult, TaskDetail]:
