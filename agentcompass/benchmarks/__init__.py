@@ -5,6 +5,16 @@ The parameter checks are shared with the harnesses (kept there so both packages 
 
 from __future__ import annotations
 
-from ..harnesses import check_param_keys, dict_param, float_param, int_param, str_list_param, str_param
+from ..harnesses import (
+    bool_param,
+    check_param_keys,
+    dict_param,
+    float_param,
+    int_param,
+    str_list_param,
+    str_param,
+    truncate_middle,
+)
 
-__all__ = ["check_param_keys", "dict_param", "float_param", "int_param", "str_list_param", "str_param"]
+__all__ = ["bool_param", "check_param_keys", "dict_param", "float_param", "int_param", "str_list_param", "str_param",
+           "truncate_middle"]

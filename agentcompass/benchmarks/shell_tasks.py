@@ -32,7 +32,7 @@ from ..interfaces import (
     PreparedTask,
     TaskSpec,
 )
-from . import check_param_keys, float_param, int_param, str_list_param
+from . import check_param_keys, float_param, int_param, str_list_param, truncate_middle
 
 _WHERE = "benchmark shell_tasks"
 _PARAMS = ("sample_ids", "categories", "limit", "k", "repeat", "eval_timeout")
@@ -125,13 +125,6 @@ def portable_workspace(tar_bytes: bytes) -> tuple[bytes, list[str]]:
     return out.getvalue(), dropped
 
 
-def _cap(text: str, limit: int = _OUTPUT_CAP) -> str:
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}\n... [{len(text) - 2 * half} characters omitted] ...\n{text[-half:]}"
-
-
 class ShellTasks:
     """The bundled shell tasks benchmark.
 
@@ -219,12 +212,12 @@ class ShellTasks:
         extra: dict[str, Any] = {}
         if expected is not None:
             answer_ok = answer_matches(ctx.result.final_answer, expected)
-            extra["answer"] = _cap(extract_answer(ctx.result.final_answer).strip(), 500)
+            extra["answer"] = truncate_middle(extract_answer(ctx.result.final_answer).strip(), 500)
             extra["answer_correct"] = answer_ok
             correct = correct and answer_ok
         if tests:
             exit_code, output, timed_out = await self._run_tests(ctx, tests)
-            extra.update(exit_code=exit_code, output=_cap(output))
+            extra.update(exit_code=exit_code, output=truncate_middle(output, _OUTPUT_CAP))
             if ctx.artifacts.get("dropped"):
                 extra["dropped_from_workspace"] = ctx.artifacts["dropped"][:20]
             if timed_out:

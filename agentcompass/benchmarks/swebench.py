@@ -39,7 +39,7 @@ from ..swebench.dataset import default_data_dir, load_instances, select
 from ..swebench.grading import grade
 from ..swebench.images import TESTBED, history_hygiene_script, official_image
 from ..swebench.test_specs import apply_patch_script, make_eval_script
-from . import check_param_keys, float_param, int_param, str_list_param, str_param
+from . import bool_param, check_param_keys, float_param, int_param, str_list_param, str_param, truncate_middle
 
 _PARAMS = ("sample_ids", "limit", "k", "avgk", "eval_timeout", "split", "dataset_file", "image_namespace",
            "arch", "image_tag", "hide_history", "use_hf_cache")
@@ -65,21 +65,6 @@ def is_test_path(path: str) -> bool:
     return bool(_TEST_PATH.search(path))
 
 
-def _bool(params: dict[str, Any], key: str, default: bool, where: str) -> bool:
-    value = params.get(key, default)
-    if not isinstance(value, bool):
-        raise ConfigError(f"Parameter {key!r} of {where} must be true or false, got {value!r}",
-                          field=f"benchmark.params.{key}")
-    return value
-
-
-def _cap(text: str, limit: int = _RAW_CAP) -> str:
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}\n... [{len(text) - 2 * half} characters omitted] ...\n{text[-half:]}"
-
-
 class SWEBench:
     """SWE-bench (full test split). Subclasses change the dataset name and where the images come from."""
 
@@ -102,14 +87,15 @@ class SWEBench:
         self.namespace: str = "swebench" if namespace is None else namespace
         self.arch = str_param(params, "arch", where) or "x86_64"
         self.image_tag = str_param(params, "image_tag", where) or "latest"
-        self.hide_history = _bool(params, "hide_history", True, where)
-        self.use_hf_cache = _bool(params, "use_hf_cache", True, where)
+        self.hide_history = bool_param(params, "hide_history", True, where)
+        self.use_hf_cache = bool_param(params, "use_hf_cache", True, where)
         self.data_dir = ctx.data_dir
         if ctx.environment and ctx.environment != "docker":
             raise ConfigError(f"{where} runs in per-instance images: use environment 'docker' "
                               f"(got {ctx.environment!r}).", field="environment")
         # Fail fast (before any run directory exists) when the dataset is missing or an id is unknown.
         self._instances = select(self._load(), self.sample_ids, self.name)
+        self._by_id = {inst["instance_id"]: inst for inst in self._instances}
 
     def new_accumulator(self) -> DefaultAccumulator:
         """pass@k and avg@k; with ``avgk`` the headline (``primary``) is avg@k."""
@@ -143,10 +129,7 @@ class SWEBench:
         return out if self.limit is None else out[:self.limit]
 
     def _instance(self, task_id: str) -> dict[str, Any]:
-        for inst in self._instances:
-            if inst["instance_id"] == task_id:
-                return inst
-        raise KeyError(task_id)
+        return self._by_id[task_id]
 
     # ------------------------------------------------------------------ agent side
 
@@ -197,16 +180,14 @@ class SWEBench:
             analysis["modified_tests"] = [f for f in files if is_test_path(f)][:50]
             if all(is_test_path(f) for f in files):
                 analysis["suspected_reward_hacking"] = "the patch changes test files only"
-        extra: dict[str, Any] = {"model_patch": _cap(patch, 100_000), "changed_files": files[:200],
+        extra: dict[str, Any] = {"model_patch": truncate_middle(patch, 100_000), "changed_files": files[:200],
                                  "patch_source": ctx.artifacts.get("patch_source", "harness")}
         if analysis:
             extra["flags"] = sorted(analysis)
         if not patch.strip():
             extra["eval_raw_data"] = {"patch_applied": False, "reason": "empty patch", "resolved": False}
             return EvalResult(correct=False, score=0.0, extra=extra, analysis=analysis)
-        image, recipe = self.image_for(self._instance(ctx.task.task_id))
-        del recipe  # the verifier uses the image the agent's environment already made sure of
-        async with ctx.open_verifier(image=image, workdir=TESTBED) as verifier:
+        async with ctx.open_verifier(workdir=TESTBED) as verifier:  # the task's image (and recipe)
             await verifier.write_file(_PATCH_FILE, patch)
             applied = await verifier.exec(["bash", "-c", apply_patch_script(_PATCH_FILE, repo_dir=verifier.workdir)],
                                           cwd=verifier.workdir, timeout=300)
@@ -219,8 +200,8 @@ class SWEBench:
                 eval_out, timed_out = res.output, res.timed_out
         report = grade(inst, eval_out, apply_output=apply_log, timed_out=timed_out)
         extra["eval_raw_data"] = {
-            **msgspec.to_builtins(report), "timed_out": timed_out, "apply_output": _cap(apply_log, 20_000),
-            "test_output": _cap(eval_out)}
+            **msgspec.to_builtins(report), "timed_out": timed_out, "apply_output": truncate_middle(apply_log, 20_000),
+            "test_output": truncate_middle(eval_out, _RAW_CAP)}
         return EvalResult(correct=report.resolved, score=1.0 if report.resolved else 0.0, extra=extra,
                           analysis=analysis)
 
@@ -255,6 +236,10 @@ class SWEBenchLocal(SWEBench):
 
     name: ClassVar[str] = "swebench_local"
 
+    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
+        self._recipes: dict[str, tuple[str, ImageRecipe | None]] = {}
+        super().__init__(params, ctx)
+
     def _load(self) -> list[dict[str, Any]]:
         from ..swebench.local_instances import load_local_instances
 
@@ -262,11 +247,15 @@ class SWEBenchLocal(SWEBench):
         return load_local_instances()
 
     def image_for(self, instance: dict[str, Any]) -> tuple[str, ImageRecipe | None]:
-        from ..swebench.local_instances import recipe
+        """Hashing the recipe reads the repo tarball and the host's pytest: done once per instance."""
+        iid = instance["instance_id"]
+        if iid not in self._recipes:
+            from ..swebench.local_instances import recipe
 
-        cache = Path(default_data_dir(self.data_dir)) / "swebench_local" / "contexts"
-        image, context_dir = recipe(instance, cache)
-        return image, ImageRecipe(context_dir=os.fspath(context_dir))
+            cache = Path(default_data_dir(self.data_dir)) / "swebench_local" / "contexts"
+            image, context_dir = recipe(instance, cache)
+            self._recipes[iid] = (image, ImageRecipe(context_dir=os.fspath(context_dir)))
+        return self._recipes[iid]
 
 
 __all__ = ["SWEBench", "SWEBenchJsonl", "SWEBenchLite", "SWEBenchLocal", "SWEBenchVerified", "changed_files",

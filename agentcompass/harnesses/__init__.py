@@ -1,7 +1,7 @@
 """Built-in harnesses (agent loops): ``none``, ``openai_chat`` and ``shell_agent``.
 
 Each harness module is imported lazily through the registry; this package only holds the small
-parameter checks they share.
+parameter checks and text helpers they share (the benchmarks use them too).
 """
 
 from __future__ import annotations
@@ -46,6 +46,24 @@ def float_param(params: Mapping[str, Any], key: str, default: float, where: str)
         raise ConfigError(f"Parameter {key!r} of {where} must be a number > 0, got {value!r}.",
                           field=_field(where, key))
     return float(value)
+
+
+def bool_param(params: Mapping[str, Any], key: str, default: bool, where: str) -> bool:
+    """A true/false parameter (numbers and strings are rejected)."""
+    value = params.get(key, default)
+    if not isinstance(value, bool):
+        raise ConfigError(f"Parameter {key!r} of {where} must be true or false, got {value!r}.",
+                          field=_field(where, key))
+    return value
+
+
+def truncate_middle(text: str, limit: int) -> str:
+    """Keep the head and the tail of ``text`` so the result has at most about ``limit`` characters."""
+    if len(text) <= limit:
+        return text
+    half = max(limit // 2, 1)
+    omitted = len(text) - 2 * half
+    return f"{text[:half]}\n... [{omitted} characters omitted] ...\n{text[-half:]}"
 
 
 def str_param(params: Mapping[str, Any], key: str, where: str) -> str | None:

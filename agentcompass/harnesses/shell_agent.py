@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from .._errors import EnvironmentError_
 from ..interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
 from ..records import Step, Trajectory, Usage
-from . import check_param_keys, dict_param, float_param, int_param, str_param
+from . import check_param_keys, dict_param, float_param, int_param, str_param, truncate_middle
 
 _WHERE = "harness shell_agent"
 TIMEOUT_EXIT_CODE = 124
@@ -53,15 +53,6 @@ first and then the run ends.
 FORMAT_ERROR = """\
 Format error: {problem}. Reply with exactly one ```bash fenced block holding the command to run, \
 or with <submit>FINAL ANSWER</submit> to finish."""
-
-
-def truncate_middle(text: str, limit: int) -> str:
-    """Keep the head and the tail of ``text`` so the result has at most about ``limit`` characters."""
-    if len(text) <= limit:
-        return text
-    half = max(limit // 2, 1)
-    omitted = len(text) - 2 * half
-    return f"{text[:half]}\n... [{omitted} characters omitted] ...\n{text[-half:]}"
 
 
 class ParsedReply:
