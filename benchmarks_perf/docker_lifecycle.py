@@ -4,16 +4,16 @@ One lifecycle = open (create + start) + one exec (``echo``) + close (force remov
 runs the provider and the raw loop interleaved (A-B-B-A) on the tiny busybox image, so the ratio compares
 like with like on the same daemon load.
 
-    PYTHONPATH=. .venv/bin/python benchmarks_perf/docker_lifecycle.py [--per-level N] [--levels 1,8,16]
+    .venv/bin/python benchmarks_perf/docker_lifecycle.py [--per-level N] [--levels 1,8,16] [--results-dir D]
 
-Prints a table, writes ``docker_lifecycle.json`` next to this file, and ends with a ``RESULT`` line.
+Prints a table, writes ``results/docker_lifecycle.json`` and ends with a ``RESULT`` line
+(``c<level>_ours``, ``c<level>_raw`` in lifecycles/s, ``c<level>_ratio`` = ours / raw, ``containers_left``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -21,13 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import aiodocker
+from _common import containers_with_label, result_line, write_json
 
 from agentcompass.environments.docker import DockerProvider
 from agentcompass.environments.docker_images import BUSYBOX_IMAGE, build_base_image
 from agentcompass.environments.docker_sweep import sweep_orphans
 from agentcompass.interfaces import ComponentContext, EnvOpenSpec
-
-HERE = Path(__file__).resolve().parent
 
 
 async def _provider_lifecycle(provider: DockerProvider, run_id: str, i: int) -> None:
@@ -102,22 +101,24 @@ async def main(levels: list[int], per_level: int) -> dict[str, Any]:
     finally:
         await provider.aclose()
         await sweep_orphans(run_id=run_id, only_dead=False)
-    return {"benchmark": "docker_lifecycle", "image": image, "unit": "open+exec+close per second",
-            "rows": rows, "at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    return {"image": image, "unit": "open+exec+close per second", "rows": rows, "run_id": run_id}
 
 
 def cli() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--levels", default="1,8,16", help="comma-separated concurrency levels")
     parser.add_argument("--per-level", type=int, default=16, help="lifecycles per level (at least 2x level)")
+    parser.add_argument("--results-dir", type=Path, default=None, help="where the JSON report goes")
     args = parser.parse_args()
     levels = [int(x) for x in args.levels.split(",") if x.strip()]
     report = asyncio.run(main(levels, args.per_level))
-    out = HERE / "docker_lifecycle.json"
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    parts = [f"c{r['concurrency']}={r['provider_per_s']:.2f}/s(raw {r['raw_per_s']:.2f}/s, x{r['ratio']:.2f})"
-             for r in report["rows"]]
-    print(f"RESULT docker_lifecycle {' '.join(parts)} json={out}")
+    report["containers_left"] = len(containers_with_label("agentcompass.run_id", report["run_id"]))
+    out = write_json("docker_lifecycle", report, args.results_dir)
+    values: dict[str, Any] = {}
+    for r in report["rows"]:
+        c = r["concurrency"]
+        values |= {f"c{c}_ours": r["provider_per_s"], f"c{c}_raw": r["raw_per_s"], f"c{c}_ratio": r["ratio"]}
+    print(result_line("docker_lifecycle", {**values, "containers_left": report["containers_left"], "json": out}))
     return 0
 
 

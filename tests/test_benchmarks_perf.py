@@ -89,3 +89,18 @@ def test_vs_mini_swe_agent_runs_both_batch_runners_and_counts_leftover_container
         assert int(values["mini_containers_left"]) >= 0  # counted (then removed), whatever it was
     report = json.loads(Path(values["json"]).read_text())
     assert report["agentcompass"]["solved"] == 2
+
+
+@pytest.mark.skipif(not HAVE_DOCKER and not os.environ.get("CI"), reason="no Docker daemon")
+def test_docker_lifecycle_measures_ours_against_raw_aiodocker_per_level_and_leaves_no_container(
+        tmp_path: Path) -> None:
+    _, values = run_script("docker_lifecycle.py", "--levels", "1,2", "--per-level", "4",
+                           "--results-dir", str(tmp_path), timeout=600)
+    for level in (1, 2):
+        ours, raw, ratio = (float(values[f"c{level}_{k}"]) for k in ("ours", "raw", "ratio"))
+        assert ours > 0 and raw > 0
+        assert ratio == pytest.approx(ours / raw, abs=0.02)
+    assert values["containers_left"] == "0"
+    report = json.loads(Path(values["json"]).read_text())
+    assert [r["concurrency"] for r in report["rows"]] == [1, 2]
+    assert all(r["lifecycles"] == 4 for r in report["rows"])

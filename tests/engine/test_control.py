@@ -62,7 +62,7 @@ def test_timeout_seconds_stops_the_run_and_records_interrupted_tasks(tmp_path: P
                       "results_dir": str(tmp_path / "r"), "task_concurrency": 3}],
         "timeout_seconds": 1.5, "progress": "none"})
     elapsed = time.monotonic() - t0
-    assert elapsed < 15
+    assert elapsed < 1.5 + 6  # the limit plus a few seconds of cleanup on a loaded machine (takes ~0.1 s)
     out = result.outcomes[0]
     assert result.status == "timed_out" and out.status == "timed_out"
     assert out.run_dir is not None

@@ -195,3 +195,22 @@ def test_a_container_killed_mid_task_is_env_lost_and_retried(base_image: str, do
     d = msgspec.json.decode(next((out.run_dir / "details").glob("*.json")).read_bytes(), type=TaskDetail)
     assert [t.error_kind for t in d.attempts["1"].tries] == ["env_lost", None]
     assert containers_of(docker_run_id) == []
+
+
+def test_timeout_seconds_on_docker_stops_within_seconds_and_removes_every_container(
+        base_image: str, docker_run_id: str, tmp_path: Path) -> None:
+    t0 = time.monotonic()
+    result = agentcompass.launch({
+        "requests": [{"benchmark": {"id": "shell_tasks", "params": {"sample_ids": SAMPLE[:4]}},
+                      "harness": {"id": "tests.engine.components:SleepingHarness", "params": {"seconds": 120}},
+                      "model": "scripted", "environment": "docker", "run_id": docker_run_id,
+                      "results_dir": str(tmp_path), "task_concurrency": 4}],
+        "timeout_seconds": 8, "progress": "none"})
+    elapsed = time.monotonic() - t0
+    out = result.outcomes[0]
+    assert result.status == "timed_out" and out.status == "timed_out"
+    assert elapsed < 8 + 15, elapsed  # the limit plus closing four containers on a loaded daemon
+    assert out.run_dir is not None
+    details = [msgspec.json.decode(p.read_bytes(), type=TaskDetail) for p in (out.run_dir / "details").glob("*.json")]
+    assert len(details) == 4 and all(d.attempts["1"].error_kind == "run_timeout" for d in details)
+    assert containers_of(docker_run_id) == [] and networks_of(docker_run_id) == []

@@ -43,6 +43,14 @@ def _scan_marked() -> list[int]:
     return found
 
 
+def _wait_for_details(details: Path, count: int, proc: subprocess.Popen[bytes], timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        if details.is_dir() and sum(1 for _ in details.glob("*.json")) >= count:
+            return
+        time.sleep(0.02)
+
+
 def _events(progress: Path) -> list[dict[str, object]]:
     out = []
     for line in progress.read_bytes().splitlines():
@@ -68,7 +76,10 @@ def test_sigkill_five_times_then_resume_commits_each_task_once_with_the_same_met
     committed: dict[str, int] = {}  # detail file -> mtime when first seen
     for _ in range(5):
         proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(1.0, 3.0))
+        # Kill at a random point measured in progress, not wall time, so a fast machine can't finish first:
+        # once a few more tasks have committed, then a random fraction of a task later.
+        _wait_for_details(run_dir / "details", len(committed) + rng.randint(4, 16), proc)
+        time.sleep(rng.uniform(0.0, 0.3))
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
         for p in (run_dir / "details").glob("*.json"):
