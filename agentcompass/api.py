@@ -3,25 +3,31 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 from typing import Any
 
 from ._errors import ConfigError, NotSupportedYet, RunInsideLoopError
 from .engine.progress import OnProgress
 from .results import EvaluationResult, LaunchResult
-from .specs import OrchestrationSpec, parse_orchestration, parse_request
+from .specs import OrchestrationSpec, parse_orchestration, parse_orchestration_isolated, parse_request
 
 
 async def async_launch(spec: OrchestrationSpec | dict[str, Any], *,
                        on_progress: OnProgress | None = None) -> LaunchResult:
     """Run every request of ``spec`` on the running event loop; one outcome per request, in order.
 
-    A request that fails (bad params, a benchmark that raises while loading, ...) gets a failed outcome;
-    the others are untouched. Launch-wide bad input (e.g. unknown provider in provider_limits) raises
-    ConfigError before anything runs."""
+    A request that fails (a field of the wrong type, bad params, a benchmark that raises while loading, ...)
+    gets a failed outcome; the others are untouched. Launch-wide bad input (e.g. unknown provider in
+    provider_limits) raises ConfigError before anything runs."""
+    parsed, invalid = parse_orchestration_isolated(spec)
+    return await _run_supervisor(parsed, invalid, on_progress)
+
+
+async def _run_supervisor(spec: OrchestrationSpec, invalid: dict[int, ConfigError],
+                          on_progress: OnProgress | None) -> LaunchResult:
     from .engine.supervisor import Supervisor
 
-    parsed = parse_orchestration(spec)
-    return await Supervisor(parsed, on_progress).run()
+    return await Supervisor(spec, on_progress, invalid=invalid).run()
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
@@ -44,9 +50,40 @@ def launch(spec: OrchestrationSpec | dict[str, Any], *, on_progress: OnProgress 
         raise RunInsideLoopError(
             "launch()/run_evaluation() cannot run inside a running event loop (e.g. Jupyter, an async app). "
             "Use `await agentcompass.async_launch(spec)` there instead.")
-    parsed = parse_orchestration(spec)
+    parsed, invalid = parse_orchestration_isolated(spec)
+    terminated = False
+
+    async def main() -> LaunchResult | None:
+        # SIGTERM (kill, `timeout`, CI cancelling, `docker stop`) takes the Ctrl-C path: every environment is
+        # closed and the run recorded as cancelled, then the process exits 143. Only when nobody else handles it.
+        nonlocal terminated
+        loop, me = asyncio.get_running_loop(), asyncio.current_task()
+        installed = False
+        if me is not None and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            def on_term() -> None:
+                nonlocal terminated
+                terminated = True
+                me.cancel()
+            try:
+                loop.add_signal_handler(signal.SIGTERM, on_term)
+                installed = True
+            except (ValueError, RuntimeError, NotImplementedError):  # not the main thread / no signals here
+                pass
+        try:
+            return await _run_supervisor(parsed, invalid, on_progress)
+        except asyncio.CancelledError:
+            if terminated:
+                return None
+            raise
+        finally:
+            if installed:
+                loop.remove_signal_handler(signal.SIGTERM)
+
     with asyncio.Runner(loop_factory=_new_loop) as runner:
-        return runner.run(async_launch(parsed, on_progress=on_progress))
+        result = runner.run(main())
+    if result is None:
+        raise SystemExit(128 + signal.SIGTERM)
+    return result
 
 
 def run_evaluation(

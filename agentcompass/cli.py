@@ -228,12 +228,11 @@ def _cmd_compare(a: argparse.Namespace) -> int:
 
 def _cmd_launch(a: argparse.Namespace) -> int:
     from .api import launch
-    from .specs import parse_orchestration
 
     raw = load_spec_file(a.spec)
     if a.progress and isinstance(raw, dict):
         raw["progress"] = a.progress
-    result = launch(parse_orchestration(raw))
+    result = launch(raw)  # a request with a bad field fails alone; the others run
     for o in result.outcomes:
         _print_outcome(o)
     print(f"launch {result.status} in {result.duration_s:.2f}s")
@@ -249,7 +248,33 @@ def _cmd_list(a: argparse.Namespace) -> int:
     return 0
 
 
+def _read_run_json(path: Path) -> dict[str, Any]:
+    """A run directory's JSON file as a dict; a ConfigError naming the file if it is unreadable or corrupt."""
+    try:
+        doc = json.loads(path.read_bytes())
+    except OSError as exc:
+        raise ConfigError(f"Cannot read {str(path)!r}: {exc.strerror or exc}.", field="run_dir") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{str(path)!r} is not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg}): "
+                          f"the file is corrupt or was cut short (disk full, or the run was killed while "
+                          f"writing it).", field="run_dir") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{str(path)!r} is not valid JSON (not UTF-8 text: {exc.reason}): the file is corrupt.",
+                          field="run_dir") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{str(path)!r} is not a run summary: expected a JSON object, got "
+                          f"{type(doc).__name__}.", field="run_dir")
+    return doc
+
+
+def _dict_field(doc: dict[str, Any], key: str) -> dict[str, Any]:
+    value = doc.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def _cmd_show(a: argparse.Namespace) -> int:
+    import time
+
     from rich.console import Console
     from rich.table import Table
 
@@ -259,27 +284,37 @@ def _cmd_show(a: argparse.Namespace) -> int:
     if not summary_path.is_file() and not info_path.is_file():
         raise ConfigError(f"{a.run_dir!r} is not a run directory (no summary.json or run_info.json).",
                           field="run_dir")
-    doc = json.loads((summary_path if summary_path.is_file() else info_path).read_text())
+    in_progress = not summary_path.is_file()
+    doc = _read_run_json(info_path if in_progress else summary_path)
     console = Console()
     table = Table(title=f"{doc.get('benchmark')} / {doc.get('harness')} / {doc.get('model')} "
                         f"({doc.get('run_id')}): {doc.get('status')}")
     table.add_column("metric")
     table.add_column("value", justify="right")
-    for k, v in (doc.get("metrics") or {}).items():
+    for k, v in _dict_field(doc, "metrics").items():
         table.add_row(k, f"{v:.4f}" if isinstance(v, float) else str(v))
-    for k, v in (doc.get("counts") or {}).items():
+    for k, v in _dict_field(doc, "counts").items():
         table.add_row(f"count: {k}", str(v))
-    for k, v in (doc.get("errors_by_kind") or {}).items():
+    for k, v in _dict_field(doc, "errors_by_kind").items():
         table.add_row(f"error: {k}", str(v))
     console.print(table)
-    cats = doc.get("by_category") or {}
+    if in_progress:
+        stamp = doc.get("updated_at") or doc.get("started_at")
+        when = (f", last updated {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(stamp))}"
+                if isinstance(stamp, (int, float)) else "")
+        console.print(f"no summary.json yet (the run is in progress, or stopped before writing it): "
+                      f"showing run_info.json{when}.", soft_wrap=True, highlight=False, markup=False)
+        if doc.get("error"):
+            console.print(f"error: {doc['error']}", soft_wrap=True, highlight=False, markup=False)
+    cats = _dict_field(doc, "by_category")
     if cats:
         ct = Table(title="by category")
         ct.add_column("category")
-        keys = sorted({k for m in cats.values() for k in m if not k.endswith("_ci")})  # intervals: see report
+        rows = {c: m for c, m in cats.items() if isinstance(m, dict)}
+        keys = sorted({k for m in rows.values() for k in m if not k.endswith("_ci")})  # intervals: see report
         for k in keys:
             ct.add_column(k, justify="right")
-        for c, m in cats.items():
+        for c, m in rows.items():
             ct.add_row(c, *[f"{m[k]:.3f}" if isinstance(m.get(k), float) else str(m.get(k, "")) for k in keys])
         console.print(ct)
     return 0

@@ -1,8 +1,9 @@
 """Lazy registries of components, one set per engine instance.
 
-A name maps to ``"module:Class"``; the class is imported only when first used. Ids that contain ``:`` or a
-dot are taken as import paths. Third parties add components through entry points
-(``ENTRY_POINT_GROUPS``) or ``recipe_dirs`` (python files defining ``register(registries)``).
+A name maps to ``"module:Class"``; the class is imported only when first used. Ids that are not registered
+names and contain ``:`` or a dot are taken as import paths; whatever an id resolves to must be a class.
+Third parties add components through entry points (``ENTRY_POINT_GROUPS``) or ``recipe_dirs`` (python files
+defining ``register(registries)``).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.util
+import inspect
 import sys
 from collections.abc import Iterable
 from importlib.metadata import entry_points
@@ -92,33 +94,79 @@ class Registry:
         return name in self._entries
 
     def resolve(self, name: str, *, field: str | None = None) -> Any:
-        """The class for ``name``; a clear ConfigError for unknown ids or import failures."""
+        """The class for ``name``; a clear ConfigError for unknown ids, import failures and non-classes."""
         field = field or self.kind
         if name in self._loaded:
             return self._loaded[name]
         target = self._entries.get(name)
-        if target is None and (":" in name or "." in name):
-            target = name
-        if target is None:
-            known = self.names()
-            close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(
-                f"Unknown {self.kind} id {name!r} in field `{field}`. Known {self.kind}s: "
-                f"{', '.join(known) or '(none)'}.{hint} A `module:Class` import path is also accepted.",
-                field=field,
-            )
-        if isinstance(target, str):
+        if target is None and not (":" in name or "." in name):
+            raise self._unknown(name, field)
+        if target is None or isinstance(target, str):
+            path = name if target is None else target
             try:
-                obj = import_object(target)
-            except (ImportError, AttributeError) as exc:
+                obj = import_object(path)
+            except Exception as exc:
+                if target is None and _not_a_module(path, exc):
+                    # an id with a dot is more often a mistyped name than a path: list the known names too
+                    raise self._unknown(name, field, tried=f"{type(exc).__name__}: {exc}") from None
+                source = "" if target is None else f" from {path!r}"
                 raise ConfigError(
-                    f"Cannot load {self.kind} {name!r} (field `{field}`) from {target!r}: {exc}.", field=field
+                    f"Cannot load {self.kind} {name!r} (field `{field}`){source}: {exc}.", field=field
                 ) from None
         else:
             obj = target
+        if not isinstance(obj, type):
+            where = repr(name) if target is None else f"{name!r} (registered as {_label(target)})"
+            raise ConfigError(
+                f"Cannot use {self.kind} {where} (field `{field}`): {_label(target or name)} is "
+                f"{_describe(obj)}, not a class. A {self.kind} must be a class, given as `module:Class`.",
+                field=field,
+            )
         self._loaded[name] = obj
         return obj
+
+    def _unknown(self, name: str, field: str, *, tried: str | None = None) -> ConfigError:
+        known = self.names()
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        if tried is None:
+            how = " A `module:Class` import path is also accepted."
+            lead = ""
+        else:
+            how = ""
+            lead = f" It is not a registered name, and importing it as an import path failed ({tried})."
+        return ConfigError(
+            f"Unknown {self.kind} id {name!r} in field `{field}`.{lead} Known {self.kind}s: "
+            f"{', '.join(known) or '(none)'}.{hint}{how}",
+            field=field,
+        )
+
+
+def _not_a_module(path: str, exc: Exception) -> bool:
+    """Whether importing ``path`` failed because its module does not exist (or it is no import path at all),
+    as opposed to an existing module that is broken or lacks the attribute."""
+    mod_name, _, attr = path.partition(":") if ":" in path else path.rpartition(".")
+    if not mod_name or not attr or mod_name.startswith("."):
+        return True  # malformed: an empty part, or a relative import
+    if isinstance(exc, ModuleNotFoundError):
+        missing = exc.name or ""
+        return mod_name == missing or mod_name.startswith(missing + ".")
+    return False
+
+
+def _label(target: Any) -> str:
+    if isinstance(target, str):
+        return target
+    return repr(getattr(target, "__qualname__", None) or target)
+
+
+def _describe(obj: Any) -> str:
+    """What ``obj`` is, for an error message: "a module", "a function", "a str"."""
+    if inspect.ismodule(obj):
+        return "a module"
+    if inspect.isroutine(obj):
+        return "a function"
+    return f"a {type(obj).__name__}"
 
 
 class Registries:

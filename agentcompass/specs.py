@@ -67,6 +67,9 @@ class OrchestrationSpec(msgspec.Struct, forbid_unknown_fields=True, omit_default
     timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] | None = None
     provider_limits: dict[str, PositiveInt] = {}
     env_open_qps: NonNegFloat | dict[str, NonNegFloat] | None = None
+    #: ``provider.open`` calls at once, process-wide: an int for every provider or a dict per provider name;
+    #: a provider it does not cover uses its own ``max_creates_in_flight`` (docker: 4).
+    max_env_creates_in_flight: PositiveInt | dict[str, PositiveInt] | None = None
     progress: ProgressMode = "auto"
     log_level: LogLevel = "WARNING"
     recipe_dirs: list[str] = []
@@ -109,6 +112,39 @@ def readable_validation_error(exc: msgspec.ValidationError, what: str) -> Config
         hint = " Allowed: DEBUG, INFO, WARNING, ERROR, CRITICAL."
     where = f" in field `{field}`" if field else ""
     return ConfigError(f"Invalid {what}{where}: {text}.{hint}", field=field)
+
+
+def _id_of(value: Any, default: str) -> str:
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, dict) and isinstance(value.get("id"), str) and value["id"]:
+        return str(value["id"])
+    return default
+
+
+def parse_orchestration_isolated(raw: Any) -> tuple[OrchestrationSpec, dict[int, ConfigError]]:
+    """Like ``parse_orchestration``, but a request that fails validation does not sink the launch.
+
+    Each invalid request is replaced by a stand-in (same name and ids where they can be read) and its error is
+    returned by index, so it ends with a failed outcome while the valid requests run. Launch-wide fields are
+    still checked strictly."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("requests"), list):
+        return parse_orchestration(raw), {}
+    errors: dict[int, ConfigError] = {}
+    requests: list[Any] = []
+    for i, r in enumerate(raw["requests"]):
+        try:
+            requests.append(parse_request(r, f"requests[{i}]"))
+        except ConfigError as exc:
+            errors[i] = exc
+            r = r if isinstance(r, dict) else {}
+            name = r.get("name") if isinstance(r.get("name"), str) else None
+            requests.append(RunRequestSpec(
+                benchmark=ComponentSpec(_id_of(r.get("benchmark"), "invalid")),
+                harness=ComponentSpec(_id_of(r.get("harness"), "invalid")),
+                model=ModelSpec(_id_of(r.get("model"), "invalid")), name=name))
+    spec = parse_orchestration({**raw, "requests": [msgspec.to_builtins(r) for r in requests]})
+    return spec, errors
 
 
 def parse_request(raw: Any, where: str = "request") -> RunRequestSpec:

@@ -21,8 +21,58 @@ def test_unknown_id_lists_known_ids_and_the_closest_match() -> None:
 def test_import_path_ids_resolve_and_bad_ones_explain() -> None:
     regs = Registries()
     assert regs["environment"].resolve("agentcompass.environments.local:LocalProvider").name == "local"
-    with pytest.raises(ConfigError, match="Cannot load benchmark 'nowhere.mod:Thing'"):
-        regs["benchmark"].resolve("nowhere.mod:Thing")
+    assert regs["benchmark"].resolve("agentcompass.benchmarks.shell_tasks.ShellTasks").__name__ == "ShellTasks"
+    with pytest.raises(ConfigError, match="Cannot load benchmark 'agentcompass.benchmarks.shell_tasks:Nope'.*"
+                                          "has no attribute 'Nope'"):
+        regs["benchmark"].resolve("agentcompass.benchmarks.shell_tasks:Nope")
+
+
+@pytest.mark.parametrize("name", ["shell_tasks.v2", "shell_tasks:V2", "nowhere.mod:Thing", "shell_tasks."])
+def test_dotted_id_whose_module_does_not_exist_still_lists_known_ids(name: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        Registries()["benchmark"].resolve(name, field="benchmark")
+    msg = str(info.value)
+    assert msg.startswith(f"Unknown benchmark id {name!r} in field `benchmark`.")
+    assert "importing it as an import path failed" in msg and "swebench_lite" in msg
+    if name.startswith("shell_tasks"):
+        assert "Did you mean 'shell_tasks'?" in msg
+    assert info.value.field == "benchmark"
+
+
+def test_broken_module_behind_an_import_path_reports_its_own_error(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "ac_broken_bench.py").write_text("import ac_missing_dependency\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigError) as info:
+        Registries()["benchmark"].resolve("ac_broken_bench:Bench")
+    msg = str(info.value)
+    assert msg.startswith("Cannot load benchmark 'ac_broken_bench:Bench'") and "ac_missing_dependency" in msg
+    assert "Known benchmarks" not in msg
+
+
+@pytest.mark.parametrize(("name", "what"), [("os:path", "a module"), ("json:dumps", "a function"),
+                                            ("json.dumps", "a function"), ("os:sep", "a str"),
+                                            ("agentcompass.benchmarks.shell_tasks", "a module")])
+def test_import_path_to_something_that_is_not_a_class_is_refused_at_resolve(name: str, what: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        Registries()["benchmark"].resolve(name, field="benchmark")
+    assert f"(field `benchmark`): {name} is {what}, not a class." in str(info.value)
+    assert info.value.field == "benchmark"
+
+
+def test_registered_target_that_is_not_a_class_is_refused_naming_the_target() -> None:
+    regs = Registries(use_entry_points=False)
+    regs["harness"].register("by_path", "json:dumps")
+    regs["harness"].register("by_object", len)
+    with pytest.raises(ConfigError, match=r"'by_path' \(registered as json:dumps\).*is a function, not a class"):
+        regs["harness"].resolve("by_path")
+    with pytest.raises(ConfigError, match=r"harness 'by_object' .*is a function, not a class"):
+        regs["harness"].resolve("by_object")
+    class Mine:
+        def __init__(self, params: dict[str, object], ctx: object) -> None:
+            self.params = params
+    regs["harness"].register("cls", Mine)
+    assert regs["harness"].resolve("cls") is Mine
 
 
 def test_registries_are_per_engine_not_global() -> None:

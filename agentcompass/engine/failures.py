@@ -45,6 +45,7 @@ POLICIES: dict[str, FailurePolicy] = {
     "harness_crash": _FINAL,
     "prepare_error": _FINAL,
     "setup_error": _FINAL,
+    "setup_timeout": _TRANSIENT,  # a sandbox too slow to set up this time (e.g. a git command on a busy disk)
     # grading
     "eval_error": _FINAL,
     "eval_timeout": _FINAL,

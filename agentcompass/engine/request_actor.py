@@ -49,7 +49,7 @@ from .model_access import open_model_access, split_engine_params
 from .redact import RedactingFormatter, Redactor
 from .run_dir import RunDir, check_results_dir, new_run_id, read_detail_file, request_dir, safe_name
 from .runtime import CURRENT_TASK, NetworkPhases, PhaseTimeouts, RequestRuntime
-from .task_actor import TaskActor, describe
+from .task_actor import INTERRUPTED, TaskActor, describe
 
 if TYPE_CHECKING:
     from .supervisor import Supervisor
@@ -97,6 +97,8 @@ class RequestActor:
         self.inbox: MsgQueue[AttemptDone] = MsgQueue(AttemptDone)
         self.counts = RequestCounts()
         self.errors_by_kind: dict[str, int] = {}
+        self._attempts_counted = 0  # attempts that ran (not skipped), for "did anything reach a result"
+        self._first_error: str | None = None
         self.analysis_counts: dict[str, int] = {}
         self.usage = Usage()
         self.model_spec = spec.model
@@ -147,6 +149,8 @@ class RequestActor:
 
     async def _resolve(self) -> None:
         spec, sup = self.spec, self.sup
+        if self.index in sup.invalid:
+            raise sup.invalid[self.index]
         for i, pat in enumerate(spec.retry_pattern_list):
             try:
                 re.compile(pat)
@@ -155,6 +159,11 @@ class RequestActor:
                                   field=f"retry_pattern_list[{i}]") from None
         check_results_dir(spec.results_dir)
         self._pick_run_id()
+        if spec.reuse_run_id:  # before anything is created: a typo must not leave an empty failed run behind
+            src = request_dir(spec.results_dir, spec.benchmark.id, spec.harness.id, spec.model.id, spec.reuse_run_id)
+            if not src.is_dir():
+                raise ConfigError(f"Invalid `reuse_run_id` {spec.reuse_run_id!r}: no run directory at {str(src)!r}.",
+                                  field="reuse_run_id")
         reg = sup.registries
         bench_cls = reg["benchmark"].resolve(spec.benchmark.id, field="benchmark")
         harness_cls = reg["harness"].resolve(spec.harness.id, field="harness")
@@ -167,6 +176,7 @@ class RequestActor:
         timeouts = PhaseTimeouts(
             env_open=_pop_float(env_params, "open_timeout", 600.0, "environment_params"),
             env_close=_pop_float(env_params, "close_timeout", 60.0, "environment_params"),
+            setup=_pop_float(harness_params, "setup_timeout", 600.0, "harness_params"),
             agent=_pop_float(harness_params, "agent_timeout", 3600.0, "harness_params"),
             verify=_pop_float(bench_params, "verify_timeout", 1800.0, "benchmark_params"),
         )
@@ -406,8 +416,12 @@ class RequestActor:
         for a in detail.attempts.values():
             if a.status == "skipped":
                 self.counts.skipped += 1
-            elif a.status != "completed":
-                self.counts.errors += 1
+            else:
+                self._attempts_counted += 1
+                if a.status != "completed":
+                    self.counts.errors += 1
+                    if self._first_error is None:
+                        self._first_error = f"{detail.task_id}: {a.error or a.error_kind or a.status}"
             if a.error_kind:
                 self.errors_by_kind[a.error_kind] = self.errors_by_kind.get(a.error_kind, 0) + 1
             u = a.meta.get("usage")
@@ -500,11 +514,17 @@ class RequestActor:
         kind = "run_timeout" if status == "timed_out" else "cancelled"
         # Only tasks that had started; queued ones simply did not run (a resumed run picks them up).
         started = [e for e in self.in_flight.values() if e.attempts or e.task.task_id in self.rt.running]
+        error = "the run hit timeout_seconds" if kind == "run_timeout" else "the run was cancelled"
         for entry in started:
             for attempt in range(1, self.rt.k + 1):
-                entry.attempts.setdefault(attempt, AttemptRecord(
-                    status="run_error", error_kind=kind,
-                    error="the run hit timeout_seconds" if kind == "run_timeout" else "the run was cancelled"))
+                if attempt in entry.attempts:
+                    continue
+                # the tries it made before the stop (a stuck retry loop shows why it was stuck)
+                tries = [msgspec.structs.replace(t, error_kind=kind, error=error) if t.error == INTERRUPTED else t
+                         for t in self.rt.partial_tries.pop((entry.task.task_id, attempt), [])]
+                self.counts.retries += max(0, len(tries) - 1)
+                entry.attempts[attempt] = AttemptRecord(status="run_error", error_kind=kind, error=error,
+                                                        tries=tries)
             try:
                 self._commit(entry)
             except Exception as exc:
@@ -524,6 +544,12 @@ class RequestActor:
             except Exception as exc:
                 err_text = err_text or f"aggregating metrics failed: {describe(exc)}"
                 status = "failed"
+        if status == "completed" and self._attempts_counted and self.counts.errors == self._attempts_counted:
+            # Nothing ran to a result (a dead endpoint, a bad key, a harness that always crashes): a failure,
+            # not a score of 0. The metrics and every detail are still written.
+            kinds = ", ".join(f"{k} x{n}" for k, n in sorted(self.errors_by_kind.items()))
+            status = "failed"
+            err_text = err_text or (f"every attempt failed ({kinds}); first: {(self._first_error or '')[:500]}")
         rt = self.rt
         if self.run_dir is not None:
             try:
@@ -573,3 +599,5 @@ class RequestActor:
                 await asyncio.wait_for(closer(), 60)
             except Exception as exc:
                 log.warning("closing %r failed: %r", closer, exc)
+        if self.run_dir is not None:
+            self.run_dir.close()  # last: another run may continue this one from here on

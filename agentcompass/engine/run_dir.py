@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -16,6 +17,11 @@ import msgspec
 from .._errors import ConfigError
 from ..records import RunInfo, RunPaths, Summary, TaskDetail
 from .redact import Redactor
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no cross-process run lock
+    fcntl = None  # type: ignore[assignment]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _encoder = msgspec.json.Encoder()
@@ -82,14 +88,41 @@ class RunDir:
             summary=str(path / "summary.json"), log=str(self.logs / "run.log"))
 
     def create(self) -> None:
+        """Make the layout and take the run's lock (one process writes a run at a time)."""
         try:
             self.task_logs.mkdir(parents=True, exist_ok=True)
             self.details.mkdir(parents=True, exist_ok=True)
-            for stale in self.path.glob("**/.*.tmp"):  # half-written files of a killed run
-                stale.unlink(missing_ok=True)
         except (FileExistsError, NotADirectoryError) as exc:
             raise ConfigError(f"Cannot create the run directory {str(self.path)!r}: {exc}. Check `results_dir`.",
                               field="results_dir") from None
+        self._lock()
+        for stale in self.path.glob("**/.*.tmp"):  # half-written files of a killed run (never a live writer's)
+            stale.unlink(missing_ok=True)
+
+    def _lock(self) -> None:
+        # flock, not a pid file: the kernel drops it when the holder dies, even by SIGKILL.
+        if fcntl is None:
+            return
+        fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise ConfigError(
+                f"Run directory {str(self.path)!r} is being written by another run (pid {holder}). Wait for it to "
+                "finish, or pick a different `run_id`.", field="run_id") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._lock_fd: int | None = fd
+
+    def close(self) -> None:
+        """Release the run's lock (idempotent)."""
+        fd = getattr(self, "_lock_fd", None)
+        if fd is not None:
+            self._lock_fd = None
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def _write(self, path: Path, obj: Any) -> None:
         write_atomic(path, self.redactor.bytes(msgspec.json.format(_encoder.encode(obj), indent=2)))

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..interfaces import Benchmark, EnvironmentProvider, Harness, ModelClient, NetworkPolicy
-from ..records import ProgressEvent
+from ..records import ProgressEvent, TryRecord
 from .env_pool import EnvironmentPool
 from .run_dir import RunDir
 
@@ -29,6 +29,7 @@ class PhaseTimeouts:
 
     env_open: float = 600.0
     env_close: float = 60.0
+    setup: float = 600.0
     agent: float = 3600.0
     verify: float = 1800.0
 
@@ -72,6 +73,8 @@ class RequestRuntime:
     price: PriceTable | None = None
     #: task ids with an attempt running now (kept by TaskActors; read when the run is interrupted).
     running: set[str] = field(default_factory=set)
+    #: the tries so far of each running attempt, by (task id, attempt): an interrupted attempt keeps them.
+    partial_tries: dict[tuple[str, int], list[TryRecord]] = field(default_factory=dict)
     #: analyzers run on each finished attempt (``enable_analysis``).
     analyzers: list[Any] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)

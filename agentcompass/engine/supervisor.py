@@ -7,6 +7,7 @@ import asyncio
 import logging
 import time
 
+from .._errors import ConfigError
 from ..records import RunStatus
 from ..registry import Registries
 from ..results import LaunchResult, LaunchStatus, RequestOutcome
@@ -47,8 +48,10 @@ class Supervisor:
     """Runs a launch to the end; every request gets an outcome, whatever happens to the others."""
 
     def __init__(self, spec: OrchestrationSpec, on_progress: OnProgress | None = None,
-                 extra_secrets: tuple[str, ...] = ()) -> None:
+                 extra_secrets: tuple[str, ...] = (), invalid: dict[int, ConfigError] | None = None) -> None:
         self.spec = spec
+        #: requests (by index) that failed validation: they end failed with this error, the others run.
+        self.invalid = invalid or {}
         self.on_progress = on_progress
         self.extra_secrets = extra_secrets
         #: why the launch was stopped early ("timed_out" / "cancelled"), read by RequestActors when cancelled.

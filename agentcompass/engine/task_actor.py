@@ -38,6 +38,8 @@ from .runtime import CURRENT_TASK, RequestRuntime
 BACKOFF_BASE_S = 0.5
 BACKOFF_MAX_S = 30.0
 _ERROR_CHARS = 4000
+#: the error of a try cut short by a cancel or the run's timeout (the request fills in which).
+INTERRUPTED = "interrupted while running"
 
 
 def describe(exc: BaseException) -> str:
@@ -77,7 +79,9 @@ class TaskActor:
         tries: list[TryRecord] = []
         spent = AttemptSpend()  # model usage over all tries
         try_no = 1
+        t_start = started
         rt.running.add(task.task_id)
+        rt.partial_tries[(task.task_id, item.attempt)] = tries
         CURRENT_TASK.set(task.task_id)  # this asyncio task's own context
         try:
             while True:
@@ -103,6 +107,9 @@ class TaskActor:
                 break
         except asyncio.CancelledError:
             log.warning("attempt cancelled")
+            if len(tries) < try_no:  # the try that was running (not a backoff sleep) is recorded too
+                tries.append(TryRecord(try_no=try_no, status="run_error", started_at=t_start,
+                                       finished_at=time.time(), error=INTERRUPTED, error_kind="cancelled"))
             raise
         except Exception as exc:  # an engine bug must not hang the request: record it
             log.error("engine error: %s", traceback.format_exc())
@@ -116,6 +123,7 @@ class TaskActor:
             # in a thread: a long trajectory must not stall the loop; analyzers never raise
             record.analysis = await asyncio.to_thread(run_analyzers, rt.analyzers, task.public(), record, rt.log)
         rt.running.discard(task.task_id)  # kept when cancelled: the request records it as interrupted
+        rt.partial_tries.pop((task.task_id, item.attempt), None)
         spent.write(record.meta)
         record.meta["started_at"] = started
         record.meta["duration_s"] = round(time.time() - started, 6)
@@ -124,6 +132,29 @@ class TaskActor:
                                 attempt=item.attempt, status=record.status, correct=record.correct,
                                 duration_s=record.meta["duration_s"], error_kind=record.error_kind))
         return AttemptDone(task_id=task.task_id, attempt=item.attempt, record=record)
+
+    async def _setup(self, prepared: PreparedTask, env: Environment, log: logging.Logger) -> None:
+        """The setup phase, bounded by ``setup_timeout``: the benchmark's ``setup(task, env)`` hook (e.g. git
+        history hygiene), then the harness's ``setup(task, env, log)`` hook (e.g. installing the agent)."""
+        rt = self.rt
+        hooks = [(h, args) for h, args in ((getattr(rt.benchmark, "setup", None), (prepared, env)),
+                                           (getattr(rt.harness, "setup", None), (prepared, env, log)))
+                 if h is not None]
+        if not hooks:
+            return
+        try:
+            async with asyncio.timeout(rt.timeouts.setup):
+                for hook, args in hooks:
+                    await hook(*args)
+        except TimeoutError:
+            raise _Failure("run_error", "setup_timeout", f"setting up the agent environment took longer than "
+                           f"{rt.timeouts.setup:g}s (harness_params.setup_timeout)") from None
+        except EnvironmentError_ as exc:
+            raise _Failure("run_error", "env_lost", f"setting up the agent environment: {describe(exc)}") from None
+        except Exception as exc:
+            log.error("setup failed: %s", traceback.format_exc())
+            raise _Failure("run_error", "setup_error", f"setting up the agent environment: "
+                           f"{describe(exc)}") from None
 
     def _retryable(self, record: AttemptRecord) -> bool:
         if policy(record.error_kind).retry:
@@ -209,17 +240,7 @@ class TaskActor:
                 env_vars = {**prepared.env, **grant.sandbox_env} if grant is not None else prepared.env
                 env = await self._open(task.task_id, "agent", prepared, prepared.image, prepared.workdir,
                                        env_vars, prepared.files, meta, log)
-                setup = getattr(rt.benchmark, "setup", None)
-                if setup is not None:
-                    try:
-                        await asyncio.wait_for(setup(prepared, env), rt.timeouts.env_open)
-                    except EnvironmentError_ as exc:
-                        raise _Failure("run_error", "env_lost", f"setting up the agent environment: "
-                                       f"{describe(exc)}") from None
-                    except Exception as exc:
-                        log.error("setup failed: %s", traceback.format_exc())
-                        raise _Failure("run_error", "setup_error", f"setting up the agent environment: "
-                                       f"{describe(exc)}") from None
+                await self._setup(prepared, env, log)
                 if rt.network.run is not None:
                     try:
                         await env.set_network_policy(rt.network.run)

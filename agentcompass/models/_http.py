@@ -4,15 +4,22 @@ A protocol client subclasses ``HttpModelClient`` and supplies the endpoint, the 
 body, and how to read a JSON answer and an SSE stream into a ``ModelResponse``. Everything else (timeouts,
 pooling, ``stream``/``extra_body``/reserved params, HTTP status -> ``ModelError`` kinds, key redaction) is
 the same for all protocols, so ``RetryingModelClient`` treats them alike.
+
+Timeouts: httpx times each socket operation, so a server that keeps sending keep-alive bytes never trips
+it. On top of that, every call has an overall deadline (``_Deadline``): a non-streaming answer must be
+complete within ``timeout`` of sending the request; a stream must deliver a new event (SSE comments and
+``ping``/``keepalive`` events do not count) at least every ``timeout`` seconds; and the whole exchange must
+end within ``total_timeout``. Each expiry is a ``model_connection_error``, like a read timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import ssl
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
@@ -24,7 +31,8 @@ from ..interfaces import ModelResponse
 from ._sse import sse_events
 
 #: params that configure the client itself and never reach the request body.
-RESERVED_PARAMS = frozenset({"timeout", "connect_timeout", "max_connections", "extra_headers", "return_raw"})
+RESERVED_PARAMS = frozenset({"timeout", "connect_timeout", "total_timeout", "max_connections", "extra_headers",
+                             "return_raw"})
 #: ``stream`` picks SSE over JSON; ``extra_body`` (a dict) is merged into the body last.
 BODY_CONTROL_PARAMS = frozenset({"stream", "extra_body"})
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
@@ -33,6 +41,17 @@ ERROR_SNIPPET = 300
 # with (requests x connections): measured ~4x less CPU for 300 concurrent calls with pools of 8 behind
 # semaphores than with one pool of 300. Requests go to the least-loaded shard.
 _SHARD_CONNECTIONS = 8
+#: SSE event names / ``type`` values that only keep the connection alive (Anthropic sends ``ping``).
+KEEPALIVE_EVENTS = frozenset({"ping", "keepalive"})
+#: ``total_timeout`` when not given: ``max(this x timeout, TOTAL_TIMEOUT_FLOOR_S)``. The floor keeps a long
+#: but steadily streaming answer (tens of thousands of reasoning tokens) from being cut when ``timeout`` is short.
+TOTAL_TIMEOUT_FACTOR = 10.0
+TOTAL_TIMEOUT_FLOOR_S = 1800.0
+
+
+def default_total_timeout(timeout: float) -> float:
+    """``total_timeout`` when the params do not set it: ``max(10 x timeout, 1800)`` seconds."""
+    return max(TOTAL_TIMEOUT_FACTOR * timeout, TOTAL_TIMEOUT_FLOOR_S)
 
 
 class _Shard:
@@ -48,6 +67,39 @@ class _Shard:
 
 def _load(shard: _Shard) -> int:
     return shard.load
+
+
+class _Deadline:
+    """The overall bound of one HTTP exchange, in loop time, on top of httpx's per-read timeouts.
+
+    It ends ``total`` seconds after the request is sent, and ``stall`` seconds after the last progress (the
+    request itself, then each content event of a stream). ``seen()`` runs per event and only reads the
+    clock: the asyncio timeout moves (to ``stall + slack`` ahead) only once it is due within ``stall``, so a
+    stream is cut after between ``stall`` and ``stall + slack`` seconds without progress, never earlier.
+    """
+
+    __slots__ = ("_loop", "_slack", "end", "scope", "stall", "total")
+
+    def __init__(self, stall: float, total: float) -> None:
+        self._loop = asyncio.get_running_loop()
+        now = self._loop.time()
+        self.stall = stall
+        self.total = total
+        self.end = now + total
+        self._slack = min(0.1 * stall, 1.0)
+        self.scope = asyncio.timeout_at(min(self.end, now + stall))
+
+    def seen(self) -> None:
+        """Record progress (a content event arrived)."""
+        now = self._loop.time()
+        when = self.scope.when()
+        if when is not None and when < now + self.stall and when < self.end:
+            self.scope.reschedule(min(self.end, now + self.stall + self._slack))
+
+    def hit_total(self) -> bool:
+        """Whether the expiry was the total cap (else: no progress for ``stall`` seconds)."""
+        when = self.scope.when()
+        return when is not None and when >= self.end
 
 
 def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
@@ -77,7 +129,7 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
 
 def positive(value: Any, field: str) -> float:
     """``value`` as a float > 0, else ``ConfigError`` naming ``model_params.<field>``."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:  # NaN too
         raise ConfigError(f"Model param `{field}` must be a number > 0, got {value!r}.",
                           field=f"model_params.{field}")
     return float(value)
@@ -149,6 +201,9 @@ class HttpModelClient:
         self.base_url = base_url.rstrip("/")
         self._api_key = api_key or None
         timeout = positive(params.get("timeout", timeout), "timeout")
+        total = params.get("total_timeout")
+        #: the cap on one whole HTTP exchange; None: ``default_total_timeout`` of the call's ``timeout``.
+        self.total_timeout: float | None = None if total is None else positive(total, "total_timeout")
         connect = positive(params.get("connect_timeout", min(timeout, 30.0)), "connect_timeout")
         conns = params.get("max_connections", max_connections)
         if isinstance(conns, bool) or not isinstance(conns, int) or conns < 1:
@@ -252,6 +307,7 @@ class HttpModelClient:
         """POST one completion; per-call ``params`` override the client's. Raises ``ModelError``."""
         return_raw = bool(params.pop("return_raw", self._return_raw))
         call_timeout = params.pop("timeout", None)
+        call_total = params.pop("total_timeout", None)
         call_headers = params.pop("extra_headers", None)
         merged = dict(self.params)
         for k, v in params.items():
@@ -267,8 +323,15 @@ class HttpModelClient:
             raise ModelError(f"Request for model {self.model_id!r} is not JSON-serialisable: {exc}",
                              kind="model_bad_request") from None
         timeout: httpx.Timeout | Any = httpx.USE_CLIENT_DEFAULT
+        stall = self.timeout.read
+        assert stall is not None  # always set in __init__
         if call_timeout is not None:
-            timeout = httpx.Timeout(positive(call_timeout, "timeout"), connect=self.timeout.connect)
+            stall = positive(call_timeout, "timeout")
+            timeout = httpx.Timeout(stall, connect=self.timeout.connect)
+        if call_total is not None:
+            total = positive(call_total, "total_timeout")
+        else:
+            total = self.total_timeout or default_total_timeout(stall)
 
         start = time.perf_counter()
         raw: list[Any] | None = [] if return_raw else None
@@ -282,11 +345,18 @@ class HttpModelClient:
                 raise ModelError(f"Model {self.model_id!r}: no free connection within {self.timeout.pool:g}s "
                                  f"(max_connections={self.max_connections}).",
                                  kind="model_connection_error") from None
+            deadline = _Deadline(stall, total)
             try:
-                if stream:
-                    result = await self._post_stream(shard.http, payload, call_headers, timeout, raw)
-                else:
-                    resp = await shard.http.post(self.url, content=payload, headers=call_headers, timeout=timeout)
+                async with deadline.scope:
+                    if stream:
+                        result = await self._post_stream(shard.http, payload, call_headers, timeout, raw, deadline)
+                    else:
+                        resp = await shard.http.post(self.url, content=payload, headers=call_headers,
+                                                     timeout=timeout)
+            except TimeoutError:
+                if not deadline.scope.expired():
+                    raise
+                raise self._deadline_error(deadline, stream) from None
             finally:
                 shard.sem.release()
         except httpx.TimeoutException as exc:
@@ -319,8 +389,19 @@ class HttpModelClient:
             raw.append(msgspec.json.decode(resp.content))
         return result
 
+    def _deadline_error(self, deadline: _Deadline, stream: bool) -> ModelError:
+        if deadline.hit_total():
+            what = f"the call took longer than total_timeout={deadline.total:g}s"
+        elif stream:
+            what = (f"its stream made no progress for {deadline.stall:g}s (keep-alives do not count; "
+                    "model param `timeout`)")
+        else:
+            what = f"no response within {deadline.stall:g}s (model param `timeout`)"
+        return ModelError(self.redact(f"Model {self.model_id!r} at {self.url} timed out: {what}."),
+                          kind="model_connection_error")
+
     async def _post_stream(self, http: httpx.AsyncClient, payload: bytes, headers: Any, timeout: Any,
-                           raw: list[Any] | None) -> ModelResponse:
+                           raw: list[Any] | None, deadline: _Deadline) -> ModelResponse:
         async with http.stream("POST", self.url, content=payload, headers=headers, timeout=timeout) as resp:
             if resp.status_code >= 300:
                 await resp.aread()
@@ -329,12 +410,14 @@ class HttpModelClient:
                 # a server that ignores `stream` and answers with one JSON body
                 await resp.aread()
                 return self._parse_json(resp, raw)
-            return await self.parse_stream(self._decoded(sse_events(resp.aiter_lines()), raw))
+            async with contextlib.aclosing(self._decoded(sse_events(resp.aiter_lines()), raw, deadline)) as events:
+                return await self.parse_stream(events)
 
-    async def _decoded(self, events: AsyncIterator[tuple[str, str]],
-                       raw: list[Any] | None) -> AsyncIterator[tuple[str, Any]]:
+    async def _decoded(self, events: AsyncIterator[tuple[str, str]], raw: list[Any] | None,
+                       deadline: _Deadline) -> AsyncGenerator[tuple[str, Any], None]:
         async for name, data in events:
             if data.strip() == "[DONE]":
+                deadline.seen()
                 yield name, None
                 continue
             try:
@@ -343,6 +426,9 @@ class HttpModelClient:
                 raise self.bad_response(f"sent an SSE event that is not JSON: {data[:ERROR_SNIPPET]!r}") from None
             if raw is not None:
                 raw.append(obj)
+            kind = obj.get("type") if type(obj) is dict else None
+            if name not in KEEPALIVE_EVENTS and not (isinstance(kind, str) and kind in KEEPALIVE_EVENTS):
+                deadline.seen()
             yield name, obj
 
     def _status_error(self, resp: httpx.Response) -> ModelError:

@@ -15,7 +15,8 @@ Chat-format tools become ``{"name", "description", "input_schema"}``; ``tool_cho
 Params: ``max_tokens`` is required by the API and defaults to 4096 (``max_completion_tokens`` is accepted
 as its alias); ``stop`` becomes ``stop_sequences``; any other key (``temperature``, ``top_p``, ``top_k``,
 ``thinking``, ``metadata``...) goes into the body as given, ``extra_body`` is merged last, and the reserved
-keys of ``agentcompass.models._http`` configure the client.
+keys of ``agentcompass.models._http`` configure the client. A stream's ``ping`` events only keep the
+connection alive: they do not count as progress for the ``timeout`` between events.
 
 The answer: ``content`` joins the text blocks (None without one), ``reasoning`` the ``thinking`` blocks,
 ``tool_calls`` the ``tool_use`` blocks (arguments: the input as a compact JSON string); ``stop_reason``

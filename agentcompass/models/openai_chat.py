@@ -6,7 +6,9 @@ merged into the body last. ``stream: true`` streams the answer over SSE (with
 ``stream_options.include_usage``, so usage arrives in the last chunk) and assembles the same
 ``ModelResponse`` as a JSON answer. Keys reserved for the client itself (``RESERVED_PARAMS``, not sent):
 
-- ``timeout`` (s): read/write/pool timeout, overrides the factory's ``timeout``;
+- ``timeout`` (s): read/write/pool timeout, overrides the factory's ``timeout``; also the longest wait for
+  a whole non-streaming answer, and for each new event of a stream (keep-alives do not count);
+- ``total_timeout`` (s): cap on one whole HTTP exchange (default ``max(10 * timeout, 1800)``);
 - ``connect_timeout`` (s): connect timeout (default ``min(timeout, 30)``);
 - ``max_connections``: pool size, overrides the factory's ``max_connections``;
 - ``extra_headers``: dict of extra HTTP headers sent with every request;

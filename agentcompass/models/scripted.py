@@ -11,7 +11,8 @@ model param ``script`` (inline entries), ``script_file`` (a path or a list of pa
 ``*.json`` in ``agentcompass/models/scripts/`` (unless ``bundled: false``). No match -> ``fallback``.
 
 Model params (anything else, e.g. ``temperature``, is accepted and ignored so one request can switch
-between a real and the scripted model): ``script``, ``script_file``, ``bundled`` (bool, default true),
+between a real and the scripted model; a near-miss such as ``script_fle`` is refused): ``script``,
+``script_file``, ``bundled`` (bool, default true),
 ``fallback`` (str), ``echo`` (bool: reply with the last user message), ``latency_s`` (float: simulated
 model latency per call).
 """
@@ -19,6 +20,7 @@ model latency per call).
 from __future__ import annotations
 
 import asyncio
+import difflib
 import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -163,11 +165,28 @@ def _bool_param(params: Mapping[str, Any], key: str, default: bool) -> bool:
     return value
 
 
+#: the params the scripted model reads (others, e.g. ``temperature``, are ignored).
+SCRIPTED_PARAMS = ("script", "script_file", "bundled", "fallback", "echo", "latency_s")
+
+
+def _refuse_near_misses(params: Mapping[str, Any]) -> None:
+    """Other params are ignored on purpose, but a misspelt scripted param (``script_fle``) would silently run the
+    bundled script instead of the user's: refuse keys that are one typo away from a known one."""
+    for key in params:
+        if key in SCRIPTED_PARAMS:
+            continue
+        close = difflib.get_close_matches(key, SCRIPTED_PARAMS, n=1, cutoff=0.8)
+        if close:
+            raise ConfigError(f"Unknown scripted-model param `{key}`: did you mean `{close[0]}`? The scripted "
+                              f"model reads {', '.join(SCRIPTED_PARAMS)} and ignores other params.", field=key)
+
+
 class ScriptedPolicy:
     """Decides the assistant reply from the conversation, deterministically. Scripts load once here."""
 
     def __init__(self, params: Mapping[str, Any] | None = None) -> None:
         params = dict(params or {})
+        _refuse_near_misses(params)
         self.echo = _bool_param(params, "echo", False)
         fallback = params.get("fallback", DEFAULT_FALLBACK)
         if not isinstance(fallback, str):

@@ -8,7 +8,8 @@ a run against ``base_url`` behaves exactly like one against the in-process ``scr
 in each API's shape.
 For tests it can require an API key, add latency, fail every Nth completion with a given status, inject
 faults from a seeded random plan (``FaultPlan``: HTTP error statuses, garbage bodies, hangs, closed
-connections), and it keeps the last request bodies in ``recent_requests``.
+connections, keep-alive-only answers, trickled bodies), pace streamed events (``stream_interval_s``), and it
+keeps the last request bodies in ``recent_requests``.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ class _Reply(Exception):
         self.protocol = "openai-chat"  # the API whose error shape the answer takes
 
 
-FAULT_KINDS = ("garbage", "hang", "close")
+FAULT_KINDS = ("garbage", "hang", "close", "ping", "trickle")
 _GARBAGE = b"<html><body><h1>502 Bad Gateway</h1> upstream sent an invalid response</body></html>"
 
 
@@ -64,9 +65,12 @@ class FaultPlan:
 
     ``faults`` maps a fault to its probability (their sum at most 1): an HTTP status ``"400"``-``"599"``
     (answered with an OpenAI-shaped error body), ``garbage`` (200 with a body that is not JSON), ``hang``
-    (never answer; the connection stays open until the client gives up or the server stops) or ``close``
-    (close the connection without answering). The n-th completion request always gets the n-th draw of
-    ``random.Random(seed)``, so a plan injects the same faults in the same order every run.
+    (never answer; the connection stays open until the client gives up or the server stops), ``close``
+    (close the connection without answering), ``ping`` (a 200 that only ever sends keep-alives: SSE
+    ``: ping`` comments, Anthropic ``ping`` events, or whitespace in a chunked JSON body, every
+    ``fault_interval_s``) or ``trickle`` (the real answer, one byte every ``fault_interval_s``). The n-th
+    completion request always gets the n-th draw of ``random.Random(seed)``, so a plan injects the same faults
+    in the same order every run.
     """
 
     def __init__(self, faults: Mapping[str | int, float], seed: int = 0) -> None:
@@ -103,6 +107,19 @@ class FaultPlan:
         return None
 
 
+async def _write(writer: asyncio.StreamWriter, data: bytes, pace: float) -> None:
+    """Write ``data``; with ``pace`` > 0, one byte every ``pace`` seconds (a trickling server)."""
+    if not pace:
+        writer.write(data)
+        await writer.drain()
+        return
+    for i in range(len(data)):
+        if i:
+            await asyncio.sleep(pace)
+        writer.write(data[i:i + 1])
+        await writer.drain()
+
+
 def _head(status: int, headers: Mapping[str, str]) -> bytes:
     lines = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}", "Server: agentcompass-scripted"]
     lines.extend(f"{k}: {v}" for k, v in headers.items())
@@ -114,7 +131,9 @@ class ScriptedServer:
 
     ``fail_status``/``fail_every``/``retry_after`` make every ``fail_every``-th completion fail with that
     status (and a ``Retry-After`` header). ``faults``/``fault_seed`` inject faults from a ``FaultPlan``
-    (a 429 gets ``Retry-After: retry_after`` when set); ``faults_injected`` counts them by kind.
+    (a 429 gets ``Retry-After: retry_after`` when set); ``faults_injected`` counts them by kind;
+    ``fault_interval_s`` paces the ``ping`` and ``trickle`` faults. ``stream_interval_s`` waits that long
+    between the events of every streamed answer (a slow but steadily progressing model).
     ``requests_served`` counts every HTTP request answered,
     ``completions_served`` the successful completions; ``connections_accepted`` and ``peak_connections``
     show how clients pooled their connections.
@@ -124,7 +143,8 @@ class ScriptedServer:
                  require_api_key: str | None = None, latency_s: float | None = None,
                  model_id: str = "scripted", fail_status: int | None = None, fail_every: int = 1,
                  retry_after: float | None = None, faults: Mapping[str | int, float] | None = None,
-                 fault_seed: int = 0, record_requests: int = 32,
+                 fault_seed: int = 0, fault_interval_s: float = 0.1, stream_interval_s: float = 0.0,
+                 record_requests: int = 32,
                  max_body_bytes: int = 16 * 1024 * 1024, idle_timeout: float = 120.0,
                  backlog: int = 1024, max_concurrent: int | None = None) -> None:
         self.policy = ScriptedPolicy(params)
@@ -154,6 +174,13 @@ class ScriptedServer:
             raise ConfigError(f"retry_after must be a number of seconds >= 0, got {retry_after!r}.",
                               field="retry_after")
         self.retry_after = retry_after
+        for name, value, low in (("fault_interval_s", fault_interval_s, "> 0"),
+                                 ("stream_interval_s", stream_interval_s, ">= 0")):
+            if (isinstance(value, bool) or not isinstance(value, int | float) or value < 0
+                    or (value == 0 and low == "> 0")):
+                raise ConfigError(f"{name} must be a number of seconds {low}, got {value!r}.", field=name)
+        self.fault_interval_s = float(fault_interval_s)
+        self.stream_interval_s = float(stream_interval_s)
         self.fault_plan = FaultPlan(faults, fault_seed) if faults else None
         self.max_body_bytes = max_body_bytes
         self.idle_timeout = idle_timeout
@@ -356,9 +383,10 @@ class ScriptedServer:
         self._chat_requests += 1
         if self.fail_status is not None and self._chat_requests % self.fail_every == 0:
             raise self._injected_status(self.fail_status, "failure", always_retry_after=True)
+        stream = body.get("stream") is True
         fault = self.fault_plan.draw() if self.fault_plan else None
-        if fault is not None:
-            return await self._inject(fault, reader, writer, keep_alive)
+        if fault is not None and fault != "trickle":
+            return await self._inject(fault, reader, writer, keep_alive, protocol=protocol, stream=stream)
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
         r = self.policy.respond(messages)
@@ -366,28 +394,34 @@ class ScriptedServer:
         model = requested if isinstance(requested, str) else self.model_id
         n = self._chat_requests
         created = int(time.time())
-        self.completions_served += 1
-        stream = body.get("stream") is True
+        # a trickled answer counts once it is all out (a client that gave up never got it)
+        pace = self.fault_interval_s if fault == "trickle" else 0.0
+        if not pace:
+            self.completions_served += 1
         if protocol == "openai-responses":
             rid = f"resp_scripted{n:x}"
             if stream:
-                await self._stream(writer, wire.responses_events(r, model, rid, created, body), keep_alive)
+                await self._stream(writer, wire.responses_events(r, model, rid, created, body), keep_alive, pace)
             else:
-                await self._send_json(writer, 200, wire.responses_json(r, model, rid, created, body), keep_alive)
+                await self._send_json(writer, 200, wire.responses_json(r, model, rid, created, body), keep_alive,
+                                      pace=pace)
         elif protocol == "anthropic-messages":
             mid = f"msg_scripted{n:x}"
             if stream:
-                await self._stream(writer, wire.anthropic_events(r, model, mid), keep_alive)
+                await self._stream(writer, wire.anthropic_events(r, model, mid), keep_alive, pace)
             else:
-                await self._send_json(writer, 200, wire.anthropic_json(r, model, mid), keep_alive)
+                await self._send_json(writer, 200, wire.anthropic_json(r, model, mid), keep_alive, pace=pace)
         else:
             cid = f"chatcmpl-scripted-{n:x}"
             if stream:
                 opts = body.get("stream_options")
                 include_usage = isinstance(opts, dict) and opts.get("include_usage") is True
-                await self._stream(writer, wire.chat_events(r, model, cid, created, include_usage), keep_alive)
+                await self._stream(writer, wire.chat_events(r, model, cid, created, include_usage), keep_alive,
+                                   pace)
             else:
-                await self._send_json(writer, 200, wire.chat_json(r, model, cid, created), keep_alive)
+                await self._send_json(writer, 200, wire.chat_json(r, model, cid, created), keep_alive, pace=pace)
+        if pace:
+            self.completions_served += 1
         return keep_alive
 
     async def _admitted(self, raw: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
@@ -413,8 +447,8 @@ class ScriptedServer:
         return _Reply(status, f"Injected {what} ({status}).", type_=kind, headers=extra)
 
     async def _inject(self, fault: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                      keep_alive: bool) -> bool:
-        """Apply ``fault`` to this request; returns whether the connection stays open."""
+                      keep_alive: bool, *, protocol: str = "openai-chat", stream: bool = False) -> bool:
+        """Apply ``fault`` (any but ``trickle``) to this request; returns whether the connection stays open."""
         if fault == "garbage":
             writer.write(_head(200, {"Content-Type": "application/json", "Content-Length": str(len(_GARBAGE)),
                                      "Connection": "keep-alive" if keep_alive else "close"}) + _GARBAGE)
@@ -427,30 +461,54 @@ class ScriptedServer:
             return False
         if fault == "close":
             return False
+        if fault == "ping":
+            await self._keepalive_forever(reader, writer, protocol, stream)
+            return False
         raise self._injected_status(int(fault), "fault")
 
-    async def _stream(self, writer: asyncio.StreamWriter, events: Iterable[wire.Event], keep_alive: bool) -> None:
-        """Send ``events`` as SSE in HTTP chunks (``event:`` lines when named), then the last chunk."""
+    async def _keepalive_forever(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                                 protocol: str, stream: bool) -> None:
+        """A 200 whose body only ever keeps the connection alive, until the client leaves or stop()."""
+        if stream:
+            kind = "text/event-stream; charset=utf-8"
+            beat = (b'event: ping\ndata: {"type": "ping"}\n\n' if protocol == "anthropic-messages"
+                    else b": ping\n\n")
+        else:  # leading whitespace is valid JSON; proxies send it to keep idle connections open
+            kind, beat = "application/json", b"\n"
+        writer.write(_head(200, {"Content-Type": kind, "Cache-Control": "no-cache", "Transfer-Encoding": "chunked",
+                                 "Connection": "close"}))
+        chunk = b"%x\r\n%s\r\n" % (len(beat), beat)
+        while not reader.at_eof():
+            writer.write(chunk)
+            await writer.drain()
+            await asyncio.sleep(self.fault_interval_s)
+
+    async def _stream(self, writer: asyncio.StreamWriter, events: Iterable[wire.Event], keep_alive: bool,
+                      pace: float = 0.0) -> None:
+        """Send ``events`` as SSE in HTTP chunks (``event:`` lines when named), then the last chunk.
+
+        ``stream_interval_s`` apart; with ``pace``, the body goes out one byte every ``pace`` seconds."""
         writer.write(_head(200, {"Content-Type": "text/event-stream; charset=utf-8",
                                  "Cache-Control": "no-cache", "Transfer-Encoding": "chunked",
                                  "Connection": "keep-alive" if keep_alive else "close"}))
-        for name, data in events:
+        for i, (name, data) in enumerate(events):
+            if i and self.stream_interval_s:
+                await asyncio.sleep(self.stream_interval_s)
             payload = (b"event: %s\n" % name.encode() if name else b"") + b"data: " + (
                 data if isinstance(data, bytes) else _ENC.encode(data)) + b"\n\n"
-            writer.write(b"%x\r\n%s\r\n" % (len(payload), payload))
-            await writer.drain()
-        writer.write(b"0\r\n\r\n")
-        await writer.drain()
+            await _write(writer, b"%x\r\n%s\r\n" % (len(payload), payload), pace)
+        await _write(writer, b"0\r\n\r\n", pace)
 
     # ------------------------------------------------------------------ writing
 
     async def _send_json(self, writer: asyncio.StreamWriter, status: int, obj: Any, keep_alive: bool,
-                         headers: Mapping[str, str] | None = None) -> None:
+                         headers: Mapping[str, str] | None = None, *, pace: float = 0.0) -> None:
         data = _ENC.encode(obj)
         head = _head(status, {"Content-Type": "application/json", "Content-Length": str(len(data)),
                               "Connection": "keep-alive" if keep_alive else "close", **(headers or {})})
-        writer.write(head + data)
-        await writer.drain()
+        if pace:
+            writer.write(head)
+        await _write(writer, data if pace else head + data, pace)
 
     async def _send_error(self, writer: asyncio.StreamWriter, r: _Reply) -> None:
         body = (wire.anthropic_error(r.status, str(r)) if r.protocol == "anthropic-messages" else r.body)

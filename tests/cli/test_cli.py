@@ -127,3 +127,41 @@ def test_plain_progress_off_a_terminal_and_none_prints_nothing(tmp_path: Path) -
     res = cli("run", "shell_tasks", "shell_agent", "scripted", "--results-dir", str(tmp_path), "--progress", "none",
               "--benchmark-params", '{"categories": ["answer"]}')
     assert res.returncode == 0 and res.stderr == ""
+
+
+def test_show_on_a_corrupt_summary_is_one_paragraph_naming_the_file(tmp_path: Path) -> None:
+    (tmp_path / "run_info.json").write_text('{"run_id": "r1", "status": "completed"}')
+    (tmp_path / "summary.json").write_text('{"run_id": "r1", "benchmark": "shell_ta')  # cut short
+    res = cli("show", str(tmp_path))
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.startswith("error: ") and str(tmp_path / "summary.json") in res.stderr
+    assert "not valid JSON" in res.stderr and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_show_on_a_corrupt_run_info_without_summary_names_the_file(tmp_path: Path) -> None:
+    (tmp_path / "run_info.json").write_bytes(b"\x00\x01{garbage")
+    res = cli("show", str(tmp_path))
+    assert res.returncode == 2 and str(tmp_path / "run_info.json") in res.stderr and "Traceback" not in res.stderr
+    (tmp_path / "run_info.json").write_text("[1, 2]")
+    res = cli("show", str(tmp_path))
+    assert res.returncode == 2 and "expected a JSON object, got list" in res.stderr
+
+
+def test_show_on_a_run_in_progress_prints_what_run_info_has(tmp_path: Path) -> None:
+    import msgspec
+
+    from agentcompass.records import RequestCounts, RunInfo, RunPaths
+
+    paths = RunPaths(run_dir=str(tmp_path), params="p", run_info="r", progress="g", details_dir="d",
+                     summary="s", log="l")
+    info = RunInfo(run_id="live1", request="shell_tasks/shell_agent/scripted", status="running",
+                   benchmark="shell_tasks", harness="shell_agent", model="scripted", environment="local",
+                   started_at=1.0e9, updated_at=1.0e9 + 60, paths=paths,
+                   counts=RequestCounts(total=9, done=4, running=2, correct=3))
+    (tmp_path / "run_info.json").write_bytes(msgspec.json.encode(info))
+    res = cli("show", str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    out = " ".join(res.stdout.split())
+    assert "live1" in out and "running" in out and "no summary.json yet" in out
+    assert "count: done │ 4" in out and "count: total │ 9" in out

@@ -125,3 +125,25 @@ class FlakyOpenProvider:
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+class SlowSetupHarness:
+    """Its setup hook runs a command in the environment for ``setup_seconds`` (a real process), then it answers
+    nothing. The first ``slow_tries`` setups are slow, later ones instant (a sandbox that was busy once)."""
+
+    evaluates: ClassVar[bool] = True
+    needs_environment: ClassVar[bool] = True
+
+    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
+        self.setup_seconds = float(params.get("setup_seconds", 60))
+        self.slow_tries = int(params.get("slow_tries", 1_000_000))
+        self.setups = 0
+
+    async def setup(self, task: PreparedTask, env: Environment, log: logging.Logger) -> None:
+        self.setups += 1
+        if self.setups <= self.slow_tries:
+            await env.exec(f"sleep {self.setup_seconds}", timeout=self.setup_seconds + 30)
+
+    async def run(self, task: PreparedTask, env: Environment | None, model: ModelClient, ctx: RunContext,
+                  log: logging.Logger) -> HarnessResult:
+        return HarnessResult(final_answer="")

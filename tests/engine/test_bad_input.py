@@ -99,3 +99,10 @@ def test_existing_run_id_without_reuse_is_refused(tmp_path: Path) -> None:
     _run(tmp_path, harness="none", run_id="r1")
     with pytest.raises(ConfigError, match="already exists.*reuse=True"):
         _run(tmp_path, harness="none", run_id="r1")
+
+
+def test_unknown_reuse_run_id_is_refused_before_any_run_directory_exists(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"reuse_run_id.*'no-such-run'.*no run directory") as info:
+        _run(tmp_path, reuse_run_id="no-such-run")
+    assert info.value.field == "reuse_run_id"
+    assert not any(p.is_file() for p in tmp_path.rglob("*")), "nothing may be written for a refused request"

@@ -90,6 +90,21 @@ def test_reuse_run_id_copies_matching_tasks_and_reruns_changed_ones(tmp_path: Pa
     assert len(changed.reuse["rerun"]["identity_mismatch"]) == first.counts.done
 
 
+def test_reuse_run_id_ignores_operational_params_like_retries_prices_and_base_dir(tmp_path: Path) -> None:
+    common = {"results_dir": str(tmp_path), "progress": "none", "benchmark_params": {"categories": ["answer"]}}
+    first = agentcompass.run_evaluation("shell_tasks", "shell_agent", "scripted", run_id="first",
+                                        model_params={"retries": 2}, **common)
+    assert first.ok and first.counts.done > 3
+    envs = tmp_path / "elsewhere"
+    envs.mkdir()
+    again = agentcompass.run_evaluation(
+        "shell_tasks", "shell_agent", "scripted", reuse_run_id="first", run_id="second",
+        model_params={"retries": 12, "retry_backoff": 2.0, "price_per_million": {"input": 1.0, "output": 2.0}},
+        environment_params={"base_dir": str(envs), "open_timeout": 30}, **common)
+    assert again.counts.reused == first.counts.done and again.metrics == first.metrics
+    assert not again.reuse["rerun"].get("identity_mismatch")
+
+
 def test_reuse_continues_a_run_without_rerunning_committed_tasks(tmp_path: Path) -> None:
     common = {"results_dir": str(tmp_path), "progress": "none", "run_id": "r"}
     first = agentcompass.run_evaluation("shell_tasks", "shell_agent", "scripted",
@@ -109,3 +124,32 @@ def test_reuse_continues_a_run_without_rerunning_committed_tasks(tmp_path: Path)
     assert again.counts.reused == 1 and again.counts.done == 2
     assert again.metrics == first.metrics
     assert kept.stat().st_mtime_ns == mtime and victim.exists()
+
+
+def test_a_run_being_written_cannot_be_continued_by_a_second_process_at_once(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    cmd = [sys.executable, "-m", "agentcompass.cli", "run", "shell_tasks",
+           "tests.engine.components:SleepingHarness", "scripted", "--harness-params", '{"seconds": 30}',
+           "--benchmark-params", '{"sample_ids": ["files/hello_world"]}', "--run-id", "shared", "--reuse",
+           "--progress", "none", "--results-dir", str(tmp_path)]
+    env = {**__import__("os").environ, "PYTHONPATH": str(repo)}
+    first = subprocess.Popen(cmd, cwd=repo, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not list(tmp_path.glob("shell_tasks/*/scripted/shared/run_info.json")):
+            assert time.monotonic() < deadline and first.poll() is None, "the first run never started"
+            time.sleep(0.05)
+        second = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=120)
+        assert second.returncode == 2, second.stderr
+        assert "is being written by another run" in second.stderr and f"pid {first.pid}" in second.stderr
+        assert "Traceback" not in second.stderr
+    finally:
+        first.kill()
+        first.wait(30)
+    # The kernel dropped the dead run's lock: the run can be continued now.
+    quick = [('{"seconds": 0}' if arg == '{"seconds": 30}' else arg) for arg in cmd]
+    again = subprocess.run(quick, cwd=repo, env=env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr

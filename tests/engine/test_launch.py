@@ -65,7 +65,7 @@ async def test_async_launch_runs_inside_a_running_event_loop(tmp_path: Path) -> 
     assert json.loads(lines[-1])["event"] == "request_finished"
 
 
-def test_a_harness_crashing_on_every_task_fails_only_its_tasks(tmp_path: Path) -> None:
+def test_a_harness_crashing_on_every_task_fails_only_its_own_request(tmp_path: Path) -> None:
     spec = OrchestrationSpec(requests=[
         _request(tmp_path, name="good"),
         _request(tmp_path, name="crash", harness="tests.engine.components:CrashingHarness"),
@@ -76,8 +76,10 @@ def test_a_harness_crashing_on_every_task_fails_only_its_tasks(tmp_path: Path) -
     result = agentcompass.launch(spec)
     good, crash, load = result["good"], result["crash"], result["load"]
     assert good.status == "completed" and good.metrics["pass@1"] > 0
-    assert crash.status == "completed" and crash.metrics["pass@1"] == 0
+    # nothing reached a result: the request failed (not "scored 0"), with its metrics and details still written
+    assert crash.status == "failed" and crash.metrics["pass@1"] == 0
     assert crash.errors_by_kind == {"harness_crash": len(SAMPLE)}
+    assert "every attempt failed (harness_crash x" in (crash.error or "") and "boom on" in (crash.error or "")
     assert crash.run_dir is not None
     detail = msgspec.json.decode((crash.run_dir / "details").glob("*.json").__next__().read_bytes(), type=TaskDetail)
     assert "boom on" in (detail.attempts["1"].error or "")
@@ -121,3 +123,28 @@ def test_every_actor_message_survives_msgspec_encoding(tmp_path: Path, monkeypat
     result = agentcompass.launch(OrchestrationSpec(requests=[_request(tmp_path, name="strict")], progress="none"))
     o = result["strict"]
     assert o.status == "completed" and o.counts.done == len(SAMPLE) and o.counts.errors == 0
+
+
+def test_a_request_with_a_field_of_the_wrong_type_fails_alone_and_the_others_run(tmp_path: Path) -> None:
+    good = {"benchmark": {"id": "shell_tasks", "params": {"sample_ids": SAMPLE}}, "harness": "shell_agent",
+            "model": "scripted", "results_dir": str(tmp_path)}
+    result = agentcompass.launch({"requests": [
+        {**good, "name": "first"},
+        {**good, "name": "typo", "task_concurrency": "lots"},
+        {**good, "name": "unknown", "max_retriez": 2},
+        {**good, "name": "last"},
+    ], "progress": "none"})
+    assert [o.status for o in result.outcomes] == ["completed", "failed", "failed", "completed"]
+    assert result.status == "partial"
+    typo, unknown = result["typo"], result["unknown"]
+    assert "requests[1]" in (typo.error or "") and typo.error_field == "task_concurrency"
+    assert "Expected `int`" in (typo.error or "")
+    assert "max_retriez" in (unknown.error or "") and "spelling" in (unknown.error or "")
+    assert typo.run_dir is None and unknown.run_dir is None  # nothing was written for them
+    assert result["first"].metrics == result["last"].metrics and result["first"].metrics["pass@1"] > 0
+
+
+def test_a_wrong_launch_wide_field_still_refuses_the_whole_launch() -> None:
+    with pytest.raises(ConfigError, match="max_concurrent_tasks"):
+        agentcompass.launch({"requests": [{"benchmark": "shell_tasks", "harness": "none", "model": "scripted"}],
+                             "max_concurrent_tasks": "many", "progress": "none"})

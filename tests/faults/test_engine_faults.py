@@ -20,26 +20,31 @@ REPO = Path(__file__).resolve().parents[2]
 BENCH = {"repeat": 3}  # 111 tasks
 
 
-def _marked_processes(settle_s: float = 5.0) -> list[int]:
-    """Live processes started in a local environment (SIGKILLed ones get a moment to die)."""
+def _marked_processes(base: Path, settle_s: float = 5.0) -> list[int]:
+    """Live processes started by a local environment under ``base`` (SIGKILLed ones get a moment to die).
+
+    Scoped by the workspace (each environment's HOME) so other runs on the machine don't count."""
     deadline = time.monotonic() + settle_s
     while True:
-        found = _scan_marked()
+        found = _scan_marked(base)
         if not found or time.monotonic() > deadline:
             return found
         time.sleep(0.1)
 
 
-def _scan_marked() -> list[int]:
+def _scan_marked(base: Path) -> list[int]:
+    home = f"HOME={base}/".encode()
     found = []
     for name in os.listdir("/proc"):
         if name.isdigit():
             try:
                 with open(f"/proc/{name}/environ", "rb") as f:
-                    if b"AGENTCOMPASS_LOCAL_ENV=local-" in f.read():
-                        found.append(int(name))
+                    environ = f.read().split(b"\0")
             except OSError:
                 continue
+            if any(v.startswith(b"AGENTCOMPASS_LOCAL_ENV=local-") for v in environ) and \
+                    any(v.startswith(home) for v in environ):
+                found.append(int(name))
     return found
 
 
@@ -109,7 +114,7 @@ def test_sigkill_five_times_then_resume_commits_each_task_once_with_the_same_met
             finished.add(tid)
     # The killed runs' workspaces and processes were swept by the runs after them.
     assert not list(envs.iterdir())
-    assert _marked_processes() == []
+    assert _marked_processes(envs) == []
 
 
 def test_a_task_that_never_ends_is_bounded_by_agent_timeout_and_still_graded(tmp_path: Path) -> None:
@@ -124,7 +129,7 @@ def test_a_task_that_never_ends_is_bounded_by_agent_timeout_and_still_graded(tmp
     assert time.monotonic() - t0 < 30
     assert out.ok and out.errors_by_kind == {"agent_timeout": 2}
     assert out.metrics["graded_tasks"] == 2  # graded although the agent never finished
-    assert not list(envs.iterdir()) and _marked_processes() == []
+    assert not list(envs.iterdir()) and _marked_processes(envs) == []
 
 
 def test_a_lost_environment_is_retried_and_every_try_is_recorded(tmp_path: Path) -> None:
@@ -145,7 +150,8 @@ def test_without_retries_a_lost_environment_is_recorded_not_hidden(tmp_path: Pat
     out = agentcompass.run_evaluation(
         "shell_tasks", "tests.engine.components:SandboxBreakingHarness", "scripted",
         benchmark_params={"sample_ids": ["files/hello_world"]}, results_dir=str(tmp_path), progress="none")
-    assert out.ok and out.errors_by_kind == {"env_lost": 1} and out.metrics["pass@1"] == 0.0
+    assert out.errors_by_kind == {"env_lost": 1} and out.metrics["pass@1"] == 0.0
+    assert out.status == "failed" and "every attempt failed (env_lost x1)" in (out.error or "")
 
 
 def test_retry_pattern_list_retries_matching_final_errors(tmp_path: Path) -> None:
@@ -183,3 +189,57 @@ def test_an_environment_that_fails_to_open_is_retried(tmp_path: Path) -> None:
     tries = d.attempts["1"].tries
     assert [t.error_kind for t in tries] == ["env_open_failed", None]
     assert "sandbox service reset" in (tries[0].error or "")
+
+
+def test_a_run_stopped_while_retrying_keeps_every_try_it_made(tmp_path: Path) -> None:
+    # Opens fail every time, so the attempt is stuck retrying when timeout_seconds hits: the detail must say why.
+    result = agentcompass.launch({
+        "requests": [{"benchmark": {"id": "shell_tasks", "params": {"sample_ids": ["files/hello_world"]}},
+                      "harness": "shell_agent", "model": "scripted", "max_retries": 50,
+                      "environment": {"id": "tests.engine.components:FlakyOpenProvider",
+                                      "params": {"fail_first": 10_000}},
+                      "results_dir": str(tmp_path)}],
+        "timeout_seconds": 2.5, "progress": "none"})
+    out = result.outcomes[0]
+    assert out.status == "timed_out" and out.run_dir is not None
+    d = msgspec.json.decode(next((out.run_dir / "details").glob("*.json")).read_bytes(), type=TaskDetail)
+    attempt = d.attempts["1"]
+    assert attempt.error_kind == "run_timeout"
+    kinds = [t.error_kind for t in attempt.tries]
+    assert len(kinds) >= 2 and set(kinds) <= {"env_open_failed", "run_timeout"}, kinds
+    assert kinds[0] == "env_open_failed" and "sandbox service reset" in (attempt.tries[0].error or "")
+    assert [t.try_no for t in attempt.tries] == list(range(1, len(kinds) + 1))
+    retried = sum(1 for e in _events(out.run_dir / "progress.jsonl") if e["event"] == "try_retrying")
+    assert retried >= len(kinds) - 1 and out.counts.retries == len(kinds) - 1
+
+
+def test_a_try_cut_short_by_the_timeout_is_recorded_as_such(tmp_path: Path) -> None:
+    result = agentcompass.launch({
+        "requests": [{"benchmark": {"id": "shell_tasks", "params": {"sample_ids": ["files/hello_world"]}},
+                      "harness": {"id": "tests.engine.components:SleepingHarness", "params": {"seconds": 60}},
+                      "model": "scripted", "results_dir": str(tmp_path)}],
+        "timeout_seconds": 1.5, "progress": "none"})
+    out = result.outcomes[0]
+    assert out.run_dir is not None
+    d = msgspec.json.decode(next((out.run_dir / "details").glob("*.json")).read_bytes(), type=TaskDetail)
+    (only,) = d.attempts["1"].tries
+    assert only.try_no == 1 and only.status == "run_error" and only.error_kind == "run_timeout"
+    assert only.finished_at - only.started_at >= 1.0
+
+
+def test_a_hung_setup_is_bounded_by_setup_timeout_named_in_the_error_and_retried(tmp_path: Path) -> None:
+    envs = tmp_path / "envs"
+    envs.mkdir()
+    t0 = time.monotonic()
+    out = agentcompass.run_evaluation(
+        "shell_tasks", "tests.engine.components:SlowSetupHarness", "scripted", max_retries=1,
+        harness_params={"setup_seconds": 600, "slow_tries": 1, "setup_timeout": 1.0},
+        environment_params={"base_dir": str(envs)}, benchmark_params={"sample_ids": ["files/hello_world"]},
+        results_dir=str(tmp_path / "r"), progress="none")
+    assert time.monotonic() - t0 < 30
+    assert out.run_dir is not None
+    d = msgspec.json.decode(next((out.run_dir / "details").glob("*.json")).read_bytes(), type=TaskDetail)
+    first, second = d.attempts["1"].tries
+    assert first.error_kind == "setup_timeout" and "harness_params.setup_timeout" in (first.error or "")
+    assert second.status == "completed"  # the retry's setup was quick; the agent ran and was graded
+    assert not list(envs.iterdir()) and _marked_processes(envs) == []

@@ -63,6 +63,7 @@ async def served(server_options: dict[str, Any], params: dict[str, Any] | None =
 
 @pytest.mark.parametrize("faults", [
     {"429": 0.5}, {"500": 0.5}, {"502": 0.3, "503": 0.3}, {"garbage": 0.3}, {"close": 0.5}, {"hang": 0.3},
+    {"ping": 0.3, "trickle": 0.2},
     {"429": 0.2, "500": 0.1, "garbage": 0.1, "close": 0.1, "hang": 0.1},
 ])
 async def test_it_recovers_through_transient_faults_and_reports_the_retries_in_usage(

@@ -30,6 +30,8 @@ ASK = [{"role": "user", "content": "ping"}]
     ("garbage", "model_bad_response", 200),
     ("close", "model_connection_error", None),
     ("hang", "model_connection_error", None),
+    ("ping", "model_connection_error", None),
+    ("trickle", "model_connection_error", None),
 ])
 async def test_each_fault_kind_maps_to_its_model_error_kind(fault: str, kind: str, status: int | None) -> None:
     async with running_scripted_server(ECHO, faults={fault: 1.0}) as srv:
@@ -43,6 +45,43 @@ async def test_each_fault_kind_maps_to_its_model_error_kind(fault: str, kind: st
     assert srv.faults_injected == {fault: 1}
     assert srv.completions_served == 0
     assert elapsed < 2.0  # a hang is bounded by the client's read timeout
+
+
+@pytest.mark.parametrize("fault", ["ping", "trickle"])
+@pytest.mark.parametrize("stream", [False, True])
+async def test_keepalive_and_trickle_faults_time_out_on_the_overall_deadline_not_a_read_timeout(
+        fault: str, stream: bool) -> None:
+    # bytes arrive every 0.05 s, so httpx's per-read timeout of 0.6 s never fires: only the deadline can
+    async with running_scripted_server(ECHO, faults={fault: 1.0}, fault_interval_s=0.05) as srv:
+        assert srv.base_url
+        async with OpenAIChatClient("scripted", srv.base_url, params={"timeout": 0.6}) as client:
+            start = time.monotonic()
+            with pytest.raises(ModelError) as info:
+                await client.complete(ASK, stream=stream)
+            elapsed = time.monotonic() - start
+        for _ in range(200):  # the server notices the client left and ends the handler
+            if not srv.open_connections:
+                break
+            await asyncio.sleep(0.01)
+        assert srv.open_connections == 0
+    assert info.value.kind == "model_connection_error"
+    expected = "its stream made no progress for 0.6s" if stream else "no response within 0.6s"
+    assert expected in str(info.value)
+    assert srv.faults_injected == {fault: 1} and srv.completions_served == 0
+    assert 0.55 <= elapsed < 5.0
+
+
+async def test_a_trickled_answer_arrives_whole_when_the_client_waits_long_enough() -> None:
+    async with running_scripted_server(ECHO, faults={"trickle": 1.0}, fault_interval_s=0.001) as srv:
+        assert srv.base_url
+        async with OpenAIChatClient("scripted", srv.base_url, params={"timeout": 20}) as client:
+            r = await client.complete(ASK)
+            for _ in range(200):  # the handler counts the answer once its last byte is out
+                if srv.completions_served:
+                    break
+                await asyncio.sleep(0.01)
+    assert r.content == "ping"
+    assert srv.faults_injected == {"trickle": 1} and srv.completions_served == 1
 
 
 async def test_an_injected_429_carries_retry_after_and_an_openai_error_body() -> None:
@@ -108,6 +147,20 @@ def test_a_bad_fault_plan_raises_config_error_naming_the_field(faults: dict[str,
         ScriptedServer(ECHO, faults=faults)  # type: ignore[arg-type]
     assert info.value.field == field
     assert "garbage" in str(info.value) or "between 0 and 1" in str(info.value) or "at most 1" in str(info.value)
+
+
+@pytest.mark.parametrize(("options", "field"), [
+    ({"fault_interval_s": 0}, "fault_interval_s"),
+    ({"fault_interval_s": -1}, "fault_interval_s"),
+    ({"fault_interval_s": "0.1"}, "fault_interval_s"),
+    ({"stream_interval_s": -0.5}, "stream_interval_s"),
+    ({"stream_interval_s": True}, "stream_interval_s"),
+])
+def test_a_bad_fault_or_stream_interval_raises_config_error_naming_the_field(options: dict[str, object],
+                                                                              field: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        ScriptedServer(ECHO, **options)  # type: ignore[arg-type]
+    assert info.value.field == field and "seconds" in str(info.value)
 
 
 async def test_a_hung_handler_ends_when_the_server_stops() -> None:

@@ -55,8 +55,16 @@ def mini_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith("mini-swe-agent:") and t.is_alive()]
 
 
-def processes_with(marker: str) -> list[int]:
-    """Live processes whose command line holds ``marker`` (Linux /proc)."""
+def processes_with(marker: str, settle_s: float = 5.0) -> list[int]:
+    """Live processes whose command line holds ``marker`` (Linux /proc). A SIGKILLed process can stay visible
+    for a moment on a loaded machine, so it waits up to ``settle_s`` for the list to empty."""
+    deadline = time.monotonic() + settle_s
+    while (found := _scan_cmdlines(marker)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return found
+
+
+def _scan_cmdlines(marker: str) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -234,7 +242,7 @@ async def test_cancelling_a_run_mid_command_leaves_no_thread_or_process(
         local_env: Environment, run_ctx: RunContext, log: logging.Logger) -> None:
     client = scripted([cmd("sleep 47.3113"), submit()])
     task = asyncio.create_task(harness(command_timeout=120).run(TASK, local_env, client, run_ctx, log))
-    await wait_until(lambda: processes_with("47.3113"))
+    await wait_until(lambda: processes_with("47.3113", settle_s=0))
     assert len(mini_threads()) == 1
     t0 = time.monotonic()
     task.cancel()

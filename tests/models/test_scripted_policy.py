@@ -212,3 +212,17 @@ def test_a_malformed_turn_object_is_a_config_error(turn: dict[str, object]) -> N
     with pytest.raises(ConfigError) as info:
         ScriptedPolicy({"script": [{"match": "m", "turns": [turn]}], "bundled": False})
     assert info.value.field == "script" and "tool_calls" in str(info.value)
+
+
+@pytest.mark.parametrize(("typo", "meant"), [("script_fle", "script_file"), ("latency", "latency_s"),
+                                             ("scripts", "script"), ("echos", "echo")])
+def test_a_misspelt_scripted_param_is_refused_with_the_param_it_resembles(typo: str, meant: str) -> None:
+    with pytest.raises(ConfigError, match=rf"`{typo}`: did you mean `{meant}`") as info:
+        ScriptedPolicy({typo: "x"})
+    assert info.value.field == typo
+
+
+def test_params_meant_for_real_models_are_still_ignored() -> None:
+    policy = ScriptedPolicy({"temperature": 0.2, "max_tokens": 5, "top_p": 1, "seed": 1, "stream": True,
+                             "reasoning_effort": "low", "timeout": 3, "retries": 2})
+    assert policy.entries  # the bundled scripts, as without those params
