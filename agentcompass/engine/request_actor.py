@@ -28,6 +28,7 @@ from ..metrics import DefaultAccumulator
 from ..models.adaptive import AdaptiveLimiter
 from ..models.retry import RetryingModelClient
 from ..records import (
+    AttemptFinished,
     AttemptRecord,
     ModelRetrying,
     RequestCounts,
@@ -194,9 +195,12 @@ class RequestActor:
         provider = provider_cls(env_params, ctx)
         self._closers.append(provider.aclose)
         analyzers = build_analyzers(spec.enable_analysis, reg["analyzer"], ctx)
-        for phase_policy in (network.baseline, network.run, network.verifier):
-            if phase_policy is not None:
+        for key, phase_policy in net.items():  # refused before any task starts, naming the param that asked
+            try:
                 provider.check_network_policy(phase_policy)
+            except ConfigError as exc:
+                raise ConfigError(f"Invalid `environment_params.{key}`: {exc}",
+                                  field=f"environment_params.{key}") from None
 
         # Hashed from the params as given: network policies and phase timeouts shape results too.
         self.identity = request_identity(
@@ -525,6 +529,10 @@ class RequestActor:
                 self.counts.retries += max(0, len(tries) - 1)
                 entry.attempts[attempt] = AttemptRecord(status="run_error", error_kind=kind, error=error,
                                                         tries=tries)
+                if tries:  # it had started: close it in the event stream too (live counts, progress.jsonl)
+                    self.rt.emit(AttemptFinished(ts=time.time(), request=self.name, run_id=self.run_id,
+                                                 task_id=entry.task.task_id, attempt=attempt, status="run_error",
+                                                 error_kind=kind))
             try:
                 self._commit(entry)
             except Exception as exc:

@@ -62,13 +62,15 @@ class Supervisor:
         self.log = logging.Logger("agentcompass.launch", level=logging.DEBUG)
         self.log.parent = _console_log
         self.registries = Registries(spec.recipe_dirs)
-        validate_pool_settings(spec.provider_limits, self.registries["environment"].names())
+        validate_pool_settings(spec.provider_limits, self.registries["environment"].names(),
+                               env_open_qps=spec.env_open_qps, max_creates_in_flight=spec.max_env_creates_in_flight)
         self.bus = EventBus(make_display(spec.progress), on_progress)
         #: model endpoints' adaptive limits, the envelope signer and the gateway (started on first need).
         self.models = ModelServices(self.bus.emit)
         self.extra_secrets = (*extra_secrets, self.models.signer.secret_text)
         self.redactor = Redactor([r.model.api_key for r in spec.requests] + list(self.extra_secrets))
-        self.pool = EnvironmentPool(spec.provider_limits, spec.env_open_qps, self.bus.emit)
+        self.pool = EnvironmentPool(spec.provider_limits, spec.env_open_qps, self.bus.emit,
+                                    max_creates_in_flight=spec.max_env_creates_in_flight)
         self.scheduler = Scheduler(spec.max_concurrent_tasks)
 
     async def run(self) -> LaunchResult:

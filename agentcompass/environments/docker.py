@@ -212,10 +212,11 @@ class DockerEnvironment:
     """An open container. Implements ``agentcompass.interfaces.Environment``."""
 
     def __init__(self, provider: DockerProvider, container: DockerContainer, *, name: str, workdir: str,
-                 keep: bool, on_close: Callable[[DockerEnvironment], None]) -> None:
+                 keep: bool, labels: dict[str, str], on_close: Callable[[DockerEnvironment], None]) -> None:
         self.id = container.id
         self.name = name
         self.workdir = workdir
+        self.labels = labels
         self._provider = provider
         self._container = container
         self._keep = keep
@@ -475,7 +476,7 @@ class DockerEnvironment:
         """Attach the live container to exactly the networks ``policy`` allows."""
         self._check_open()
         self._provider.check_network_policy(policy)
-        await self._provider.networks.apply(self.id, policy)
+        await self._provider.networks.apply(self.id, policy, key=self.name, labels=self.labels)
 
     async def close(self) -> None:
         """Remove the container (kept running when opened with ``keep``). Idempotent, bounded in time."""
@@ -487,11 +488,18 @@ class DockerEnvironment:
 
     async def _do_close(self) -> None:
         try:
+            networks = self._provider._networks
             if self._keep:
+                if networks is not None:
+                    networks.keep(self.name)
                 log.warning("environment %s kept: container %s (%s) is still running", self.name,
                             self.id[:12], self.name)
                 return
-            await self._provider.remove_container(self.id)
+            removal = self._provider.remove_container(self.id)
+            if networks is None:
+                await removal
+            else:  # and hand its model-mode network on
+                await networks.release(self.name, removal)
         finally:
             self._on_close(self)
 
@@ -573,7 +581,7 @@ class DockerProvider:
             self._networks = DockerNetworks(
                 self.docker, labels=run_labels(self.ctx.run_id, self._owner),
                 forwarder_image=self.forwarder_image, ensure_image=self.ensure_image,
-                daemon_timeout=self.daemon_timeout)
+                daemon_timeout=self.daemon_timeout, close_timeout=self.close_timeout)
         return self._networks
 
     @property
@@ -701,7 +709,8 @@ class DockerProvider:
             labels[LABEL_KEEP] = "1"
         return labels
 
-    def _container_config(self, spec: EnvOpenSpec, image: str, workdir: str, network: str) -> dict[str, Any]:
+    def _container_config(self, spec: EnvOpenSpec, image: str, workdir: str, network: str,
+                          labels: dict[str, str]) -> dict[str, Any]:
         host: dict[str, Any] = {"Init": self.init, "NetworkMode": network}
         if self.cpus is not None:
             host["NanoCpus"] = int(self.cpus * 1e9)
@@ -713,7 +722,7 @@ class DockerProvider:
         env = _check_env(spec.env, "env")
         return {
             "Image": image, "Entrypoint": _KEEPALIVE, "Cmd": None, "WorkingDir": workdir,
-            "Env": [f"{k}={v}" for k, v in env.items()], "Labels": self._labels(spec),
+            "Env": [f"{k}={v}" for k, v in env.items()], "Labels": labels,
             "User": self.user or "", "Tty": False, "OpenStdin": False, "AttachStdout": False,
             "AttachStderr": False, "HostConfig": host,
         }
@@ -730,25 +739,30 @@ class DockerProvider:
         image = await self.ensure_image(spec.image or self.image, spec.image_recipe)
         name = "-".join(["ac", _safe_name(spec.run_id, 20), _safe_name(spec.task_id, 40), spec.role[:1],
                          uuid.uuid4().hex[:10]])
-        network = await self.networks.network_for(spec.network)
-        config = self._container_config(spec, image, workdir, network)
+        labels = self._labels(spec)
         handle: DockerEnvironment | None = None
-        # The create runs as its own task: if we are cancelled while the daemon is still creating, the
-        # cleanup can wait for the id instead of racing the daemon with a remove-by-name.
-        create = asyncio.ensure_future(self._create(config, name))
+        create: asyncio.Future[DockerContainer] | None = None
         try:
             async with asyncio.timeout(self.open_timeout):
+                # ``model``: the environment's own network; the forwarders attach to it meanwhile.
+                network = await self.networks.network_for(spec.network, key=name, labels=labels)
+                config = self._container_config(spec, image, workdir, network, labels)
+                # The create runs as its own task: if we are cancelled while the daemon is still creating,
+                # the cleanup can wait for the id instead of racing the daemon with a remove-by-name.
+                create = asyncio.ensure_future(self._create(config, name))
                 container = await asyncio.shield(create)
                 if spec.network.mode == "none":
-                    await self.networks.apply(container.id, spec.network, current={network})
+                    await self.networks.apply(container.id, spec.network, key=name, labels=labels,
+                                              current={network})
                 await call(container.start, what="container start", timeout_s=self.daemon_timeout)
                 handle = DockerEnvironment(self, container, name=name, workdir=workdir, keep=spec.keep,
-                                           on_close=self._envs.discard)
+                                           labels=labels, on_close=self._envs.discard)
                 self._envs.add(handle)
                 if self.user:
                     await self._own_workdir(handle)
                 if files:
                     await handle.put_archive(workdir, _files_tar(files))
+                await self.networks.ready(name)
         except BaseException as exc:
             # Cancelled, timed out or failed: the container must not outlive this call.
             if handle is not None:
@@ -766,9 +780,17 @@ class DockerProvider:
         log.debug("opened %s (%s) for task %s", name, handle.id[:12], spec.task_id)
         return handle
 
-    async def _discard_failed_open(self, create: asyncio.Future[DockerContainer], name: str) -> None:
-        created = await settled(create, self.close_timeout + self.daemon_timeout)
-        await self.remove_container(created.id if created is not None else name)
+    async def _discard_failed_open(self, create: asyncio.Future[DockerContainer] | None, name: str) -> None:
+        async def remove() -> bool:
+            if create is None:
+                return True
+            created = await settled(create, self.close_timeout + self.daemon_timeout)
+            return await self.remove_container(created.id if created is not None else name)
+
+        if self._networks is None:
+            await remove()
+        else:
+            await self._networks.release(name, remove())
 
     async def _create(self, config: dict[str, Any], name: str) -> DockerContainer:
         async def op() -> DockerContainer:
@@ -792,10 +814,11 @@ class DockerProvider:
         if code != 0:
             raise EnvironmentError_(f"cannot give {env.workdir} to user {self.user!r} (chown exit {code})")
 
-    async def remove_container(self, ref: str) -> None:
-        """Force-remove container ``ref`` (id or name), bounded by ``close_timeout``; gone is fine."""
+    async def remove_container(self, ref: str) -> bool:
+        """Force-remove container ``ref`` (id or name), bounded by ``close_timeout``; True once it is gone
+        (failures are logged, not raised)."""
         if self._docker is None:
-            return
+            return False
         docker = self._docker
         loop = asyncio.get_running_loop()
         until = loop.time() + self.close_timeout
@@ -804,16 +827,16 @@ class DockerProvider:
             try:
                 await call(lambda: docker.containers.container(ref).delete(force=True, v=True),
                            what="container remove", timeout_s=max(1.0, left))
-                return
+                return True
             except aiodocker.DockerError as exc:
                 if exc.status == 404:
-                    return
+                    return True
                 if exc.status != 409 or loop.time() >= until:  # 409: removal already in progress
                     log.warning("removing container %s failed: %s", ref[:12], exc.message)
-                    return
+                    return False
             except EnvironmentError_ as exc:
                 log.warning("removing container %s failed: %s", ref[:12], exc)
-                return
+                return False
             await asyncio.sleep(0.2)
 
     async def aclose(self) -> None:

@@ -2,21 +2,29 @@
 
 * ``public``: the default ``bridge`` network.
 * ``none``: no network at all (every network disconnected; only loopback is left).
-* ``model``: only the model endpoint. The container sits on an *internal* network whose bridge has no
-  host address (``com.docker.network.bridge.inhibit_ipv4``), so neither the host nor the outside world is
-  reachable from it. A small forwarder container, attached to that network and to ``bridge``, relays one
-  port to a host-side relay on the ``bridge`` gateway, which connects to the model endpoint. Without the
-  host address a plain internal network would expose every service listening on the host.
+* ``model``: only the model endpoint. Each environment gets its *own* internal network (created when the
+  environment first needs it, removed when it closes), whose bridge has no host address
+  (``com.docker.network.bridge.inhibit_ipv4``), so neither the host, the outside world nor any other
+  environment is reachable from it. Small forwarder containers (one per model endpoint) sit on ``bridge``
+  and on every such network under a fixed alias, and relay one port to a host-side relay on the ``bridge``
+  gateway, which connects to the model endpoint. Without the host address a plain internal network would
+  expose every service listening on the host; a network shared by environments would let them reach
+  each other.
 * ``allowlist``: refused; filtering by host would need firewall rules inside the container's network
   namespace, which this provider does not manage.
+
+The per-environment networks take ``/28`` subnets from ``10.213.0.0/16`` (bridges without a host address
+add no host route), so they neither exhaust nor depend on the daemon's default address pools.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import ipaddress
 import logging
+import random
 import socket
 import uuid
 from collections.abc import Awaitable, Callable
@@ -27,7 +35,7 @@ from aiodocker.networks import DockerNetwork
 
 from .._errors import ConfigError, EnvironmentError_
 from ..interfaces import NetworkPolicy
-from .docker_api import LABEL_ROLE, LABEL_RUN_ID, LABEL_TASK_ID, call, settled
+from .docker_api import LABEL_KEEP, LABEL_ROLE, LABEL_RUN_ID, LABEL_TASK_ID, call, settled
 
 log = logging.getLogger("agentcompass.environments.docker_network")
 
@@ -36,6 +44,12 @@ SUPPORTED_MODES = ("public", "none", "model")
 _INHIBIT_IPV4 = "com.docker.network.bridge.inhibit_ipv4"
 _CONNECT_TIMEOUT_S = 10.0
 _READY_TIMEOUT_S = 20.0
+#: where the per-environment ``model`` networks take their subnets from, and how big each is
+MODEL_SUBNET_POOL = ipaddress.IPv4Network("10.213.0.0/16")
+_SUBNET_PREFIX = 28
+_SUBNET_TRIES = 16
+#: empty model networks kept for reuse (more are removed on release)
+_IDLE_NETWORKS_MAX = 32
 
 #: Runs inside the forwarder container: relay ``0.0.0.0:<port>`` to ``<host>:<port>`` and nothing else.
 RELAY_SCRIPT = r"""
@@ -163,61 +177,105 @@ class TcpRelay:
 
 
 class _Route:
-    def __init__(self, relay: TcpRelay, container_id: str, address: tuple[str, int]) -> None:
+    """One model endpoint: the host relay and the forwarder container, known as ``alias`` in every network."""
+
+    def __init__(self, relay: TcpRelay, container_id: str, alias: str, port: int) -> None:
         self.relay = relay
         self.container_id = container_id
-        self.address = address
+        self.alias = alias
+        self.address = (alias, port)
+
+
+class _EnvNet:
+    """An internal network for one ``model``-mode environment at a time, plus the forwarders."""
+
+    def __init__(self, name: str, labels: dict[str, str]) -> None:
+        self.name = name
+        self.labels = labels
+        self.subnet: str | None = None
+        self.created: asyncio.Future[None] | None = None  # network create (its own task: cancel-safe)
+        self.attached: asyncio.Future[None] | None = None  # forwarders being attached
+        self.broken = False  # a forwarder could not be attached later: never reuse
+
+    def reusable(self) -> bool:
+        ok = [f is not None and f.done() and not f.cancelled() and f.exception() is None
+              for f in (self.created, self.attached)]
+        return all(ok) and not self.broken and self.labels.get(LABEL_KEEP) != "1"
+
+
+def _failed(fut: asyncio.Future[Any] | None) -> bool:
+    return fut is not None and fut.done() and (fut.cancelled() or fut.exception() is not None)
 
 
 class DockerNetworks:
-    """The network side of one provider: attaches containers per policy, owns the ``model`` machinery."""
+    """The network side of one provider: attaches containers per policy, owns the ``model`` machinery.
+
+    Environments are known by a key (the container name). In ``model`` mode each holds an internal network
+    of its own until :meth:`release`; then, once its container is gone, the network (forwarders still
+    attached) waits for the next environment instead of being removed, so only the first opens pay for
+    creating networks. The provider's :meth:`aclose` removes them all.
+    """
 
     def __init__(self, docker: aiodocker.Docker, *, labels: dict[str, str], forwarder_image: str,
-                 ensure_image: Callable[[str], Awaitable[str]], daemon_timeout: float = 30.0) -> None:
+                 ensure_image: Callable[[str], Awaitable[str]], daemon_timeout: float = 30.0,
+                 close_timeout: float = 30.0) -> None:
         self._docker = docker
         self._labels = dict(labels)
         self._forwarder_image = forwarder_image
         self._ensure_image = ensure_image
         self._timeout = daemon_timeout
-        self._internal: str | None = None
-        self._internal_lock = asyncio.Lock()
+        self._close_timeout = close_timeout
+        self._inhibit_checked = False
+        self._nets: dict[str, _EnvNet] = {}  # every model network held, by name
+        self._env_nets: dict[str, _EnvNet] = {}  # environment key -> its network
+        self._idle: list[_EnvNet] = []  # empty, ready for the next environment
+        self._subnets: set[str] = set()
+        self._leftovers: set[str] = set()
         self._routes: dict[tuple[str, int], _Route] = {}
         self._route_locks: dict[tuple[str, int], asyncio.Lock] = {}
 
     # ------------------------------------------------------------------ policy -> networks
 
-    async def network_for(self, policy: NetworkPolicy) -> str:
-        """The network a new container is created on for ``policy`` (``none`` is disconnected later)."""
+    async def network_for(self, policy: NetworkPolicy, *, key: str, labels: dict[str, str]) -> str:
+        """The network a new container ``key`` (with container ``labels``) is created on for ``policy``
+        (``none`` is disconnected later). For ``model`` the forwarders may still be attaching to a new
+        network: :meth:`ready` waits for them."""
         if policy.mode == "model":
-            return await self.internal_network()
+            return (await self._env_net(key, labels)).name
         return PUBLIC_NETWORK
 
-    async def wanted(self, policy: NetworkPolicy) -> set[str]:
-        """The networks a container under ``policy`` must be attached to, and no others."""
-        if policy.mode == "public":
-            return {PUBLIC_NETWORK}
-        if policy.mode == "model":
-            return {await self.internal_network()}
-        return set()
+    async def ready(self, key: str) -> None:
+        """Wait until the forwarders are attached to ``key``'s network (no-op without one)."""
+        net = self._env_nets.get(key)
+        if net is not None and net.attached is not None:
+            await asyncio.shield(net.attached)
 
-    async def apply(self, container_id: str, policy: NetworkPolicy,
+    async def apply(self, container_id: str, policy: NetworkPolicy, *, key: str, labels: dict[str, str],
                     current: set[str] | None = None) -> None:
-        """Attach the (created or running) container to exactly the networks ``policy`` wants."""
+        """Attach the (created or running) container ``key`` to exactly the networks ``policy`` wants."""
         if current is None:
             info = await call(lambda: self._docker.containers.container(container_id).show(),
                               what="container inspect", timeout_s=self._timeout)
             current = set((info.get("NetworkSettings") or {}).get("Networks") or {})
-        want = await self.wanted(policy)
+        if policy.mode == "public":
+            want = {PUBLIC_NETWORK}
+        elif policy.mode == "model":
+            want = {(await self._env_net(key, labels)).name}
+            await self.ready(key)
+        else:
+            want = set()
         for name in sorted(current - want):
             await self._disconnect(name, container_id)
         for name in sorted(want - current):
             await self._connect(name, container_id)
 
-    async def _connect(self, network: str, container_id: str) -> None:
+    async def _connect(self, network: str, container_id: str, alias: str | None = None) -> None:
         net = DockerNetwork(self._docker, network)
+        config: dict[str, Any] = {"Container": container_id}
+        if alias is not None:
+            config["EndpointConfig"] = {"Aliases": [alias]}
         try:
-            await call(lambda: net.connect({"Container": container_id}), what=f"network connect {network}",
-                       timeout_s=self._timeout)
+            await call(lambda: net.connect(config), what=f"network connect {network}", timeout_s=self._timeout)
         except aiodocker.DockerError as exc:
             if exc.status == 403 and "already exists" in str(exc.message):
                 return
@@ -235,45 +293,182 @@ class DockerNetworks:
             raise EnvironmentError_(f"cannot disconnect container {container_id[:12]} from {network}: "
                                     f"{exc.message}") from exc
 
-    # ------------------------------------------------------------------ model mode
+    # ------------------------------------------------------------------ per-environment networks
 
-    async def internal_network(self) -> str:
-        """Name of this provider's internal network (created on first use, host-less bridge)."""
-        async with self._internal_lock:
-            if self._internal is not None:
-                return self._internal
-            name = f"agentcompass-model-{uuid.uuid4().hex[:12]}"
+    def _net_labels(self, labels: dict[str, str]) -> dict[str, str]:
+        out = {**self._labels, LABEL_ROLE: "network"}
+        if labels.get(LABEL_RUN_ID):
+            out[LABEL_RUN_ID] = labels[LABEL_RUN_ID]
+        if labels.get(LABEL_KEEP) == "1":
+            out[LABEL_KEEP] = "1"  # the sweep leaves it to its kept container
+        return out
+
+    async def _env_net(self, key: str, labels: dict[str, str]) -> _EnvNet:
+        net = self._env_nets.get(key)
+        if net is None:
+            want = self._net_labels(labels)
+            net = next((n for n in self._idle if n.labels == want and n.reusable()), None)
+            if net is not None:
+                self._idle.remove(net)
+            else:
+                net = _EnvNet(f"agentcompass-model-{uuid.uuid4().hex[:12]}", want)
+                self._nets[net.name] = net
+                net.created = asyncio.ensure_future(self._create_env_net(net))
+            self._env_nets[key] = net
+        assert net.created is not None
+        try:
+            await asyncio.shield(net.created)
+        except BaseException:
+            if _failed(net.created):  # it removed what it had created
+                self._nets.pop(net.name, None)
+                if self._env_nets.get(key) is net:
+                    del self._env_nets[key]
+            raise
+        return net
+
+    def _pick_subnet(self) -> str:
+        count = 1 << (_SUBNET_PREFIX - MODEL_SUBNET_POOL.prefixlen)
+        size = 1 << (32 - _SUBNET_PREFIX)
+        while True:
+            first = MODEL_SUBNET_POOL.network_address + random.randrange(count) * size
+            subnet = f"{first}/{_SUBNET_PREFIX}"
+            if subnet not in self._subnets:
+                return subnet
+
+    async def _create_env_net(self, net: _EnvNet) -> None:
+        """Create ``net`` on a free subnet of the pool, then start attaching the forwarders to it."""
+        for _ in range(_SUBNET_TRIES):
+            subnet = self._pick_subnet()
             config: dict[str, Any] = {
-                "Name": name, "Driver": "bridge", "Internal": True, "CheckDuplicate": True,
-                "Labels": {**self._labels, LABEL_ROLE: "network"},
-                "Options": {_INHIBIT_IPV4: "true"},
+                "Name": net.name, "Driver": "bridge", "Internal": True, "CheckDuplicate": True,
+                "Labels": dict(net.labels), "Options": {_INHIBIT_IPV4: "true"},
+                "IPAM": {"Driver": "default", "Config": [{"Subnet": subnet}]},
             }
-            create = asyncio.ensure_future(call(lambda: self._docker.networks.create(config),
-                                                what="network create", timeout_s=self._timeout,
-                                                retry_timeouts=False))
             try:
-                net = await asyncio.shield(create)
+                await call(functools.partial(self._docker.networks.create, config), what="network create",
+                           timeout_s=self._timeout, retry_timeouts=False)
+            except aiodocker.DockerError as exc:
+                if "overlaps" in str(exc.message):
+                    continue  # another network (maybe another run's) holds that subnet
+                if exc.status != 409:  # 409: an earlier try went through before its connection broke
+                    raise EnvironmentError_(f"cannot create network {net.name}: {exc.message}") from exc
             except BaseException:
-                await asyncio.shield(self._discard_network(create, name))
+                await self._remove_network(net.name)  # a timed-out create may still have gone through
                 raise
+            net.subnet = subnet
+            self._subnets.add(subnet)
+            break
+        else:
+            raise EnvironmentError_(f"no free /{_SUBNET_PREFIX} subnet in {MODEL_SUBNET_POOL} after "
+                                    f"{_SUBNET_TRIES} tries; run `agentcompass cleanup` to remove leftovers")
+        if not self._inhibit_checked:
             try:
-                info = await call(net.show, what="network inspect", timeout_s=self._timeout)
-                gateways = [c.get("Gateway") for c in (info.get("IPAM") or {}).get("Config") or []]
-                if any(gw and _is_local_address(gw) for gw in gateways):
-                    raise EnvironmentError_(
-                        "this Docker daemon ignores the inhibit_ipv4 bridge option, so an internal network "
-                        "would expose the host; network mode 'model' cannot be enforced here")
+                await self._check_inhibited(net)
             except BaseException:
-                await self._remove_network(name)
+                await self._remove_network(net.name)
+                self._subnets.discard(subnet)
                 raise
-            self._internal = name
-            return name
+            self._inhibit_checked = True
+        net.attached = asyncio.ensure_future(self._attach_routes(net))
+
+    async def _check_inhibited(self, net: _EnvNet) -> None:
+        info = await call(lambda: DockerNetwork(self._docker, net.name).show(), what="network inspect",
+                          timeout_s=self._timeout)
+        addresses = [c.get("Gateway") for c in (info.get("IPAM") or {}).get("Config") or []]
+        assert net.subnet is not None
+        addresses.append(str(next(ipaddress.IPv4Network(net.subnet).hosts())))
+        if any(ip and _is_local_address(ip) for ip in addresses):
+            raise EnvironmentError_(
+                "this Docker daemon ignores the inhibit_ipv4 bridge option, so an internal network would "
+                "expose the host; network mode 'model' cannot be enforced here")
+
+    async def _attach_routes(self, net: _EnvNet) -> None:
+        # A route registered later attaches itself to this network (see ensure_model_route).
+        routes = list(self._routes.values())
+        results = await asyncio.gather(*(self._connect(net.name, r.container_id, alias=r.alias) for r in routes),
+                                       return_exceptions=True)
+        for res in results:
+            if isinstance(res, BaseException):
+                raise res
+
+    def keep(self, key: str) -> None:
+        """Leave ``key``'s network to its kept container (labelled ``keep``, removed by ``cleanup --all``)."""
+        net = self._env_nets.pop(key, None)
+        if net is not None:
+            self._nets.pop(net.name, None)
+
+    async def release(self, key: str, container_removal: Awaitable[bool] | None = None) -> None:
+        """``key``'s environment is closing: await ``container_removal`` (True once the container is gone),
+        then give its network, if any, to the next environment, or remove it when it cannot be reused.
+
+        Bounded by ``close_timeout``; a network that cannot be removed is retried by :meth:`aclose` and,
+        after this process, by the orphan sweep.
+        """
+        net = self._env_nets.pop(key, None)
+        gone = await container_removal if container_removal is not None else True
+        if net is None:
+            return
+        if gone and net.reusable() and len(self._idle) < _IDLE_NETWORKS_MAX and net.name in self._nets:
+            self._idle.append(net)
+        else:
+            await self._teardown(net)
+
+    async def _teardown(self, net: _EnvNet) -> None:
+        self._nets.pop(net.name, None)
+        deadline = asyncio.get_running_loop().time() + self._close_timeout
+        await self._bounded(deadline, net.name, self._detach_routes(net))
+        if await self._bounded(deadline, net.name, self._remove_env_net(net)):
+            self._leftovers.discard(net.name)
+        else:
+            self._leftovers.add(net.name)
+        if net.subnet is not None:
+            self._subnets.discard(net.subnet)
+
+    @staticmethod
+    async def _bounded(deadline: float, name: str, work: Awaitable[bool | None]) -> bool:
+        try:
+            async with asyncio.timeout_at(deadline):
+                done = await work
+        except TimeoutError:
+            log.warning("releasing network %s did not finish in time", name)
+            return False
+        return done is not False
+
+    async def _detach_routes(self, net: _EnvNet) -> None:
+        for step in (net.created, net.attached):  # a cancelled open may have left them in flight
+            if step is not None:
+                await settled(step, 2 * self._timeout)
+        if _failed(net.created):
+            return
+        routes = list(self._routes.values())
+        results = await asyncio.gather(*(self._disconnect(net.name, r.container_id) for r in routes),
+                                       return_exceptions=True)
+        for res in results:
+            if isinstance(res, BaseException):
+                log.warning("detaching a forwarder from %s failed: %s", net.name, res)
+
+    async def _remove_env_net(self, net: _EnvNet) -> bool:
+        if _failed(net.created):
+            return True  # never created, or removed by the failed creation itself
+        if await self._remove_network(net.name, quiet=True):
+            return True
+        # Something is still attached (a route that attached late, a container whose removal failed).
+        try:
+            info = await call(lambda: DockerNetwork(self._docker, net.name).show(), what="network inspect",
+                              timeout_s=self._timeout)
+            for cid in (info.get("Containers") or {}):
+                await self._disconnect(net.name, cid)
+        except (aiodocker.DockerError, EnvironmentError_) as exc:
+            log.warning("emptying network %s failed: %s", net.name, exc)
+        return await self._remove_network(net.name)
+
+    # ------------------------------------------------------------------ model routes
 
     async def ensure_model_route(self, model_host: str, model_port: int) -> tuple[str, int]:
         """Make ``model_host:model_port`` reachable from ``model``-mode containers.
 
-        Returns ``(host, port)`` to use inside the container instead (e.g. to rewrite a base_url).
-        Idempotent per endpoint.
+        Returns ``(host, port)`` to use inside the container instead (e.g. to rewrite a base_url): the host
+        is the forwarder's alias, the same in every environment's network. Idempotent per endpoint.
         """
         if not isinstance(model_host, str) or not model_host:
             raise ConfigError(f"model_host: expected a host name or address, got {model_host!r}",
@@ -287,8 +482,22 @@ class DockerNetworks:
             route = self._routes.get(key)
             if route is None:
                 route = await self._start_route(model_host, model_port)
+                # Registered before looking at the networks: a network created meanwhile attaches it itself.
                 self._routes[key] = route
+                await self._attach_everywhere(route)
             return route.address
+
+    async def _attach_everywhere(self, route: _Route) -> None:
+        for net in list(self._nets.values()):
+            if net.created is None or not net.created.done() or _failed(net.created):
+                continue  # still being created: it attaches every registered route once it exists
+            try:
+                await self._connect(net.name, route.container_id, alias=route.alias)
+            except EnvironmentError_:
+                if self._nets.get(net.name) is net:
+                    net.broken = True
+                    raise
+                # removed meanwhile: nothing to attach to
 
     async def _bridge_gateway(self) -> str:
         info = await call(lambda: DockerNetwork(self._docker, PUBLIC_NETWORK).show(),
@@ -311,7 +520,6 @@ class DockerNetworks:
         return gateway
 
     async def _start_route(self, model_host: str, model_port: int) -> _Route:
-        internal = await self.internal_network()
         image = await self._ensure_image(self._forwarder_image)
         gateway = await self._bridge_gateway()
         if not _is_local_address(gateway):
@@ -319,41 +527,37 @@ class DockerNetworks:
                                     "network mode 'model' needs the daemon on this host")
         relay = TcpRelay(gateway, model_host, model_port)
         await relay.start()
-        name = f"agentcompass-fwd-{uuid.uuid4().hex[:12]}"
+        suffix = uuid.uuid4().hex[:12]
+        name, alias = f"agentcompass-fwd-{suffix}", f"ac-model-{suffix}"
         config: dict[str, Any] = {
             "Image": image,
             "Entrypoint": ["python3", "-c", RELAY_SCRIPT, str(model_port), gateway, str(relay.port)],
             "Labels": {**self._labels, LABEL_ROLE: "forwarder", LABEL_TASK_ID: "-"},
+            # No routing between the networks it sits on (environments cannot add routes anyway: no
+            # NET_ADMIN), whatever the host's default.
             "HostConfig": {"Init": True, "NetworkMode": PUBLIC_NETWORK, "Memory": 128 << 20,
-                           "PidsLimit": 64},
+                           "PidsLimit": 64, "Sysctls": {"net.ipv4.ip_forward": "0"}},
         }
         create = asyncio.ensure_future(call(lambda: self._docker.containers.create(config, name=name),
                                             what="forwarder create", timeout_s=self._timeout,
                                             retry_timeouts=False))
         try:
             created = await asyncio.shield(create)
-            await self._connect(internal, created.id)
             await call(created.start, what="forwarder start", timeout_s=self._timeout)
             info = await call(created.show, what="forwarder inspect", timeout_s=self._timeout)
-            nets = info["NetworkSettings"]["Networks"]
-            inside_ip = nets[internal]["IPAddress"]
-            probe_ip = nets[PUBLIC_NETWORK]["IPAddress"]
+            probe_ip = info["NetworkSettings"]["Networks"][PUBLIC_NETWORK]["IPAddress"]
             await self._wait_listening(probe_ip, model_port, name)
         except BaseException:
             await asyncio.shield(self._discard_forwarder(create, relay, name))
             raise
-        log.info("model route %s:%d -> forwarder %s:%d (relay %s:%d)", model_host, model_port, inside_ip,
+        log.info("model route %s:%d -> forwarder %s:%d (relay %s:%d)", model_host, model_port, alias,
                  model_port, gateway, relay.port)
-        return _Route(relay, created.id, (inside_ip, model_port))
+        return _Route(relay, created.id, alias, model_port)
 
     async def _discard_forwarder(self, create: asyncio.Future[Any], relay: TcpRelay, name: str) -> None:
         created = await settled(create, 2 * self._timeout)
         await relay.aclose()
         await self._remove_container(created.id if created is not None else name)
-
-    async def _discard_network(self, create: asyncio.Future[DockerNetwork], name: str) -> None:
-        created = await settled(create, 2 * self._timeout)
-        await self._remove_network(created.id if created is not None else name)
 
     @staticmethod
     async def _wait_listening(ip: str, port: int, name: str) -> None:
@@ -380,25 +584,35 @@ class DockerNetworks:
         except EnvironmentError_ as exc:
             log.warning("removing forwarder %s failed: %s", ref, exc)
 
-    async def _remove_network(self, name: str) -> None:
+    async def _remove_network(self, name: str, *, quiet: bool = False) -> bool:
+        """Remove network ``name``; True when it is gone. Failures are logged unless ``quiet``."""
         try:
-            await call(DockerNetwork(self._docker, name).delete, what="network remove",
-                       timeout_s=self._timeout)
+            await call(DockerNetwork(self._docker, name).delete, what="network remove", timeout_s=self._timeout)
         except aiodocker.DockerError as exc:
-            if exc.status != 404:
+            if exc.status == 404:
+                return True
+            if not quiet:
                 # e.g. a kept container is still attached; the orphan sweep retries later.
                 log.warning("removing network %s failed: %s", name, exc.message)
+            return False
         except EnvironmentError_ as exc:
-            log.warning("removing network %s failed: %s", name, exc)
+            if not quiet:
+                log.warning("removing network %s failed: %s", name, exc)
+            return False
+        return True
 
     async def aclose(self) -> None:
-        """Remove forwarders, stop relays, remove the internal network (best effort, bounded)."""
+        """Remove forwarders, stop relays, remove the networks still held (best effort, bounded)."""
         routes, self._routes = list(self._routes.values()), {}
         await asyncio.gather(*(self._remove_container(r.container_id) for r in routes))
         await asyncio.gather(*(r.relay.aclose() for r in routes))
-        if self._internal is not None:
-            name, self._internal = self._internal, None
+        nets = list(self._nets.values())
+        self._env_nets.clear()
+        self._idle.clear()
+        await asyncio.gather(*(self._teardown(net) for net in nets))
+        for name in sorted(self._leftovers):
             await self._remove_network(name)
+        self._leftovers.clear()
 
 
 def run_labels(run_id: str, owner: dict[str, str]) -> dict[str, str]:

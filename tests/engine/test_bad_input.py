@@ -67,8 +67,10 @@ def test_bad_network_policy_value_lists_the_allowed_values(tmp_path: Path) -> No
 
 
 def test_local_environment_refuses_a_policy_it_cannot_enforce(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="network_policy \"none\".*docker"):
+    with pytest.raises(ConfigError, match="network_policy \"none\".*docker") as info:
         _run(tmp_path, environment_params={"run_network_policy": "none"})
+    assert info.value.field == "environment_params.run_network_policy"
+    assert "`environment_params.run_network_policy`" in str(info.value)
     assert not any(tmp_path.iterdir())  # refused before any task started
 
 
@@ -106,3 +108,9 @@ def test_unknown_reuse_run_id_is_refused_before_any_run_directory_exists(tmp_pat
         _run(tmp_path, reuse_run_id="no-such-run")
     assert info.value.field == "reuse_run_id"
     assert not any(p.is_file() for p in tmp_path.rglob("*")), "nothing may be written for a refused request"
+
+
+def test_unknown_provider_in_env_open_qps_is_refused_with_the_closest_match(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"env_open_qps\.dokcer.*Did you mean 'docker'") as info:
+        _run(tmp_path, env_open_qps={"dokcer": 2})
+    assert info.value.field == "env_open_qps.dokcer"

@@ -1,12 +1,13 @@
 """Network policies on real containers: what a container can reach under each mode, switched live.
 
 Servers run on this machine only: one on 0.0.0.0 (reachable from containers through the bridge gateway)
-and a "model" on 127.0.0.1 that only the model route may reach.
+and a "model" on 127.0.0.1 that only the model route may reach; one inside a container, for lateral probes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 from collections.abc import AsyncIterator
 
@@ -15,9 +16,10 @@ import pytest_asyncio
 
 from agentcompass._errors import ConfigError
 from agentcompass.environments.docker import DockerEnvironment, DockerProvider
+from agentcompass.environments.docker_sweep import sweep_orphans
 from agentcompass.interfaces import ComponentContext, EnvOpenSpec, NetworkPolicy
 
-from .conftest import docker_cli, networks_of
+from .conftest import containers_of, docker_cli, networks_of
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -72,8 +74,33 @@ async def gateway(docker_provider: DockerProvider) -> str:
     return await docker_provider.networks._bridge_gateway()
 
 
-def _spec(run_id: str, mode: str) -> EnvOpenSpec:
-    return EnvOpenSpec(run_id=run_id, task_id="net", network=NetworkPolicy(mode=mode))  # type: ignore[arg-type]
+def _spec(run_id: str, mode: str, task_id: str = "net", keep: bool = False) -> EnvOpenSpec:
+    return EnvOpenSpec(run_id=run_id, task_id=task_id, network=NetworkPolicy(mode=mode),  # type: ignore[arg-type]
+                       keep=keep)
+
+
+def _networks(env: DockerEnvironment) -> dict[str, dict[str, object]]:
+    """The networks the container is attached to, by name, as the daemon sees them."""
+    info = json.loads(docker_cli("inspect", env.id))
+    networks: dict[str, dict[str, object]] = info[0]["NetworkSettings"]["Networks"]
+    return networks
+
+
+async def _serve_inside(env: DockerEnvironment, port: int) -> str:
+    """Start a TCP banner server on 0.0.0.0:``port`` inside ``env``; the container's own address."""
+    server = f"""
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", {port})); s.listen()
+while True:
+    c, _ = s.accept(); c.sendall(b"inside\\n"); c.close()
+"""
+    await env.write_file("banner.py", server)
+    await env.exec("nohup python3 banner.py >/dev/null 2>&1 &", timeout=10)
+    for _ in range(100):  # until it listens
+        if await _reach(env, "127.0.0.1", port, 1.0) == "OK inside":
+            break
+        await asyncio.sleep(0.1)
+    return (await env.exec("hostname -i")).stdout.split()[0]
 
 
 def test_allowlist_is_refused_because_it_cannot_be_enforced() -> None:
@@ -118,14 +145,81 @@ async def test_model_mode_reaches_the_model_route_and_nothing_else(
             # neither the host (by any of its addresses) nor the model's real address
             assert (await _reach(env, gateway, host_server.port, 1.0)).startswith("FAIL")
             assert (await _reach(env, gateway, model.port, 1.0)).startswith("FAIL")
-            internal = json.loads(docker_cli("network", "inspect", await docker_provider.networks.internal_network()))
-            internal_gw = internal[0]["IPAM"]["Config"][0]["Gateway"]
-            assert (await _reach(env, internal_gw, host_server.port, 1.0)).startswith("FAIL")
+            [network] = _networks(env)
+            internal = json.loads(docker_cli("network", "inspect", network))[0]
+            assert internal["Internal"] is True
+            # the first address of its subnet would be the host's, had the bridge one
+            first = str(next(ipaddress.ip_network(internal["IPAM"]["Config"][0]["Subnet"]).hosts()))
+            assert (await _reach(env, first, host_server.port, 1.0)).startswith("FAIL")
         finally:
             await env.close()
-    assert networks_of(docker_run_id), "the internal network exists until the provider closes"
+    assert networks_of(docker_run_id), "a released network waits for the next environment until the provider closes"
     await docker_provider.aclose()
-    assert networks_of(docker_run_id) == []
+    assert networks_of(docker_run_id) == [] and containers_of(docker_run_id) == []
+
+
+async def test_model_mode_containers_of_one_run_cannot_reach_each_other(
+        docker_provider: DockerProvider, docker_run_id: str) -> None:
+    async with Banner("model", "127.0.0.1") as model:
+        route = await docker_provider.ensure_model_route("127.0.0.1", model.port)
+        a, b = await asyncio.gather(*(docker_provider.open(_spec(docker_run_id, "model", task_id=t))
+                                      for t in ("a", "b")))
+        try:
+            assert set(_networks(a)).isdisjoint(_networks(b)), "each environment has a network of its own"
+            b_ip = await _serve_inside(b, 8099)
+            assert await _reach(b, b_ip, 8099) == "OK inside"  # B's server answers on B's address...
+            assert (await _reach(a, b_ip, 8099)).startswith("FAIL")  # ...but not to A
+            assert await _reach(a, *route) == "OK model"
+            assert await _reach(b, *route) == "OK model"
+        finally:
+            await asyncio.gather(a.close(), b.close())
+
+
+async def test_a_route_added_after_the_open_reaches_open_and_reused_networks(
+        docker_provider: DockerProvider, docker_run_id: str) -> None:
+    first = await docker_provider.open(_spec(docker_run_id, "model", task_id="first"))
+    network = set(_networks(first))
+    await first.close()
+    env = await docker_provider.open(_spec(docker_run_id, "model", task_id="second"))
+    try:
+        assert set(_networks(env)) == network, "the released network went to the next environment"
+        async with Banner("model", "127.0.0.1") as model:
+            route = await docker_provider.ensure_model_route("127.0.0.1", model.port)
+            assert await _reach(env, *route) == "OK model"
+    finally:
+        await env.close()
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.05, 0.15, 0.3])
+async def test_a_cancelled_model_mode_open_leaves_nothing_behind(
+        docker_provider: DockerProvider, docker_run_id: str, delay: float) -> None:
+    async with Banner("model", "127.0.0.1") as model:
+        await docker_provider.ensure_model_route("127.0.0.1", model.port)
+        task = asyncio.create_task(docker_provider.open(_spec(docker_run_id, "model")))
+        await asyncio.sleep(delay)
+        task.cancel()
+        try:
+            env = await task
+        except asyncio.CancelledError:
+            pass
+        else:  # finished before the cancel landed
+            await env.close()
+        assert len(containers_of(docker_run_id)) == 1  # the forwarder only
+        await docker_provider.aclose()
+    assert containers_of(docker_run_id) == [] and networks_of(docker_run_id) == []
+
+
+async def test_a_kept_model_mode_environment_keeps_its_network_until_cleanup(
+        docker_provider: DockerProvider, docker_run_id: str) -> None:
+    env = await docker_provider.open(_spec(docker_run_id, "model", keep=True))
+    [network] = _networks(env)
+    await env.close()
+    await docker_provider.aclose()
+    assert networks_of(docker_run_id) == [json.loads(docker_cli("network", "inspect", network))[0]["Id"][:12]]
+    assert (await sweep_orphans(run_id=docker_run_id)).removed == 0  # kept, and its owner is alive anyway
+    report = await sweep_orphans(run_id=docker_run_id, only_dead=False)
+    assert report.errors == [] and report.networks == [network]
+    assert containers_of(docker_run_id) == [] and networks_of(docker_run_id) == []
 
 
 async def test_policy_switches_on_the_live_container(docker_provider: DockerProvider, docker_run_id: str,
@@ -141,6 +235,7 @@ async def test_policy_switches_on_the_live_container(docker_provider: DockerProv
             await env.set_network_policy(NetworkPolicy(mode="model"))
             assert await _reach(env, *route) == "OK model"
             assert (await _reach(env, gateway, host_server.port, 1.0)).startswith("FAIL")
+            assert [n.startswith("agentcompass-model-") for n in _networks(env)] == [True]
             await env.set_network_policy(NetworkPolicy(mode="public"))
             assert await _reach(env, gateway, host_server.port) == "OK host"
             assert (await env.exec("cat marker.txt")).stdout == "survives\n"

@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+import base64
+import ipaddress
 import itertools
+import json
 import os
 import signal
+import socketserver
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
+import pytest
 
 import agentcompass
 from agentcompass.records import EnvOpened, ProgressEvent, TaskDetail
 
-from .conftest import containers_of, networks_of
+from .conftest import containers_of, docker_cli, networks_of
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = ["files/hello_world", "files/append_line", "text/reverse_lines", "text/uppercase", "python/fizzbuzz",
@@ -160,26 +166,68 @@ def test_ctrl_c_removes_every_container_of_the_run(base_image: str, docker_run_i
     assert len(run_dirs) == 1 and '"status":"cancelled"' in run_dirs[0].read_text().replace(" ", "").replace("\n", "")
 
 
-PROBE = ("python3 -c \"import os, urllib.request; u = os.environ.get('AGENTCOMPASS_MODEL_BASE_URL', '{url}'); "
-         "print(urllib.request.urlopen(u + '/models', timeout=5).status)\"")
+_PROBE_SCRIPT = """
+import os, socket, sys, urllib.request
+url = os.environ.get("AGENTCOMPASS_MODEL_BASE_URL")
+try:
+    model = urllib.request.urlopen(url + "/models", timeout=5).status if url else "unset"
+except Exception as e:
+    model = type(e).__name__
+try:
+    host = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3).recv(16).decode().strip()
+except Exception as e:
+    host = type(e).__name__
+print(f"model={model} host={host}")
+"""
 
 
-def _probe(policy: str, url: str, run_id: str, results: Path) -> str:
+@pytest.fixture(scope="module")
+def host_server() -> Iterator[tuple[str, int]]:
+    """A banner server on 0.0.0.0 of this machine: (bridge gateway, port), as containers would reach it."""
+    class Greet(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            self.request.sendall(b"OK\n")
+
+    bridge = json.loads(docker_cli("network", "inspect", "bridge"))[0]["IPAM"]["Config"][0]
+    gateway = bridge.get("Gateway") or str(next(ipaddress.ip_network(bridge["Subnet"]).hosts()))
+    with socketserver.ThreadingTCPServer(("0.0.0.0", 0), Greet) as server:
+        server.daemon_threads = True
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield gateway, server.server_address[1]
+        finally:
+            server.shutdown()
+
+
+def _probe(policy: str, url: str, host: tuple[str, int], run_id: str, results: Path) -> str:
+    """What the agent reaches under ``run_network_policy=policy``: ``model=<status> host=<banner>``."""
+    encoded = base64.b64encode(_PROBE_SCRIPT.encode()).decode()
+    command = f"python3 -c \"import base64; exec(base64.b64decode('{encoded}'))\" {host[0]} {host[1]}"
     out = agentcompass.run_evaluation(
         "shell_tasks", "tests.engine.components:ProbeHarness", "scripted", "docker", model_base_url=url,
-        harness_params={"command": PROBE.format(url=url.replace("127.0.0.1", "172.17.0.1"))},
-        environment_params={"run_network_policy": policy}, benchmark_params={"sample_ids": ["answer/count_lines"]},
-        run_id=run_id, results_dir=str(results), progress="none")
+        harness_params={"command": command}, environment_params={"run_network_policy": policy},
+        benchmark_params={"sample_ids": ["answer/count_lines"]}, run_id=run_id, results_dir=str(results),
+        progress="none")
     assert out.ok, out.error
     assert out.run_dir is not None
     detail = msgspec.json.decode(next((out.run_dir / "details").glob("*.json")).read_bytes(), type=TaskDetail)
-    return detail.attempts["1"].final_answer or ""
+    answer = detail.attempts["1"].final_answer or ""
+    assert answer.startswith("exit=0\n"), answer
+    return answer.split("\n")[1]
 
 
-def test_run_network_policy_model_reaches_the_model_and_none_reaches_nothing(
-        base_image: str, docker_run_id: str, tmp_path: Path, scripted_url: str) -> None:
-    assert _probe("model", scripted_url, docker_run_id, tmp_path / "model").startswith("exit=0\n200")
-    assert not _probe("none", scripted_url, docker_run_id + "-n", tmp_path / "none").startswith("exit=0")
+@pytest.mark.parametrize(("policy", "reach_model", "reach_host"), [
+    ("public", True, True),
+    ("model", True, False),
+    ("none", False, False),
+])
+def test_run_network_policy_decides_whether_the_agent_reaches_the_model_and_the_host(
+        base_image: str, docker_run_id: str, tmp_path: Path, scripted_url: str, host_server: tuple[str, int],
+        policy: str, reach_model: bool, reach_host: bool) -> None:
+    model, host = _probe(policy, scripted_url, host_server, docker_run_id, tmp_path).split()
+    assert (model == "model=200") is reach_model, (policy, model)
+    assert (host == "host=OK") is reach_host, (policy, host)
     assert containers_of(docker_run_id) == [] and networks_of(docker_run_id) == []
 
 

@@ -25,12 +25,15 @@ REPO = Path(__file__).resolve().parents[2]
 _OWNER = """
 import asyncio, sys
 from agentcompass.environments.docker import DockerProvider
-from agentcompass.interfaces import ComponentContext, EnvOpenSpec
+from agentcompass.interfaces import ComponentContext, EnvOpenSpec, NetworkPolicy
 
 async def main(run_id, image):
     provider = DockerProvider({"image": image}, ComponentContext(run_id=run_id))
-    env = await provider.open(EnvOpenSpec(run_id=run_id, task_id="orphan"))
-    network = await provider.networks.internal_network()
+    server = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
+    await provider.ensure_model_route("127.0.0.1", server.sockets[0].getsockname()[1])  # a forwarder
+    env = await provider.open(EnvOpenSpec(run_id=run_id, task_id="orphan", network=NetworkPolicy(mode="model")))
+    info = await provider.docker.containers.container(env.id).show()
+    [network] = info["NetworkSettings"]["Networks"]
     print(env.id, network, flush=True)
     await asyncio.sleep(3600)
 
@@ -39,7 +42,8 @@ asyncio.run(main(sys.argv[1], sys.argv[2]))
 
 
 async def _orphan_owner(run_id: str, image: str) -> tuple[str, str]:
-    """Start a process that opens a container and a network, then SIGKILL it; (container id, network)."""
+    """Start a process that opens a model-mode container (its network, a forwarder attached to it), then
+    SIGKILL it; (container id, network)."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-c", _OWNER, run_id, image, stdout=asyncio.subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": str(REPO)})
@@ -64,7 +68,7 @@ async def test_sweep_removes_what_a_killed_process_left_and_keeps_live_owners(
         mine = await live.open(EnvOpenSpec(run_id=docker_run_id, task_id="alive"))
         report = await sweep_orphans(run_id=docker_run_id)
         assert report.errors == []
-        assert len(report.containers) == 1 and report.networks == [network]
+        assert len(report.containers) == 2 and report.networks == [network]  # the container and the forwarder
         assert report.skipped_alive == 1
         assert containers_of(docker_run_id) == [mine.id]
         assert networks_of(docker_run_id) == []

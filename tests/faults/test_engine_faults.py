@@ -225,6 +225,9 @@ def test_a_try_cut_short_by_the_timeout_is_recorded_as_such(tmp_path: Path) -> N
     (only,) = d.attempts["1"].tries
     assert only.try_no == 1 and only.status == "run_error" and only.error_kind == "run_timeout"
     assert only.finished_at - only.started_at >= 1.0
+    # the event stream closes the attempt too, so live counts and progress.jsonl agree with the detail
+    finished = [e for e in _events(out.run_dir / "progress.jsonl") if e["event"] == "attempt_finished"]
+    assert [(e["status"], e["error_kind"]) for e in finished] == [("run_error", "run_timeout")]
 
 
 def test_a_hung_setup_is_bounded_by_setup_timeout_named_in_the_error_and_retried(tmp_path: Path) -> None:
