@@ -231,6 +231,7 @@ async def open_model_access(services: ModelServices, rt: RequestRuntime, model: 
         request=rt.name, model_id=model.id, base_url=model.base_url, api_key=model.api_key,
         api_protocol=model.api_protocol, limiter=limiter, policy=policy, timeout_s=timeout,
         connect_timeout_s=float(params.get("connect_timeout", min(timeout, 30.0))),
+        total_timeout_s=float(params["total_timeout"]) if params.get("total_timeout") is not None else None,
         extra_headers=dict(extra) if isinstance(extra, Mapping) else {}))
     sandbox_base: str | None = None
     if sandboxed and mode == "model":

@@ -520,6 +520,11 @@ class DockerProvider:
 
     def __init__(self, params: dict[str, Any] | None, ctx: ComponentContext) -> None:
         raw = dict(params or {})
+        if "pids" in raw:  # the short name users reach for (cpus, memory, pids)
+            if "pids_limit" in raw:
+                raise ConfigError("environment docker: give `pids` or `pids_limit`, not both (the same limit).",
+                                  field=_field("pids"))
+            raw["pids_limit"] = raw.pop("pids")
         unknown = sorted(set(raw) - set(ALLOWED_PARAMS))
         if unknown:
             raise ConfigError(f"environment docker: unknown param {unknown[0]!r}; allowed: "

@@ -28,6 +28,11 @@ import msgspec
 
 from .._errors import ConfigError, ModelError
 from ..interfaces import ModelResponse
+from ._deadline import KEEPALIVE_EVENTS as KEEPALIVE_EVENTS
+from ._deadline import TOTAL_TIMEOUT_FACTOR as TOTAL_TIMEOUT_FACTOR
+from ._deadline import TOTAL_TIMEOUT_FLOOR_S as TOTAL_TIMEOUT_FLOOR_S
+from ._deadline import Deadline as _Deadline
+from ._deadline import default_total_timeout as default_total_timeout
 from ._sse import sse_events
 
 #: params that configure the client itself and never reach the request body.
@@ -41,18 +46,6 @@ ERROR_SNIPPET = 300
 # with (requests x connections): measured ~4x less CPU for 300 concurrent calls with pools of 8 behind
 # semaphores than with one pool of 300. Requests go to the least-loaded shard.
 _SHARD_CONNECTIONS = 8
-#: SSE event names / ``type`` values that only keep the connection alive (Anthropic sends ``ping``).
-KEEPALIVE_EVENTS = frozenset({"ping", "keepalive"})
-#: ``total_timeout`` when not given: ``max(this x timeout, TOTAL_TIMEOUT_FLOOR_S)``. The floor keeps a long
-#: but steadily streaming answer (tens of thousands of reasoning tokens) from being cut when ``timeout`` is short.
-TOTAL_TIMEOUT_FACTOR = 10.0
-TOTAL_TIMEOUT_FLOOR_S = 1800.0
-
-
-def default_total_timeout(timeout: float) -> float:
-    """``total_timeout`` when the params do not set it: ``max(10 x timeout, 1800)`` seconds."""
-    return max(TOTAL_TIMEOUT_FACTOR * timeout, TOTAL_TIMEOUT_FLOOR_S)
-
 
 class _Shard:
     """One httpx pool and the semaphore that keeps requests from queueing inside it."""
@@ -67,39 +60,6 @@ class _Shard:
 
 def _load(shard: _Shard) -> int:
     return shard.load
-
-
-class _Deadline:
-    """The overall bound of one HTTP exchange, in loop time, on top of httpx's per-read timeouts.
-
-    It ends ``total`` seconds after the request is sent, and ``stall`` seconds after the last progress (the
-    request itself, then each content event of a stream). ``seen()`` runs per event and only reads the
-    clock: the asyncio timeout moves (to ``stall + slack`` ahead) only once it is due within ``stall``, so a
-    stream is cut after between ``stall`` and ``stall + slack`` seconds without progress, never earlier.
-    """
-
-    __slots__ = ("_loop", "_slack", "end", "scope", "stall", "total")
-
-    def __init__(self, stall: float, total: float) -> None:
-        self._loop = asyncio.get_running_loop()
-        now = self._loop.time()
-        self.stall = stall
-        self.total = total
-        self.end = now + total
-        self._slack = min(0.1 * stall, 1.0)
-        self.scope = asyncio.timeout_at(min(self.end, now + stall))
-
-    def seen(self) -> None:
-        """Record progress (a content event arrived)."""
-        now = self._loop.time()
-        when = self.scope.when()
-        if when is not None and when < now + self.stall and when < self.end:
-            self.scope.reschedule(min(self.end, now + self.stall + self._slack))
-
-    def hit_total(self) -> bool:
-        """Whether the expiry was the total cap (else: no progress for ``stall`` seconds)."""
-        when = self.scope.when()
-        return when is not None and when >= self.end
 
 
 def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
@@ -390,13 +350,7 @@ class HttpModelClient:
         return result
 
     def _deadline_error(self, deadline: _Deadline, stream: bool) -> ModelError:
-        if deadline.hit_total():
-            what = f"the call took longer than total_timeout={deadline.total:g}s"
-        elif stream:
-            what = (f"its stream made no progress for {deadline.stall:g}s (keep-alives do not count; "
-                    "model param `timeout`)")
-        else:
-            what = f"no response within {deadline.stall:g}s (model param `timeout`)"
+        what = deadline.reason(stream)
         return ModelError(self.redact(f"Model {self.model_id!r} at {self.url} timed out: {what}."),
                           kind="model_connection_error")
 

@@ -28,6 +28,14 @@ connection errors are retried with ``RetryPolicy`` (Retry-After honoured); after
 upstream's answer (or a 502/504) goes back to the client. Every upstream call has a timeout; memory per
 call is bounded (a JSON body up to ``max_buffered_bytes`` is read whole to find its usage, larger ones
 stream through; a stream holds at most one event).
+
+Besides httpx's per-read timeouts, each upstream try has the same overall ``Deadline`` as the model clients
+(``_deadline.py``), so an upstream that only sends keep-alives or trickles bytes cannot hold a call open: a
+JSON answer must be through within ``timeout_s`` of sending the request (else the client gets a 504); a
+stream must pass on a content event (SSE comments and ``ping``/``keepalive`` events do not count) at least
+every ``timeout_s``; and the whole try must end within ``total_timeout_s``. A stream cut that way ends with
+an error event in the protocol's shape and the connection closed before the stream's end, so every client
+sees a failed call; the upstream connection is closed and the call is booked as failed.
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ import msgspec
 from aiohttp import web
 
 from ..records import Usage
+from ._deadline import Deadline, default_total_timeout
 from .adaptive import AdaptiveLimiter, Outcome, Ticket
 from .envelope import AttemptKey, EnvelopeError, EnvelopeSigner, is_envelope
 from .gateway_ledger import (
@@ -56,6 +65,7 @@ from .gateway_ledger import (
     Ledger,
     Protocol,
     StreamUsage,
+    is_keepalive,
     protocol_of,
     usage_from_body,
 )
@@ -73,6 +83,8 @@ _FORWARD_RESPONSE_PREFIXES = ("openai-", "anthropic-", "x-ratelimit-", "x-reques
 _ANTHROPIC_VERSION = "2023-06-01"
 _ERROR_BODY_CAP = 64 * 1024
 _MAX_EVENT_BYTES = 4 * 1024 * 1024
+#: how long the error event that ends a cut stream may take to reach the client
+_CUT_WRITE_S = 5.0
 _ENC = msgspec.json.Encoder()
 _DEC = msgspec.json.Decoder()
 
@@ -100,6 +112,8 @@ class Upstream:
     policy: RetryPolicy = field(default_factory=RetryPolicy)
     timeout_s: float = 600.0
     connect_timeout_s: float = 30.0
+    #: the cap on one upstream try, answer included; None: ``default_total_timeout(timeout_s)``.
+    total_timeout_s: float | None = None
     extra_headers: dict[str, str] = field(default_factory=dict)
     http: httpx.AsyncClient | None = None
 
@@ -109,6 +123,10 @@ class Upstream:
         if base.endswith("/v1") or self.api_protocol != "anthropic-messages":
             return f"{base}/{api_path}"
         return f"{base}/v1/{api_path}"  # an Anthropic base URL is the host, the SDK adds /v1
+
+    def deadline(self) -> Deadline:
+        """The overall bound of one upstream try, starting now."""
+        return Deadline(self.timeout_s, self.total_timeout_s or default_total_timeout(self.timeout_s))
 
     def auth_headers(self, api_path: str, incoming: Mapping[str, str]) -> dict[str, str]:
         if not self.api_key:
@@ -143,7 +161,8 @@ class _Deny(Exception):
 class _Call:
     """One proxied call while it runs: the answer being streamed (if any) and what the ledger gets."""
 
-    __slots__ = ("api_path", "response", "retries", "started", "status", "stream", "usage", "usage_reader")
+    __slots__ = ("api_path", "passthrough", "response", "retries", "started", "status", "stream", "usage",
+                 "usage_reader")
 
     def __init__(self, api_path: str) -> None:
         self.api_path = api_path
@@ -154,6 +173,7 @@ class _Call:
         self.stream = False
         self.usage: Usage | None = None
         self.usage_reader: StreamUsage | None = None
+        self.passthrough = False  # bytes pass on as they come, not event by event
 
 
 @dataclass
@@ -162,6 +182,7 @@ class _Answer:
 
     resp: httpx.Response
     ticket: Ticket
+    deadline: Deadline
     outcome: Outcome = "ok"
     retry_after: float | None = None
 
@@ -418,9 +439,16 @@ class Gateway:
                                       code="upstream_unavailable")
             passed = False
             try:
-                out = await self._forward(request, answer.resp, call, injected)
+                out = await self._forward(request, answer, call, injected)
                 passed = True
                 return out
+            except TimeoutError:
+                if not answer.deadline.scope.expired():
+                    raise
+                reason = answer.deadline.reason(call.usage_reader is not None)
+                error = f"the model endpoint timed out: {reason}"
+                await answer.resp.aclose()  # the upstream first: it may be writing keep-alives forever
+                return await self._cut(request, call, f"The model endpoint timed out: {reason}.")
             finally:
                 up.limiter.release(answer.ticket, answer.outcome if passed else "error", answer.retry_after)
                 await answer.resp.aclose()
@@ -456,8 +484,15 @@ class Gateway:
             except TimeoutError:
                 return f"no capacity at the model endpoint within {up.timeout_s:g}s"
             retry_after = None
+            deadline = up.deadline()
             try:
-                resp = await up.http.send(self._upstream_request(request, up, call, body), stream=True)
+                async with deadline.scope:
+                    resp = await up.http.send(self._upstream_request(request, up, call, body), stream=True)
+            except TimeoutError:
+                up.limiter.release(ticket, "error")
+                if not deadline.scope.expired():
+                    raise
+                kind, last = "model_connection_error", f"the model endpoint timed out ({deadline.reason(False)})"
             except httpx.TimeoutException as exc:
                 up.limiter.release(ticket, "error")
                 kind, last = "model_connection_error", f"the model endpoint timed out ({type(exc).__name__})"
@@ -476,12 +511,12 @@ class Gateway:
                     body, injected = self._without_injection(body), False
                     continue
                 if resp.status_code != 429 and resp.status_code < 500:
-                    return _Answer(resp, ticket, "ok" if resp.status_code < 400 else "error")
+                    return _Answer(resp, ticket, deadline, "ok" if resp.status_code < 400 else "error")
                 retry_after = parse_retry_after(resp.headers)
                 kind = "model_rate_limit" if resp.status_code == 429 else "model_server_error"
                 outcome: Outcome = "rate_limited" if resp.status_code == 429 else "error"
                 if not up.policy.allows(kind, failures + 1, 0):
-                    return _Answer(resp, ticket, outcome, retry_after)  # out of tries: the client gets it
+                    return _Answer(resp, ticket, deadline, outcome, retry_after)  # out of tries: the client gets it
                 up.limiter.release(ticket, outcome, retry_after)
                 await resp.aclose()
                 last = f"HTTP {resp.status_code}"
@@ -512,32 +547,37 @@ class Gateway:
     def _response_headers(resp: httpx.Response) -> dict[str, str]:
         return {k: v for k, v in resp.headers.items() if k.lower().startswith(_FORWARD_RESPONSE_PREFIXES)}
 
-    async def _forward(self, request: web.Request, resp: httpx.Response, call: _Call,
+    async def _forward(self, request: web.Request, answer: _Answer, call: _Call,
                        injected: bool) -> web.StreamResponse:
+        """Pass ``answer`` on within its deadline (``TimeoutError`` when it expires)."""
+        resp = answer.resp
         headers = self._response_headers(resp)
         protocol: Protocol = protocol_of(call.api_path)
-        if "text/event-stream" in resp.headers.get("content-type", ""):
-            call.stream = True
-            return await self._forward_stream(request, resp, call, headers, protocol, injected)
-        buf = bytearray()
-        async for chunk in resp.aiter_raw():
-            buf += chunk
-            if len(buf) > self.max_buffered_bytes:  # too big to hold: stream it through, usage unknown
-                out = web.StreamResponse(status=resp.status_code, headers=headers)
-                call.response = out
-                await out.prepare(request)
-                await out.write(bytes(buf))
-                async for more in resp.aiter_raw():
-                    await out.write(more)
-                await out.write_eof()
-                return out
+        async with answer.deadline.renew():
+            if "text/event-stream" in resp.headers.get("content-type", ""):
+                call.stream = True
+                return await self._forward_stream(request, resp, call, headers, protocol, injected, answer.deadline)
+            buf = bytearray()
+            async for chunk in resp.aiter_raw():
+                buf += chunk
+                if len(buf) > self.max_buffered_bytes:  # too big to hold: stream it through, usage unknown
+                    out = web.StreamResponse(status=resp.status_code, headers=headers)
+                    call.response = out
+                    call.passthrough = True
+                    await out.prepare(request)
+                    await out.write(bytes(buf))
+                    async for more in resp.aiter_raw():
+                        await out.write(more)
+                    await out.write_eof()
+                    return out
         data = bytes(buf)
         if resp.status_code < 400 and protocol != "other":
             call.usage = usage_from_body(data, protocol)
         return web.Response(status=resp.status_code, body=data, headers=headers)
 
     async def _forward_stream(self, request: web.Request, resp: httpx.Response, call: _Call,
-                              headers: dict[str, str], protocol: Protocol, injected: bool) -> web.StreamResponse:
+                              headers: dict[str, str], protocol: Protocol, injected: bool,
+                              deadline: Deadline) -> web.StreamResponse:
         reader = call.usage_reader = StreamUsage(protocol, drop_injected_usage=injected)
         out = web.StreamResponse(status=resp.status_code, headers=headers)
         call.response = out
@@ -546,21 +586,28 @@ class Gateway:
         parsing = True
         async for chunk in resp.aiter_raw():
             if not parsing:
+                deadline.seen()
                 await out.write(chunk)
                 continue
             pending += chunk
             send = bytearray()
             pos = 0
+            progress = False
             for m in EVENT_END.finditer(pending):
                 event = pending[pos:m.start()]
                 if reader.feed(event):
                     send += pending[pos:m.end()]
+                if not progress:
+                    progress = not is_keepalive(event)
                 pos = m.end()
             pending = pending[pos:]
             if len(pending) > _MAX_EVENT_BYTES:  # an absurd event: stop looking, pass bytes through
                 send += pending
                 pending = b""
                 parsing = False
+                call.passthrough = progress = True
+            if progress:
+                deadline.seen()
             if send:
                 await out.write(bytes(send))
         if pending:
@@ -571,3 +618,29 @@ class Gateway:
         await out.write_eof()
         return out
 
+    async def _cut(self, request: web.Request, call: _Call, message: str) -> web.StreamResponse:
+        """End a call whose upstream try ran out of time: a 504 if nothing was sent yet; else an error event
+        (when the stream is at an event boundary) and the connection closed before the stream's end."""
+        out = call.response
+        if out is None or not out.prepared:
+            return error_response(504, message, type_="upstream_error", code="upstream_timeout")
+        if call.usage_reader is not None and not call.passthrough:
+            with contextlib.suppress(ConnectionError, TimeoutError):
+                async with asyncio.timeout(_CUT_WRITE_S):
+                    await out.write(_error_event(call.usage_reader.protocol, message))
+        if request.transport is not None:
+            request.transport.close()  # no final chunk: the client's read of the body fails
+        return out
+
+
+def _error_event(protocol: Protocol, message: str) -> bytes:
+    """An SSE event that each protocol's clients (and SDKs) read as an error ending the stream."""
+    if protocol == "messages":
+        data = _ENC.encode({"type": "error", "error": {"type": "api_error", "message": message}})
+        return b"event: error\ndata: " + data + b"\n\n"
+    if protocol == "responses":
+        data = _ENC.encode({"type": "error", "code": "upstream_timeout", "message": message, "param": None})
+        return b"event: error\ndata: " + data + b"\n\n"
+    data = _ENC.encode({"error": {"message": message, "type": "upstream_error", "param": None,
+                                  "code": "upstream_timeout"}})
+    return b"data: " + data + b"\n\n"

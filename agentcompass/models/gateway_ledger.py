@@ -25,6 +25,7 @@ from typing import Any, Literal
 import msgspec
 
 from ..records import Usage
+from ._deadline import KEEPALIVE_EVENTS
 from .envelope import AttemptKey
 
 Protocol = Literal["chat", "responses", "messages", "other"]
@@ -89,6 +90,25 @@ def _event_data(event: bytes) -> bytes:
             value = line[5:]
             lines.append(value[1:] if value.startswith(b" ") else value)
     return b"\n".join(lines)
+
+
+def is_keepalive(event: bytes) -> bool:
+    """Whether one SSE event (without its blank line) only keeps the connection alive: comments or other
+    fields without data, or an event whose name or data ``type`` is ``ping``/``keepalive`` (Anthropic).
+    ``data: [DONE]`` is progress. Content events without those words are told apart without decoding."""
+    if not (event.startswith(b"data") or b"\ndata" in event):
+        return True
+    if b"ping" not in event and b"keepalive" not in event:
+        return False
+    for line in event.splitlines():
+        if line.startswith(b"event:") and line[6:].strip().decode("utf-8", "replace") in KEEPALIVE_EVENTS:
+            return True
+    try:
+        obj = _DEC.decode(_event_data(event))
+    except msgspec.DecodeError:
+        return False
+    kind = obj.get("type") if isinstance(obj, dict) else None
+    return isinstance(kind, str) and kind in KEEPALIVE_EVENTS
 
 
 class StreamUsage:

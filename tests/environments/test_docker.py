@@ -53,6 +53,12 @@ def test_bad_param_values_are_config_errors_naming_the_field(key: str, value: ob
     assert info.value.field == f"environment.params.{key}"
 
 
+def test_pids_is_accepted_as_the_short_name_of_pids_limit_but_not_both() -> None:
+    assert DockerProvider({"pids": 64}, ComponentContext(run_id="r")).pids_limit == 64
+    with pytest.raises(ConfigError, match="not both"):
+        DockerProvider({"pids": 64, "pids_limit": 32}, ComponentContext(run_id="r"))
+
+
 def test_memory_sizes_parse_in_powers_of_1024() -> None:
     assert parse_memory("2g") == 2 << 30
     assert parse_memory("512m") == 512 << 20

@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import httpx
 import msgspec
 import openai
 import pytest
 
+from agentcompass._errors import ModelError
+from agentcompass.models._http import HttpModelClient
+from agentcompass.models.adaptive import AdaptiveLimiter
+from agentcompass.models.anthropic_messages import AnthropicMessagesClient
 from agentcompass.models.envelope import AttemptKey
+from agentcompass.models.gateway import Gateway, Grant, Upstream
+from agentcompass.models.openai_chat import OpenAIChatClient
+from agentcompass.models.openai_responses import OpenAIResponsesClient
+from agentcompass.models.scripted_server import ScriptedServer
 from tests.fixtures_scripted import running_scripted_server
 
 from ._raw_http import http_response, raw_server
-from .gateway_helpers import KEY, running_gateway
+from .gateway_helpers import FAST_RETRIES, KEY, running_gateway
 
 SCRIPT = [{"match": "capital of France", "turns": ["Paris is the capital of France."]}]
 TOOL_SCRIPT = [{"match": "list files", "turns": [
@@ -295,3 +304,151 @@ async def test_anthropic_sdk_through_the_gateway_with_an_envelope() -> None:
     assert used.calls == 2 and used.no_usage == 0
     assert used.usage.prompt_tokens == 2 * msg.usage.input_tokens
     assert used.usage.completion_tokens == 2 * msg.usage.output_tokens
+
+
+# ---------------------------------------------------------------------- the overall bound of an upstream try
+
+CLIENTS: dict[str, type[HttpModelClient]] = {
+    "openai-chat": OpenAIChatClient, "openai-responses": OpenAIResponsesClient,
+    "anthropic-messages": AnthropicMessagesClient}
+ECHO = {"echo": True, "bundled": False}
+#: streamed in 16-character pieces: with 0.2 s between events it takes several seconds
+LONG = "a slow but steady model streams this answer piece by piece, well within its timeout. " * 2
+
+
+def bounded_upstream(gw: Gateway, base_url: str, protocol: str, *, timeout_s: float,
+                     total_timeout_s: float | None = None) -> AdaptiveLimiter:
+    """Route ``KEY``'s request to ``base_url`` with these timeouts; returns the upstream's limiter."""
+    limiter = AdaptiveLimiter("test", 8)
+    gw.add_upstream(Upstream(request=KEY.request, model_id="scripted", base_url=base_url, api_key=None,
+                             api_protocol=protocol, limiter=limiter, policy=FAST_RETRIES, timeout_s=timeout_s,
+                             total_timeout_s=total_timeout_s, connect_timeout_s=2.0))
+    return limiter
+
+
+def agent_client(gw: Gateway, grant: Grant, protocol: str) -> HttpModelClient:
+    """The agent's client: its own deadline is far away, so any cut comes from the gateway."""
+    return CLIENTS[protocol]("agent-model", gw.url_for(gw.base_url or "", grant), api_key=grant.api_key,
+                             params={"timeout": 30.0})
+
+
+async def wait_for_connections(srv: ScriptedServer, at_most: int) -> int:
+    """The upstream's open connections once at most ``at_most`` are left (or after 3 s)."""
+    for _ in range(300):
+        if srv.open_connections <= at_most:
+            break
+        await asyncio.sleep(0.01)
+    return srv.open_connections
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize("protocol", list(CLIENTS))
+@pytest.mark.parametrize("fault", ["ping", "trickle"])
+async def test_an_upstream_that_only_keeps_alive_or_trickles_is_cut_at_about_the_timeout_and_the_gateway_serves_on(
+        fault: str, protocol: str, stream: bool) -> None:
+    # a keep-alive (or one byte) every 0.05 s: httpx's per-read timeout (0.6 s) never fires
+    async with running_scripted_server(ECHO, faults={fault: 1.0}, fault_interval_s=0.05) as srv, \
+            running_gateway(srv.base_url or "", requests=()) as gw:
+        limiter = bounded_upstream(gw, srv.base_url or "", protocol, timeout_s=0.6)
+        grant = gw.open_grant(KEY)
+        async with agent_client(gw, grant, protocol) as client:
+            start = time.monotonic()
+            with pytest.raises(ModelError) as info:
+                await client.complete([{"role": "user", "content": "first"}], stream=stream)
+            elapsed = time.monotonic() - start
+            injected = srv.faults_injected
+            srv.fault_plan = None  # the upstream recovers
+            after = await client.complete([{"role": "user", "content": "second"}], stream=stream)
+        left = await wait_for_connections(srv, 1)  # the cut upstream connection was closed
+        used = await gw.close_grant(KEY)
+    expected = "its stream made no progress for 0.6s" if stream else "no response within 0.6s"
+    assert "timed out" in str(info.value) and expected in str(info.value), str(info.value)
+    assert info.value.kind in ("model_server_error", "model_connection_error")  # retried by the agent's client
+    assert 0.55 <= elapsed < 6.0
+    assert injected == {fault: 1}
+    assert after.content == "second"
+    assert left <= 1 and limiter.in_flight == 0
+    assert used.calls == 2 and used.failed == 1 and used.retries == 0
+    assert gw.ledger.by_request[KEY.request].failed == 1
+
+
+async def test_a_cut_stream_ends_with_an_error_event_and_no_proper_end_so_any_client_sees_it_fail() -> None:
+    async with running_scripted_server(ECHO, faults={"ping": 1.0}, fault_interval_s=0.05) as srv, \
+            running_gateway(srv.base_url or "", requests=()) as gw:
+        bounded_upstream(gw, srv.base_url or "", "openai-chat", timeout_s=0.6)
+        grant = gw.open_grant(KEY)
+        base = gw.url_for(gw.base_url or "", grant)
+        body = {"messages": [{"role": "user", "content": "hi"}], "stream": True}
+        got = bytearray()
+        async with httpx.AsyncClient(timeout=30) as http:
+            with pytest.raises(httpx.RemoteProtocolError):  # the body ends without its final chunk
+                async with http.stream("POST", f"{base}/chat/completions", json=body) as resp:
+                    assert resp.status_code == 200
+                    async for chunk in resp.aiter_raw():
+                        got += chunk
+        sdk = openai.AsyncOpenAI(base_url=base, api_key=grant.api_key, max_retries=0)
+        with pytest.raises(openai.APIError) as info:
+            stream = await sdk.chat.completions.create(model="m", messages=body["messages"], stream=True)  # type: ignore[call-overload]
+            async for _ in stream:
+                pass
+        await sdk.close()
+        used = await gw.close_grant(KEY)
+    assert got.startswith(b": ping\n\n")  # keep-alives pass through to the client
+    last = bytes(got).rstrip().rsplit(b"\n\n", 1)[-1]
+    error = msgspec.json.decode(last.removeprefix(b"data: "))["error"]
+    assert error["code"] == "upstream_timeout" and "made no progress for 0.6s" in error["message"]
+    assert "made no progress for 0.6s" in info.value.message
+    assert used.calls == 2 and used.failed == 2
+
+
+async def test_the_anthropic_sdk_sees_a_keepalive_only_stream_cut_by_the_gateway_as_an_error() -> None:
+    anthropic = pytest.importorskip("anthropic")
+    async with running_scripted_server(ECHO, faults={"ping": 1.0}, fault_interval_s=0.05) as srv, \
+            running_gateway(srv.base_url or "", requests=()) as gw:
+        bounded_upstream(gw, srv.base_url or "", "anthropic-messages", timeout_s=0.6)
+        grant = gw.open_grant(KEY)
+        client = anthropic.AsyncAnthropic(base_url=gw.url_for(gw.base_url or "", grant, anthropic=True),
+                                          api_key=grant.api_key, max_retries=0)
+        with pytest.raises(anthropic.APIError) as info:
+            async with client.messages.stream(model="claude-x", max_tokens=64,
+                                              messages=[{"role": "user", "content": "hi"}]) as stream:
+                async for _ in stream.text_stream:
+                    pass
+        await client.close()
+        used = await gw.close_grant(KEY)
+    assert "made no progress for 0.6s" in str(info.value)
+    assert used.calls == 1 and used.failed == 1
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("protocol", list(CLIENTS))
+async def test_a_slow_but_steady_upstream_stream_is_not_cut_even_when_it_outlasts_the_timeout(protocol: str) -> None:
+    async with running_scripted_server(ECHO, stream_interval_s=0.2) as srv, \
+            running_gateway(srv.base_url or "", requests=()) as gw:
+        limiter = bounded_upstream(gw, srv.base_url or "", protocol, timeout_s=1.0)
+        grant = gw.open_grant(KEY)
+        async with agent_client(gw, grant, protocol) as client:
+            start = time.monotonic()
+            r = await client.complete([{"role": "user", "content": LONG}], stream=True)
+            elapsed = time.monotonic() - start
+        used = await gw.close_grant(KEY)
+    assert r.content == LONG
+    assert elapsed > 2.0  # the stream really lasted longer than twice the timeout
+    assert used.calls == 1 and used.failed == 0 and used.no_usage == 0 and limiter.in_flight == 0
+
+
+async def test_the_gateways_total_timeout_cuts_a_stream_that_keeps_progressing() -> None:
+    async with running_scripted_server(ECHO, stream_interval_s=0.2) as srv, \
+            running_gateway(srv.base_url or "", requests=()) as gw:
+        limiter = bounded_upstream(gw, srv.base_url or "", "openai-chat", timeout_s=1.0, total_timeout_s=1.2)
+        grant = gw.open_grant(KEY)
+        async with agent_client(gw, grant, "openai-chat") as client:
+            start = time.monotonic()
+            with pytest.raises(ModelError) as info:
+                await client.complete([{"role": "user", "content": LONG}], stream=True)
+            elapsed = time.monotonic() - start
+        used = await gw.close_grant(KEY)
+    assert "took longer than total_timeout=1.2s" in str(info.value)
+    assert 1.1 <= elapsed < 6.0
+    assert used.calls == 1 and used.failed == 1 and limiter.in_flight == 0
