@@ -48,7 +48,7 @@ from .identity import request_identity, task_identity
 from .messages import AttemptDone, CancelRequest, MsgQueue, Submit, WorkItem
 from .model_access import open_model_access, split_engine_params
 from .redact import RedactingFormatter, Redactor
-from .run_dir import RunDir, check_results_dir, new_run_id, read_detail_file, request_dir, safe_name
+from .run_dir import RunDir, check_data_dir, check_results_dir, new_run_id, read_detail_file, request_dir, safe_name
 from .runtime import CURRENT_TASK, NetworkPhases, PhaseTimeouts, RequestRuntime
 from .task_actor import INTERRUPTED, TaskActor, describe
 
@@ -159,6 +159,7 @@ class RequestActor:
                 raise ConfigError(f"Invalid `retry_pattern_list[{i}]` {pat!r}: not a regular expression ({exc}).",
                                   field=f"retry_pattern_list[{i}]") from None
         check_results_dir(spec.results_dir)
+        check_data_dir(spec.data_dir)
         self._pick_run_id()
         if spec.reuse_run_id:  # before anything is created: a typo must not leave an empty failed run behind
             src = request_dir(spec.results_dir, spec.benchmark.id, spec.harness.id, spec.model.id, spec.reuse_run_id)

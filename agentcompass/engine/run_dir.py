@@ -52,6 +52,13 @@ def request_dir(results_dir: str | Path, benchmark: str, harness: str, model: st
     return Path(results_dir) / safe_name(benchmark) / safe_name(harness) / safe_name(model) / safe_name(run_id)
 
 
+def check_data_dir(data_dir: str | None) -> None:
+    """data_dir, when given and present, must be a directory (a missing one is the benchmark's to report)."""
+    if data_dir is not None and Path(data_dir).exists() and not Path(data_dir).is_dir():
+        raise ConfigError(f"Invalid `data_dir` {data_dir!r}: it is a file, not a directory. Pass the directory "
+                          "that holds the datasets.", field="data_dir")
+
+
 def check_results_dir(results_dir: str) -> None:
     """results_dir must be a directory or creatable as one."""
     p = Path(results_dir)

@@ -114,3 +114,11 @@ def test_unknown_provider_in_env_open_qps_is_refused_with_the_closest_match(tmp_
     with pytest.raises(ConfigError, match=r"env_open_qps\.dokcer.*Did you mean 'docker'") as info:
         _run(tmp_path, env_open_qps={"dokcer": 2})
     assert info.value.field == "env_open_qps.dokcer"
+
+
+def test_data_dir_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    a_file = tmp_path / "data.jsonl"
+    a_file.write_text("{}\n")
+    with pytest.raises(ConfigError, match=r"`data_dir`.*is a file, not a directory") as info:
+        _run(tmp_path / "r", data_dir=str(a_file))
+    assert info.value.field == "data_dir"
