@@ -201,7 +201,9 @@ async def open_model_access(services: ModelServices, rt: RequestRuntime, model: 
     net = rt.network
     phases = [p for p in (net.baseline, net.run, net.verifier) if p is not None]
     model_mode = any(p.mode == "model" for p in phases)
-    mode = "model" if model_mode else (net.run or net.baseline).mode
+    # an allowlist sandbox reaches the model the same way: through the provider's model route on its network
+    routed = model_mode or any(p.mode == "allowlist" for p in phases)
+    mode = "model" if routed else (net.run or net.baseline).mode
     sandboxed = rt.harness.needs_environment and hasattr(rt.provider, "ensure_model_route")
     needs_endpoint = bool(getattr(rt.harness, "needs_model_endpoint", False))
     if not model.base_url or limiter is None:

@@ -212,7 +212,8 @@ class DockerEnvironment:
     """An open container. Implements ``agentcompass.interfaces.Environment``."""
 
     def __init__(self, provider: DockerProvider, container: DockerContainer, *, name: str, workdir: str,
-                 keep: bool, labels: dict[str, str], on_close: Callable[[DockerEnvironment], None]) -> None:
+                 keep: bool, labels: dict[str, str], on_close: Callable[[DockerEnvironment], None],
+                 network: NetworkPolicy | None = None) -> None:
         self.id = container.id
         self.name = name
         self.workdir = workdir
@@ -223,6 +224,7 @@ class DockerEnvironment:
         self._on_close = on_close
         self._closed = False
         self._close_task: asyncio.Task[None] | None = None
+        self.network = network or NetworkPolicy()
 
     def __repr__(self) -> str:
         return f"DockerEnvironment(id={self.id[:12]!r}, name={self.name!r}, workdir={self.workdir!r})"
@@ -272,7 +274,10 @@ class DockerEnvironment:
             limit = float(timeout)
         workdir = self._path(cwd, "cwd") if cwd is not None else self.workdir
         key = uuid.uuid4().hex
-        exec_env = {**_check_env(env or {}, "env"), _EXEC_MARKER: key}
+        # Under ``allowlist`` HTTP(S) clients go through the egress proxy (given variables of the same name
+        # win; nothing else has a route out anyway).
+        proxy = self._provider.networks.proxy_env() if self.network.mode == "allowlist" else {}
+        exec_env = {**proxy, **_check_env(env or {}, "env"), _EXEC_MARKER: key}
         out = CappedBuffer(self._provider.output_limit_bytes)
         err = CappedBuffer(self._provider.output_limit_bytes)
         state: dict[str, Any] = {"pid": None, "exec": None}
@@ -476,6 +481,7 @@ class DockerEnvironment:
         """Attach the live container to exactly the networks ``policy`` allows."""
         self._check_open()
         self._provider.check_network_policy(policy)
+        self.network = policy
         await self._provider.networks.apply(self.id, policy, key=self.name, labels=self.labels)
 
     async def close(self) -> None:
@@ -599,7 +605,8 @@ class DockerProvider:
         return url is None or url.startswith("unix://")
 
     def check_network_policy(self, policy: NetworkPolicy) -> None:
-        """``public``, ``none`` and ``model`` are enforced; ``allowlist`` is refused with a ConfigError."""
+        """ConfigError unless ``policy`` is enforceable here (every mode is; ``model`` and ``allowlist`` need a
+        local daemon, ``allowlist`` valid hosts)."""
         check_policy(policy, local_daemon=self._local_daemon())
 
     async def ensure_model_route(self, model_host: str, model_port: int) -> tuple[str, int]:
@@ -761,7 +768,7 @@ class DockerProvider:
                                               current={network})
                 await call(container.start, what="container start", timeout_s=self.daemon_timeout)
                 handle = DockerEnvironment(self, container, name=name, workdir=workdir, keep=spec.keep,
-                                           labels=labels, on_close=self._envs.discard)
+                                           labels=labels, on_close=self._envs.discard, network=spec.network)
                 self._envs.add(handle)
                 if self.user:
                     await self._own_workdir(handle)

@@ -10,8 +10,11 @@
   gateway, which connects to the model endpoint. Without the host address a plain internal network would
   expose every service listening on the host; a network shared by environments would let them reach
   each other.
-* ``allowlist``: refused; filtering by host would need firewall rules inside the container's network
-  namespace, which this provider does not manage.
+* ``allowlist``: only the listed hosts (and the model routes). The environment sits on its own internal
+  network as in ``model`` mode, where an egress proxy container (one per distinct allowlist, see
+  ``_egress_proxy.py``) joins it under the alias :data:`PROXY_ALIAS`. The proxy sits on ``bridge`` too and
+  opens a connection only to a listed host and port; every exec of the environment gets ``HTTP(S)_PROXY``
+  pointing at it. Anything that ignores the proxy has no route out.
 
 The per-environment networks take ``/28`` subnets from ``10.213.0.0/16`` (bridges without a host address
 add no host route), so they neither exhaust nor depend on the daemon's default address pools.
@@ -22,7 +25,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import inspect
 import ipaddress
+import json
 import logging
 import random
 import socket
@@ -35,12 +40,16 @@ from aiodocker.networks import DockerNetwork
 
 from .._errors import ConfigError, EnvironmentError_
 from ..interfaces import NetworkPolicy
+from . import _egress_proxy
 from .docker_api import LABEL_KEEP, LABEL_ROLE, LABEL_RUN_ID, LABEL_TASK_ID, call, settled
 
 log = logging.getLogger("agentcompass.environments.docker_network")
 
 PUBLIC_NETWORK = "bridge"
-SUPPORTED_MODES = ("public", "none", "model")
+SUPPORTED_MODES = ("public", "none", "model", "allowlist")
+#: the egress proxy's name inside every ``allowlist`` environment's network, and its port
+PROXY_ALIAS = "ac-egress-proxy"
+PROXY_PORT = _egress_proxy.LISTEN_PORT
 _INHIBIT_IPV4 = "com.docker.network.bridge.inhibit_ipv4"
 _CONNECT_TIMEOUT_S = 10.0
 _READY_TIMEOUT_S = 20.0
@@ -86,23 +95,37 @@ asyncio.run(main())
 """
 
 
+def allowlist_entries(policy: NetworkPolicy) -> tuple[tuple[str, int | None], ...]:
+    """The normalised, sorted, deduplicated entries of an ``allowlist`` policy; ConfigError naming the bad one."""
+    if not isinstance(policy.hosts, list) or not policy.hosts:
+        raise ConfigError("network: mode 'allowlist' needs a non-empty list of hosts, e.g. [\"pypi.org\", "
+                          "\"files.pythonhosted.org:443\", \"*.example.com\", \"10.0.0.5:8080\"] (for no "
+                          "network at all use 'none')", field="network.hosts")
+    entries = set()
+    for i, host in enumerate(policy.hosts):
+        try:
+            entries.add(_egress_proxy.parse_entry(host))
+        except ValueError as exc:
+            raise ConfigError(f"network: hosts[{i}]: {exc}", field=f"network.hosts[{i}]") from None
+    return tuple(sorted(entries, key=lambda e: (e[0], e[1] or 0)))
+
+
 def check_policy(policy: NetworkPolicy, *, local_daemon: bool = True) -> None:
     """ConfigError unless the Docker provider can enforce ``policy``."""
     if not isinstance(policy, NetworkPolicy):
         raise ConfigError(f"network: expected a NetworkPolicy, got {type(policy).__name__}", field="network")
-    if policy.mode == "allowlist":
-        raise ConfigError(
-            "network: mode 'allowlist' cannot be enforced by the docker provider (it would need firewall "
-            f"rules inside each container); use one of {', '.join(SUPPORTED_MODES)}", field="network.mode")
     if policy.mode not in SUPPORTED_MODES:
         raise ConfigError(f"network: mode {policy.mode!r} is not one of {', '.join(SUPPORTED_MODES)}",
                           field="network.mode")
-    if policy.hosts:
+    if policy.mode == "allowlist":
+        allowlist_entries(policy)
+    elif policy.hosts:
         raise ConfigError(f"network: hosts are only meaningful for 'allowlist', got mode {policy.mode!r} "
                           f"with hosts {policy.hosts!r}", field="network.hosts")
-    if policy.mode == "model" and not local_daemon:
-        raise ConfigError("network: mode 'model' needs the Docker daemon on this machine (its relay listens "
-                          "on the local bridge gateway); docker_host points elsewhere", field="network.mode")
+    if policy.mode in ("model", "allowlist") and not local_daemon:
+        raise ConfigError(f"network: mode {policy.mode!r} needs the Docker daemon on this machine (its "
+                          "internal networks are checked for a host address from here); docker_host points "
+                          "elsewhere", field="network.mode")
 
 
 def _is_local_address(ip: str) -> bool:
@@ -186,8 +209,16 @@ class _Route:
         self.address = (alias, port)
 
 
+class _Proxy:
+    """The egress proxy container of one allowlist (normalised ``entries``)."""
+
+    def __init__(self, container_id: str, entries: tuple[tuple[str, int | None], ...]) -> None:
+        self.container_id = container_id
+        self.entries = entries
+
+
 class _EnvNet:
-    """An internal network for one ``model``-mode environment at a time, plus the forwarders."""
+    """An internal network for one ``model``/``allowlist`` environment at a time, plus the forwarders."""
 
     def __init__(self, name: str, labels: dict[str, str]) -> None:
         self.name = name
@@ -195,7 +226,9 @@ class _EnvNet:
         self.subnet: str | None = None
         self.created: asyncio.Future[None] | None = None  # network create (its own task: cancel-safe)
         self.attached: asyncio.Future[None] | None = None  # forwarders being attached
-        self.broken = False  # a forwarder could not be attached later: never reuse
+        self.broken = False  # a forwarder or proxy could not be attached/detached: never reuse
+        self.proxy: _Proxy | None = None  # the egress proxy attached (allowlist mode)
+        self.proxy_lock = asyncio.Lock()
 
     def reusable(self) -> bool:
         ok = [f is not None and f.done() and not f.cancelled() and f.exception() is None
@@ -233,15 +266,19 @@ class DockerNetworks:
         self._leftovers: set[str] = set()
         self._routes: dict[tuple[str, int], _Route] = {}
         self._route_locks: dict[tuple[str, int], asyncio.Lock] = {}
+        self._proxies: dict[tuple[tuple[str, int | None], ...], _Proxy] = {}
+        self._proxy_locks: dict[tuple[tuple[str, int | None], ...], asyncio.Lock] = {}
 
     # ------------------------------------------------------------------ policy -> networks
 
     async def network_for(self, policy: NetworkPolicy, *, key: str, labels: dict[str, str]) -> str:
         """The network a new container ``key`` (with container ``labels``) is created on for ``policy``
-        (``none`` is disconnected later). For ``model`` the forwarders may still be attaching to a new
-        network: :meth:`ready` waits for them."""
-        if policy.mode == "model":
-            return (await self._env_net(key, labels)).name
+        (``none`` is disconnected later). For ``model``/``allowlist`` the forwarders may still be attaching
+        to a new network: :meth:`ready` waits for them (an allowlist's proxy is attached already)."""
+        if policy.mode in ("model", "allowlist"):
+            net = await self._env_net(key, labels)
+            await self._set_proxy(net, await self._proxy_for(policy) if policy.mode == "allowlist" else None)
+            return net.name
         return PUBLIC_NETWORK
 
     async def ready(self, key: str) -> None:
@@ -259,9 +296,12 @@ class DockerNetworks:
             current = set((info.get("NetworkSettings") or {}).get("Networks") or {})
         if policy.mode == "public":
             want = {PUBLIC_NETWORK}
-        elif policy.mode == "model":
-            want = {(await self._env_net(key, labels)).name}
+        elif policy.mode in ("model", "allowlist"):
+            net = await self._env_net(key, labels)
             await self.ready(key)
+            # The proxy joins (or leaves) before the container does: never a moment with the wrong one.
+            await self._set_proxy(net, await self._proxy_for(policy) if policy.mode == "allowlist" else None)
+            want = {net.name}
         else:
             want = set()
         for name in sorted(current - want):
@@ -409,6 +449,12 @@ class DockerNetworks:
         if net is None:
             return
         if gone and net.reusable() and len(self._idle) < _IDLE_NETWORKS_MAX and net.name in self._nets:
+            try:
+                await asyncio.wait_for(self._set_proxy(net, None), self._close_timeout)
+            except (EnvironmentError_, TimeoutError) as exc:
+                log.warning("detaching the egress proxy from %s failed: %s", net.name, exc)
+                net.broken = True
+        if gone and net.reusable() and len(self._idle) < _IDLE_NETWORKS_MAX and net.name in self._nets:
             self._idle.append(net)
         else:
             await self._teardown(net)
@@ -440,8 +486,10 @@ class DockerNetworks:
                 await settled(step, 2 * self._timeout)
         if _failed(net.created):
             return
-        routes = list(self._routes.values())
-        results = await asyncio.gather(*(self._disconnect(net.name, r.container_id) for r in routes),
+        attached = [r.container_id for r in self._routes.values()]
+        if net.proxy is not None:
+            attached.append(net.proxy.container_id)
+        results = await asyncio.gather(*(self._disconnect(net.name, cid) for cid in attached),
                                        return_exceptions=True)
         for res in results:
             if isinstance(res, BaseException):
@@ -498,6 +546,75 @@ class DockerNetworks:
                     net.broken = True
                     raise
                 # removed meanwhile: nothing to attach to
+
+    # ------------------------------------------------------------------ egress proxies (allowlist)
+
+    def proxy_env(self) -> dict[str, str]:
+        """The variables that send an ``allowlist`` environment's HTTP(S) clients through its proxy (the
+        model routes, reached directly, excepted)."""
+        url = f"http://{PROXY_ALIAS}:{PROXY_PORT}"
+        direct = ",".join(["localhost", "127.0.0.1", "::1", *sorted(r.alias for r in self._routes.values())])
+        return {"HTTP_PROXY": url, "HTTPS_PROXY": url, "http_proxy": url, "https_proxy": url,
+                "NO_PROXY": direct, "no_proxy": direct}
+
+    async def _proxy_for(self, policy: NetworkPolicy) -> _Proxy:
+        """The running proxy of ``policy``'s allowlist (started on first use, shared by its environments)."""
+        entries = allowlist_entries(policy)
+        lock = self._proxy_locks.setdefault(entries, asyncio.Lock())
+        async with lock:
+            proxy = self._proxies.get(entries)
+            if proxy is None:
+                container_id = await self._start_helper(
+                    "proxy", [str(PROXY_PORT), json.dumps([list(e) for e in entries]), str(MODEL_SUBNET_POOL)],
+                    PROXY_PORT)
+                proxy = self._proxies[entries] = _Proxy(container_id, entries)
+                log.info("egress proxy %s for %s", container_id[:12],
+                         ", ".join(h if p is None else f"{h}:{p}" for h, p in entries))
+            return proxy
+
+    async def _set_proxy(self, net: _EnvNet, proxy: _Proxy | None) -> None:
+        """Make ``proxy`` (or none) the one egress proxy on ``net``."""
+        async with net.proxy_lock:
+            if net.proxy is proxy:
+                return
+            try:
+                if net.proxy is not None:
+                    await self._disconnect(net.name, net.proxy.container_id)
+                    net.proxy = None
+                if proxy is not None:
+                    await self._connect(net.name, proxy.container_id, alias=PROXY_ALIAS)
+                    net.proxy = proxy
+            except BaseException:
+                net.broken = True  # half-switched: the network is not handed to anyone else
+                raise
+
+    async def _start_helper(self, kind: str, args: list[str], port: int) -> str:
+        """Start an egress proxy container on ``bridge``; its id once it listens on ``port``."""
+        image = await self._ensure_image(self._forwarder_image)
+        name = f"agentcompass-{kind}-{uuid.uuid4().hex[:12]}"
+        config: dict[str, Any] = {
+            "Image": image,
+            "Entrypoint": ["python3", "-c", _proxy_source(), *args],
+            "Labels": {**self._labels, LABEL_ROLE: "forwarder", LABEL_TASK_ID: "-"},
+            "HostConfig": {"Init": True, "NetworkMode": PUBLIC_NETWORK, "Memory": 256 << 20,
+                           "PidsLimit": 64, "Sysctls": {"net.ipv4.ip_forward": "0"}},
+        }
+        create = asyncio.ensure_future(call(lambda: self._docker.containers.create(config, name=name),
+                                            what=f"{kind} create", timeout_s=self._timeout,
+                                            retry_timeouts=False))
+        try:
+            created = await asyncio.shield(create)
+            await call(created.start, what=f"{kind} start", timeout_s=self._timeout)
+            info = await call(created.show, what=f"{kind} inspect", timeout_s=self._timeout)
+            probe_ip = info["NetworkSettings"]["Networks"][PUBLIC_NETWORK]["IPAddress"]
+            await self._wait_listening(probe_ip, port, name)
+        except BaseException:
+            async def discard() -> None:
+                done = await settled(create, 2 * self._timeout)
+                await self._remove_container(done.id if done is not None else name)
+            await asyncio.shield(discard())
+            raise
+        return str(created.id)
 
     async def _bridge_gateway(self) -> str:
         info = await call(lambda: DockerNetwork(self._docker, PUBLIC_NETWORK).show(),
@@ -570,7 +687,7 @@ class DockerNetworks:
                 return
             except (OSError, TimeoutError) as exc:
                 if asyncio.get_running_loop().time() > deadline:
-                    raise EnvironmentError_(f"model forwarder {name} did not start listening on "
+                    raise EnvironmentError_(f"{name} did not start listening on "
                                             f"{ip}:{port} within {_READY_TIMEOUT_S:.0f}s") from exc
                 await asyncio.sleep(0.1)
 
@@ -602,9 +719,11 @@ class DockerNetworks:
         return True
 
     async def aclose(self) -> None:
-        """Remove forwarders, stop relays, remove the networks still held (best effort, bounded)."""
+        """Remove forwarders and proxies, stop relays, remove the networks still held (best effort, bounded)."""
         routes, self._routes = list(self._routes.values()), {}
-        await asyncio.gather(*(self._remove_container(r.container_id) for r in routes))
+        proxies, self._proxies = list(self._proxies.values()), {}
+        await asyncio.gather(*(self._remove_container(r.container_id) for r in routes),
+                             *(self._remove_container(p.container_id) for p in proxies))
         await asyncio.gather(*(r.relay.aclose() for r in routes))
         nets = list(self._nets.values())
         self._env_nets.clear()
@@ -613,6 +732,11 @@ class DockerNetworks:
         for name in sorted(self._leftovers):
             await self._remove_network(name)
         self._leftovers.clear()
+
+
+@functools.cache
+def _proxy_source() -> str:
+    return inspect.getsource(_egress_proxy)
 
 
 def run_labels(run_id: str, owner: dict[str, str]) -> dict[str, str]:

@@ -1,7 +1,8 @@
 """Network policies on real containers: what a container can reach under each mode, switched live.
 
 Servers run on this machine only: one on 0.0.0.0 (reachable from containers through the bridge gateway)
-and a "model" on 127.0.0.1 that only the model route may reach; one inside a container, for lateral probes.
+and a "model" on 127.0.0.1 that only the model route may reach; one inside a container, for lateral probes;
+HTTP servers on 0.0.0.0 as the hosts of ``allowlist`` policies.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pytest
 import pytest_asyncio
 
 from agentcompass._errors import ConfigError
+from agentcompass.environments._egress_proxy import allowed, parse_entry
 from agentcompass.environments.docker import DockerEnvironment, DockerProvider
 from agentcompass.environments.docker_sweep import sweep_orphans
 from agentcompass.interfaces import ComponentContext, EnvOpenSpec, NetworkPolicy
@@ -55,6 +57,56 @@ class Banner:
         assert self.server is not None
         self.server.close()
         await self.server.wait_closed()
+
+
+class HttpServer(Banner):
+    """An HTTP server answering every request with ``<name> <request target>``."""
+
+    async def __aenter__(self) -> HttpServer:
+        async def answer(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            try:
+                head = await r.readuntil(b"\r\n\r\n")
+                body = f"{self.name} {head.split()[1].decode()}".encode()
+                w.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+                await w.drain()
+            except (asyncio.IncompleteReadError, ConnectionError):
+                pass
+            w.close()
+
+        self.server = await asyncio.start_server(answer, self.host, 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+        return self
+
+
+# GET through the env's proxies (urllib reads them), or a CONNECT tunnel through $https_proxy ("tunnel").
+_HTTP = """
+import http.client, os, sys, urllib.error, urllib.parse, urllib.request
+target, how = sys.argv[1], sys.argv[2]
+try:
+    if how == "tunnel":
+        proxy = urllib.parse.urlsplit(os.environ["https_proxy"])
+        c = http.client.HTTPConnection(proxy.hostname, proxy.port, timeout=10)
+        host, port = target.rsplit(":", 1)
+        c.set_tunnel(host, int(port))
+        c.request("GET", "/tunnelled")
+        print("OK", c.getresponse().read().decode())
+    else:
+        print("OK", urllib.request.urlopen(target, timeout=10).read().decode())
+except urllib.error.HTTPError as e:
+    print("HTTP", e.code, e.read().decode().strip())
+except Exception as e:
+    print("FAIL", e)
+"""
+
+
+async def _http(env: DockerEnvironment, target: str, how: str = "get") -> str:
+    res = await env.exec(["python3", "-c", _HTTP, target, how], timeout=40)
+    assert res.exit_code == 0, res
+    return res.stdout.strip()
+
+
+def _allow(*hosts: str) -> NetworkPolicy:
+    return NetworkPolicy(mode="allowlist", hosts=list(hosts))
 
 
 async def _reach(env: DockerEnvironment, host: str, port: int, wait: float = 2.0) -> str:
@@ -103,15 +155,39 @@ while True:
     return (await env.exec("hostname -i")).stdout.split()[0]
 
 
-def test_allowlist_is_refused_because_it_cannot_be_enforced() -> None:
+def test_allowlist_hosts_are_checked_before_anything_starts() -> None:
     provider = DockerProvider({}, ComponentContext())
-    with pytest.raises(ConfigError, match="allowlist"):
-        provider.check_network_policy(NetworkPolicy(mode="allowlist", hosts=["example.com"]))
+    provider.check_network_policy(_allow("pypi.org", "files.pythonhosted.org:443", "10.0.0.5:8080",
+                                         "*.example.com", "[::1]:443", "PyPI.org."))
+    for hosts, where in [([], "hosts"), (["pypi.org", ""], "hosts\\[1\\]"), (["a", "b", "not a host"], "hosts\\[2\\]"),
+                         (["pypi.org:0"], "hosts\\[0\\].*port"), (["pypi.org:http"], "port"),
+                         (["*.com"], "wildcard"), (["http://pypi.org"], "hosts\\[0\\]"), (["127.1"], "hosts\\[0\\]"),
+                         (["*"], "hosts\\[0\\]"), (["[::1"], "hosts\\[0\\]")]:
+        with pytest.raises(ConfigError, match=where) as info:
+            provider.check_network_policy(_allow(*hosts))
+        assert info.value.field is not None and info.value.field.startswith("network.hosts"), hosts
     with pytest.raises(ConfigError, match="hosts"):
         provider.check_network_policy(NetworkPolicy(mode="public", hosts=["example.com"]))
     remote = DockerProvider({"docker_host": "tcp://10.0.0.1:2375"}, ComponentContext())
-    with pytest.raises(ConfigError, match="model"):
-        remote.check_network_policy(NetworkPolicy(mode="model"))
+    for policy in (NetworkPolicy(mode="model"), _allow("pypi.org")):
+        with pytest.raises(ConfigError, match=policy.mode):
+            remote.check_network_policy(policy)
+
+
+def test_allowlist_entries_match_names_wildcards_ports_and_addresses() -> None:
+    entries = [parse_entry(h) for h in ("PyPI.org", "files.pythonhosted.org:443", "*.example.com",
+                                        "10.0.0.5:8080", "[::1]:80")]
+    assert allowed(entries, "pypi.org", 8443) and allowed(entries, "PYPI.ORG.", 443)
+    assert allowed(entries, "files.pythonhosted.org", 443)
+    assert not allowed(entries, "files.pythonhosted.org", 80)
+    assert allowed(entries, "a.b.example.com", 1) and not allowed(entries, "example.com", 443)
+    assert not allowed(entries, "evilexample.com", 443) and not allowed(entries, "pypi.org.evil.net", 443)
+    assert allowed(entries, "10.0.0.5", 8080) and not allowed(entries, "10.0.0.5", 8081)
+    assert allowed(entries, "::1", 80) and allowed(entries, "0:0::1", 80)
+    # a name entry never lets an address through, nor an address in disguise
+    assert not allowed(entries, "151.101.0.223", 443)
+    for disguised in ("10.0.0.5.example.com.1", "0x0a000005", "167772165", "10.5"):
+        assert not allowed(entries, disguised, 8080), disguised
 
 
 async def test_public_reaches_a_server_on_the_host(docker_provider: DockerProvider, docker_run_id: str,
@@ -239,8 +315,8 @@ async def test_policy_switches_on_the_live_container(docker_provider: DockerProv
             await env.set_network_policy(NetworkPolicy(mode="public"))
             assert await _reach(env, gateway, host_server.port) == "OK host"
             assert (await env.exec("cat marker.txt")).stdout == "survives\n"
-            with pytest.raises(ConfigError):
-                await env.set_network_policy(NetworkPolicy(mode="allowlist", hosts=["x"]))
+            with pytest.raises(ConfigError, match="hosts"):
+                await env.set_network_policy(NetworkPolicy(mode="allowlist", hosts=["not a host"]))
         finally:
             await env.close()
 
@@ -248,3 +324,71 @@ async def test_policy_switches_on_the_live_container(docker_provider: DockerProv
 async def test_model_route_rejects_a_bad_port(docker_provider: DockerProvider) -> None:
     with pytest.raises(ConfigError, match="model_port"):
         await docker_provider.ensure_model_route("127.0.0.1", 70000)
+
+
+async def test_allowlist_reaches_listed_host_ports_through_the_proxy_and_nothing_else(
+        docker_provider: DockerProvider, docker_run_id: str, host_server: Banner, gateway: str) -> None:
+    async with HttpServer("listed", "0.0.0.0") as listed, HttpServer("other", "0.0.0.0") as other:
+        env = await docker_provider.open(EnvOpenSpec(run_id=docker_run_id, task_id="allow",
+                                                     network=_allow(f"{gateway}:{listed.port}", "pypi.org",
+                                                                    "ac-egress-proxy")))
+        try:
+            assert await _http(env, f"http://{gateway}:{listed.port}/a?b=1") == "OK listed /a?b=1"
+            assert await _http(env, f"{gateway}:{listed.port}", "tunnel") == "OK listed /tunnelled"
+            # the same host on another port, through the proxy either way
+            assert (await _http(env, f"http://{gateway}:{other.port}/")).startswith("HTTP 403")
+            assert "403" in await _http(env, f"{gateway}:{other.port}", "tunnel")
+            # a listed name that resolves into the sandboxes' networks (here: the proxy's own alias)
+            assert "sandbox network" in await _http(env, "http://ac-egress-proxy:3128/")
+            # ignoring the proxy: no route at all, not even to the listed port
+            assert (await _reach(env, gateway, listed.port, 1.0)).startswith("FAIL")
+            assert (await _reach(env, gateway, host_server.port, 1.0)).startswith("FAIL")
+            no_proxy = await env.exec("env -u https_proxy -u http_proxy -u HTTP_PROXY -u HTTPS_PROXY python3 -c "
+                                      f"'import urllib.request; urllib.request.urlopen(\"http://{gateway}:"
+                                      f"{listed.port}/\", timeout=3)'", timeout=30)
+            assert no_proxy.exit_code != 0
+            # a variable given to the exec wins over the proxy's
+            mine = await env.exec("echo $NO_PROXY", env={"NO_PROXY": "mine"})
+            assert mine.stdout.strip() == "mine"
+        finally:
+            await env.close()
+    await docker_provider.aclose()
+    assert containers_of(docker_run_id) == [] and networks_of(docker_run_id) == []
+
+
+async def test_allowlist_switches_live_with_none_public_and_another_allowlist(
+        docker_provider: DockerProvider, docker_run_id: str, gateway: str) -> None:
+    async with Banner("model", "127.0.0.1") as model, HttpServer("one", "0.0.0.0") as one, \
+            HttpServer("two", "0.0.0.0") as two:
+        route = await docker_provider.ensure_model_route("127.0.0.1", model.port)
+        env = await docker_provider.open(_spec(docker_run_id, "public"))
+        try:
+            assert "proxy" not in (await env.exec("env")).stdout.lower()
+            await env.set_network_policy(_allow(f"{gateway}:{one.port}"))
+            assert await _http(env, f"http://{gateway}:{one.port}/x") == "OK one /x"
+            assert (await _http(env, f"http://{gateway}:{two.port}/x")).startswith("HTTP 403")
+            assert await _reach(env, *route) == "OK model", "the model route stays reachable, directly"
+            assert route[0] in (await env.exec("echo $no_proxy")).stdout
+            await env.set_network_policy(NetworkPolicy(mode="none"))
+            assert (await env.exec("ls /sys/class/net")).stdout.split() == ["lo"]
+            assert (await _http(env, f"http://{gateway}:{one.port}/x")).startswith("FAIL")
+            await env.set_network_policy(NetworkPolicy(mode="public"))
+            assert await _http(env, f"http://{gateway}:{two.port}/y") == "OK two /y"
+            assert "proxy" not in (await env.exec("env")).stdout.lower()
+            await env.set_network_policy(_allow(f"{gateway}:{two.port}"))
+            assert await _http(env, f"http://{gateway}:{two.port}/z") == "OK two /z"
+            assert (await _http(env, f"http://{gateway}:{one.port}/z")).startswith("HTTP 403"), "old allowlist gone"
+            await env.set_network_policy(NetworkPolicy(mode="model"))
+            assert await _reach(env, *route) == "OK model"
+            assert (await _reach(env, "ac-egress-proxy", 3128, 1.0)).startswith("FAIL"), "no proxy in model mode"
+        finally:
+            await env.close()
+        # the released network carries no proxy to its next environment
+        nxt = await docker_provider.open(_spec(docker_run_id, "model", task_id="next"))
+        try:
+            assert (await _reach(nxt, "ac-egress-proxy", 3128, 1.0)).startswith("FAIL")
+            assert await _reach(nxt, *route) == "OK model"
+        finally:
+            await nxt.close()
+    await docker_provider.aclose()
+    assert containers_of(docker_run_id) == [] and networks_of(docker_run_id) == []

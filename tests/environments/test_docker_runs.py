@@ -166,7 +166,7 @@ def test_ctrl_c_removes_every_container_of_the_run(base_image: str, docker_run_i
     assert len(run_dirs) == 1 and '"status":"cancelled"' in run_dirs[0].read_text().replace(" ", "").replace("\n", "")
 
 
-_PROBE_SCRIPT = """
+_PROBE_SCRIPT = r"""
 import os, socket, sys, urllib.request
 url = os.environ.get("AGENTCOMPASS_MODEL_BASE_URL")
 try:
@@ -177,7 +177,24 @@ try:
     host = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3).recv(16).decode().strip()
 except Exception as e:
     host = type(e).__name__
-print(f"model={model} host={host}")
+proxied = "unset"
+proxy = os.environ.get("HTTPS_PROXY")
+if proxy:  # the same host through the egress proxy (a CONNECT tunnel), as proxy-aware tools would go
+    try:
+        p_host, p_port = proxy.rsplit("/", 1)[-1].rsplit(":", 1)
+        s = socket.create_connection((p_host, int(p_port)), timeout=3)
+        s.sendall(f"CONNECT {sys.argv[1]}:{sys.argv[2]} HTTP/1.1\r\nHost: {sys.argv[1]}\r\n\r\n".encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = s.recv(1)
+            if not chunk:
+                break
+            head += chunk
+        status = head.split(b" ")[1].decode() if b" " in head else "none"
+        proxied = s.recv(16).decode().strip() if status == "200" else status
+    except Exception as e:
+        proxied = type(e).__name__
+print(f"model={model} host={host} proxied={proxied}")
 """
 
 
@@ -200,7 +217,7 @@ def host_server() -> Iterator[tuple[str, int]]:
             server.shutdown()
 
 
-def _probe(policy: str, url: str, host: tuple[str, int], run_id: str, results: Path) -> str:
+def _probe(policy: str | dict[str, object], url: str, host: tuple[str, int], run_id: str, results: Path) -> str:
     """What the agent reaches under ``run_network_policy=policy``: ``model=<status> host=<banner>``."""
     encoded = base64.b64encode(_PROBE_SCRIPT.encode()).decode()
     command = f"python3 -c \"import base64; exec(base64.b64decode('{encoded}'))\" {host[0]} {host[1]}"
@@ -217,17 +234,24 @@ def _probe(policy: str, url: str, host: tuple[str, int], run_id: str, results: P
     return answer.split("\n")[1]
 
 
-@pytest.mark.parametrize(("policy", "reach_model", "reach_host"), [
-    ("public", True, True),
-    ("model", True, False),
-    ("none", False, False),
+@pytest.mark.parametrize(("policy", "reach_model", "reach_host", "proxied"), [
+    ("public", True, True, "proxied=unset"),
+    ("model", True, False, "proxied=unset"),
+    ("none", False, False, "proxied=unset"),
+    ("allowlist-host", True, False, "proxied=OK"),  # listed: only through the proxy, never directly
+    ("allowlist-other", True, False, "proxied=403"),  # not listed: the proxy refuses it
 ])
 def test_run_network_policy_decides_whether_the_agent_reaches_the_model_and_the_host(
         base_image: str, docker_run_id: str, tmp_path: Path, scripted_url: str, host_server: tuple[str, int],
-        policy: str, reach_model: bool, reach_host: bool) -> None:
-    model, host = _probe(policy, scripted_url, host_server, docker_run_id, tmp_path).split()
+        policy: str, reach_model: bool, reach_host: bool, proxied: str) -> None:
+    spec: str | dict[str, object] = policy
+    if policy.startswith("allowlist"):
+        listed = f"{host_server[0]}:{host_server[1]}" if policy == "allowlist-host" else "192.0.2.1:80"
+        spec = {"mode": "allowlist", "hosts": [listed]}
+    model, host, via_proxy = _probe(spec, scripted_url, host_server, docker_run_id, tmp_path).split()
     assert (model == "model=200") is reach_model, (policy, model)
     assert (host == "host=OK") is reach_host, (policy, host)
+    assert via_proxy == proxied, (policy, via_proxy)
     assert containers_of(docker_run_id) == [] and networks_of(docker_run_id) == []
 
 
