@@ -118,7 +118,8 @@ def allowed(entries: list[Entry], host: str, port: int) -> bool:
 # ----------------------------------------------------------------------------- the proxy process
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Copy ``reader`` to ``writer`` until EOF, then half-close (also the host-side model relay's copy loop)."""
     try:
         while data := await reader.read(65536):
             writer.write(data)
@@ -202,7 +203,7 @@ async def _handle(entries: list[Entry], deny: list[ipaddress.IPv4Network | ipadd
             # One request per connection: whatever follows goes to this (allowed) upstream anyway.
             up_writer.write("\r\n".join([f"{method} {path} {version}", *headers, "Connection: close", "", ""])
                            .encode("latin-1"))
-        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
     finally:
         if upstream is not None:
             upstream.close()

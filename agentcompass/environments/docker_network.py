@@ -41,6 +41,7 @@ from aiodocker.networks import DockerNetwork
 from .._errors import ConfigError, EnvironmentError_
 from ..interfaces import NetworkPolicy
 from . import _egress_proxy
+from ._egress_proxy import pipe
 from .docker_api import LABEL_KEEP, LABEL_ROLE, LABEL_RUN_ID, LABEL_TASK_ID, call, settled
 
 log = logging.getLogger("agentcompass.environments.docker_network")
@@ -139,17 +140,6 @@ def _is_local_address(ip: str) -> bool:
     return True
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    try:
-        while data := await reader.read(65536):
-            writer.write(data)
-            await writer.drain()
-        if writer.can_write_eof():
-            writer.write_eof()
-    except (ConnectionError, OSError):
-        pass
-
-
 class TcpRelay:
     """A host-side TCP relay: every connection to ``listen_host:port`` is piped to ``target``."""
 
@@ -178,7 +168,7 @@ class TcpRelay:
                 log.warning("model relay: cannot reach %s:%d: %s", *self.target, exc)
                 return
             try:
-                await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+                await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
             finally:
                 up_writer.close()
         finally:

@@ -80,6 +80,19 @@ def remove_labelled(match: Callable[[str], bool]) -> list[str]:
     return run_in_thread(lambda: _remove_labelled(match))
 
 
+async def open_then_cancel(provider: Any, spec: Any, delay: float) -> None:
+    """Start ``provider.open(spec)``, cancel it after ``delay`` s; close the environment if it won the race."""
+    task = asyncio.create_task(provider.open(spec))
+    await asyncio.sleep(delay)
+    task.cancel()
+    try:
+        env = await task
+    except asyncio.CancelledError:
+        pass
+    else:  # finished before the cancel landed
+        await env.close()
+
+
 @pytest.fixture(scope="session")
 def docker_available() -> None:
     if not os.path.exists(DOCKER_SOCKET):

@@ -19,7 +19,7 @@ from agentcompass.environments.docker import TIMEOUT_EXIT_CODE, DockerProvider, 
 from agentcompass.environments.docker_api import host_id
 from agentcompass.interfaces import ComponentContext, Environment, EnvOpenSpec
 
-from .conftest import containers_of, docker_cli
+from .conftest import containers_of, docker_cli, open_then_cancel
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -316,15 +316,7 @@ async def test_provider_aclose_closes_environments_left_open(base_image: str, do
 @pytest.mark.parametrize("delay", [0.0, 0.05, 0.2, 0.4])
 async def test_cancelled_open_leaves_no_container(docker_provider: DockerProvider, docker_run_id: str,
                                                   delay: float) -> None:
-    task = asyncio.create_task(docker_provider.open(_spec(docker_run_id, files={"f.txt": "x"})))
-    await asyncio.sleep(delay)
-    task.cancel()
-    try:
-        env = await task
-    except asyncio.CancelledError:
-        pass
-    else:  # finished before the cancel landed
-        await env.close()
+    await open_then_cancel(docker_provider, _spec(docker_run_id, files={"f.txt": "x"}), delay)
     assert containers_of(docker_run_id) == []
 
 

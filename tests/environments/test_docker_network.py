@@ -21,7 +21,7 @@ from agentcompass.environments.docker import DockerEnvironment, DockerProvider
 from agentcompass.environments.docker_sweep import sweep_orphans
 from agentcompass.interfaces import ComponentContext, EnvOpenSpec, NetworkPolicy
 
-from .conftest import containers_of, docker_cli, networks_of
+from .conftest import containers_of, docker_cli, networks_of, open_then_cancel
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -271,15 +271,7 @@ async def test_a_cancelled_model_mode_open_leaves_nothing_behind(
         docker_provider: DockerProvider, docker_run_id: str, delay: float) -> None:
     async with Banner("model", "127.0.0.1") as model:
         await docker_provider.ensure_model_route("127.0.0.1", model.port)
-        task = asyncio.create_task(docker_provider.open(_spec(docker_run_id, "model")))
-        await asyncio.sleep(delay)
-        task.cancel()
-        try:
-            env = await task
-        except asyncio.CancelledError:
-            pass
-        else:  # finished before the cancel landed
-            await env.close()
+        await open_then_cancel(docker_provider, _spec(docker_run_id, "model"), delay)
         assert len(containers_of(docker_run_id)) == 1  # the forwarder only
         await docker_provider.aclose()
     assert containers_of(docker_run_id) == [] and networks_of(docker_run_id) == []

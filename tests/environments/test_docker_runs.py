@@ -155,12 +155,14 @@ def test_after_a_sigkill_the_next_run_sweeps_what_the_dead_run_left(
     assert containers_of(docker_run_id) == [] and networks_of(docker_run_id) == []
 
 
-def test_ctrl_c_removes_every_container_of_the_run(base_image: str, docker_run_id: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl_c", "sigterm"])
+def test_ctrl_c_or_sigterm_removes_every_container_of_the_run(base_image: str, docker_run_id: str, tmp_path: Path,
+                                                              sig: signal.Signals, code: int) -> None:
     proc = _start_run(docker_run_id, tmp_path)
     _wait_for_containers(docker_run_id, 3, proc)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err
+    assert proc.returncode == code, err
     assert containers_of(docker_run_id) == [] and networks_of(docker_run_id) == []
     run_dirs = list((tmp_path / "shell_tasks").rglob("run_info.json"))
     assert len(run_dirs) == 1 and '"status":"cancelled"' in run_dirs[0].read_text().replace(" ", "").replace("\n", "")
@@ -286,14 +288,3 @@ def test_timeout_seconds_on_docker_stops_within_seconds_and_removes_every_contai
     details = [msgspec.json.decode(p.read_bytes(), type=TaskDetail) for p in (out.run_dir / "details").glob("*.json")]
     assert len(details) == 4 and all(d.attempts["1"].error_kind == "run_timeout" for d in details)
     assert containers_of(docker_run_id) == [] and networks_of(docker_run_id) == []
-
-
-def test_sigterm_cleans_up_like_ctrl_c_and_exits_143(base_image: str, docker_run_id: str, tmp_path: Path) -> None:
-    proc = _start_run(docker_run_id, tmp_path)
-    _wait_for_containers(docker_run_id, 3, proc)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 143, err
-    assert containers_of(docker_run_id) == [] and networks_of(docker_run_id) == []
-    run_dirs = list((tmp_path / "shell_tasks").rglob("run_info.json"))
-    assert len(run_dirs) == 1 and '"status":"cancelled"' in run_dirs[0].read_text().replace(" ", "").replace("\n", "")
