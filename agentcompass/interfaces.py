@@ -187,6 +187,9 @@ class RunContext(msgspec.Struct, omit_defaults=True):
     attempt: int
     try_no: int = 1
     model_env: dict[str, str] = {}
+    #: the try's live trajectory: a harness that appends its steps here as it goes keeps them when the engine
+    #: stops it at ``agent_timeout`` (the attempt is still graded, and its detail shows what the agent did).
+    trajectory: Trajectory = msgspec.field(default_factory=Trajectory)
 
 
 class Harness(Protocol):

@@ -253,10 +253,13 @@ class TaskActor:
             try:
                 result = await asyncio.wait_for(rt.harness.run(prepared, env, rt.model, ctx, log), rt.timeouts.agent)
             except TimeoutError:
-                # Still graded: the agent's work so far may be enough.
+                # Still graded: the agent's work so far may be enough; the steps it streamed into ctx are kept.
                 log.warning("agent timed out after %gs", rt.timeouts.agent)
+                partial = ctx.trajectory
+                partial.finished_at = time.time()
+                partial.stop_reason = "agent_timeout"
                 result = HarnessResult(error=f"agent timed out after {rt.timeouts.agent:g}s",
-                                       error_kind="agent_timeout")
+                                       error_kind="agent_timeout", trajectory=partial)
             except ModelError as exc:
                 if exc.retry_after:
                     meta["retry_after"] = exc.retry_after

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from .._errors import EnvironmentError_
 from ..interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
-from ..records import Step, Trajectory, Usage
+from ..records import Step, Usage
 from . import check_param_keys, dict_param, float_param, int_param, str_param, truncate_middle
 
 _WHERE = "harness shell_agent"
@@ -101,7 +101,8 @@ class ShellAgent:
             {"role": "system", "content": self.system_prompt},
             {"role": "user", "content": task.prompt},
         ]
-        trajectory = Trajectory(started_at=time.time())
+        trajectory = ctx.trajectory  # steps land where the engine can still read them if it stops us
+        trajectory.started_at = time.time()
         usage = Usage()
         final_answer: str | None = None
         stop_reason = "step_limit"

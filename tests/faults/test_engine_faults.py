@@ -246,3 +246,18 @@ def test_a_hung_setup_is_bounded_by_setup_timeout_named_in_the_error_and_retried
     assert first.error_kind == "setup_timeout" and "harness_params.setup_timeout" in (first.error or "")
     assert second.status == "completed"  # the retry's setup was quick; the agent ran and was graded
     assert not list(envs.iterdir()) and _marked_processes(envs) == []
+
+
+def test_an_agent_stopped_at_agent_timeout_keeps_the_steps_it_took_and_is_graded(tmp_path: Path) -> None:
+    script = [{"match": "hello", "turns": ["```bash\necho hello > hello.txt\n```", "```bash\nsleep 61.8034\n```"]}]
+    out = agentcompass.run_evaluation(
+        "shell_tasks", "shell_agent", "scripted", model_params={"script": script, "bundled": False},
+        harness_params={"agent_timeout": 1.5, "command_timeout": 120},
+        benchmark_params={"sample_ids": ["files/hello_world"]}, results_dir=str(tmp_path), progress="none")
+    assert out.errors_by_kind == {"agent_timeout": 1} and out.metrics["graded_tasks"] == 1
+    assert out.run_dir is not None
+    d = msgspec.json.decode(next((out.run_dir / "details").glob("*.json")).read_bytes(), type=TaskDetail)
+    traj = d.attempts["1"].trajectory
+    assert traj.stop_reason == "agent_timeout" and traj.finished_at is not None
+    assert [s.action for s in traj.steps] == ["echo hello > hello.txt", "sleep 61.8034"]
+    assert traj.steps[0].exit_code == 0 and traj.steps[1].observation is None  # cut mid-command
