@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 class AgentCompassError(Exception):
     """Base class of every error AgentCompass raises on purpose."""
@@ -13,6 +16,12 @@ class ConfigError(AgentCompassError, ValueError):
     def __init__(self, message: str, *, field: str | None = None) -> None:
         super().__init__(message)
         self.field = field
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """`` Did you mean 'x'?`` for the closest of ``known`` to ``name``, or ``""`` when none is close."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.5)
+    return f" Did you mean {close[0]!r}?" if close else ""
 
 
 class NotSupportedYet(AgentCompassError, NotImplementedError):

@@ -8,7 +8,6 @@ defining ``register(registries)``).
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import importlib.util
 import inspect
@@ -18,7 +17,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Literal
 
-from ._errors import ConfigError
+from ._errors import ConfigError, did_you_mean
 
 Kind = Literal["benchmark", "harness", "environment", "recipe", "analyzer"]
 KINDS: tuple[Kind, ...] = ("benchmark", "harness", "environment", "recipe", "analyzer")
@@ -127,8 +126,7 @@ class Registry:
 
     def _unknown(self, name: str, field: str, *, tried: str | None = None) -> ConfigError:
         known = self.names()
-        close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
+        hint = did_you_mean(name, known)
         if tried is None:
             how = " A `module:Class` import path is also accepted."
             lead = ""

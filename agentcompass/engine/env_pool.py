@@ -8,7 +8,6 @@ only while that shared count is below its own limit. Pacing (``env_open_qps``) i
 from __future__ import annotations
 
 import asyncio
-import difflib
 import logging
 import random
 import threading
@@ -17,7 +16,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from .._errors import ConfigError
+from .._errors import ConfigError, did_you_mean
 from ..interfaces import Environment, EnvironmentProvider, EnvOpenSpec
 from ..records import EnvOpened, ProgressEvent
 
@@ -234,8 +233,7 @@ class EnvironmentPool:
 def _check_keys(field: str, keys: Any, known_providers: list[str]) -> None:
     for name in keys:
         if name not in known_providers:
-            close = difflib.get_close_matches(str(name), known_providers, n=1, cutoff=0.5)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
+            hint = did_you_mean(str(name), known_providers)
             raise ConfigError(
                 f"Invalid `{field}.{name}`: unknown environment provider {name!r}. "
                 f"Known providers: {', '.join(known_providers)}.{hint}", field=f"{field}.{name}")

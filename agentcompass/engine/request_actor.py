@@ -100,6 +100,8 @@ class RequestActor:
         self.errors_by_kind: dict[str, int] = {}
         self._attempts_counted = 0  # attempts that ran (not skipped), for "did anything reach a result"
         self._first_error: str | None = None
+        #: details dir of ``reuse_run_id``, checked in _resolve before anything is written.
+        self._reuse_source: Path | None = None
         self.analysis_counts: dict[str, int] = {}
         self.usage = Usage()
         self.model_spec = spec.model
@@ -166,6 +168,7 @@ class RequestActor:
             if not src.is_dir():
                 raise ConfigError(f"Invalid `reuse_run_id` {spec.reuse_run_id!r}: no run directory at {str(src)!r}.",
                                   field="reuse_run_id")
+            self._reuse_source = src / "details"
         reg = sup.registries
         bench_cls = reg["benchmark"].resolve(spec.benchmark.id, field="benchmark")
         harness_cls = reg["harness"].resolve(spec.harness.id, field="harness")
@@ -203,7 +206,8 @@ class RequestActor:
                 raise ConfigError(f"Invalid `environment_params.{key}`: {exc}",
                                   field=f"environment_params.{key}") from None
 
-        # Hashed from the params as given: network policies and phase timeouts shape results too.
+        # Hashed from the params as given (network policies, agent/verify timeouts shape results too; the
+        # operational keys are left out in request_identity).
         self.identity = request_identity(
             benchmark=spec.benchmark.id, benchmark_params=spec.benchmark.params,
             benchmark_version=str(getattr(benchmark, "version", "0")), harness=spec.harness.id,
@@ -460,12 +464,8 @@ class RequestActor:
         sources: list[tuple[str, Path]] = []
         if spec.reuse:
             sources.append(("this run", self.run_dir.details))
-        if spec.reuse_run_id:
-            src = request_dir(spec.results_dir, spec.benchmark.id, spec.harness.id, spec.model.id, spec.reuse_run_id)
-            if not src.is_dir():
-                raise ConfigError(f"Invalid `reuse_run_id` {spec.reuse_run_id!r}: no run directory at {str(src)!r}.",
-                                  field="reuse_run_id")
-            sources.append((spec.reuse_run_id, src / "details"))
+        if spec.reuse_run_id and self._reuse_source is not None:
+            sources.append((spec.reuse_run_id, self._reuse_source))
         out: list[tuple[TaskSpec, str]] = []
         reused_details: list[TaskDetail] = []
         reused = 0
@@ -518,7 +518,8 @@ class RequestActor:
             return
         kind = "run_timeout" if status == "timed_out" else "cancelled"
         # Only tasks that had started; queued ones simply did not run (a resumed run picks them up).
-        started = [e for e in self.in_flight.values() if e.attempts or e.task.task_id in self.rt.running]
+        running = {task_id for task_id, _ in self.rt.partial_tries}
+        started = [e for e in self.in_flight.values() if e.attempts or e.task.task_id in running]
         error = "the run hit timeout_seconds" if kind == "run_timeout" else "the run was cancelled"
         for entry in started:
             for attempt in range(1, self.rt.k + 1):

@@ -86,6 +86,7 @@ class RunDir:
     def __init__(self, path: Path, redactor: Redactor) -> None:
         self.path = path
         self.redactor = redactor
+        self._lock_fd: int | None = None  # held from create() to close()
         self.details = path / "details"
         self.logs = path / "logs"
         self.task_logs = self.logs / "tasks"
@@ -121,11 +122,11 @@ class RunDir:
                 "finish, or pick a different `run_id`.", field="run_id") from None
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
-        self._lock_fd: int | None = fd
+        self._lock_fd = fd
 
     def close(self) -> None:
         """Release the run's lock (idempotent)."""
-        fd = getattr(self, "_lock_fd", None)
+        fd = self._lock_fd
         if fd is not None:
             self._lock_fd = None
             with contextlib.suppress(OSError):

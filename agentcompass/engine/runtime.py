@@ -71,9 +71,8 @@ class RequestRuntime:
     model_access: ModelAccess | None = None
     #: prices per million tokens (model param ``price_per_million``), to cost each attempt.
     price: PriceTable | None = None
-    #: task ids with an attempt running now (kept by TaskActors; read when the run is interrupted).
-    running: set[str] = field(default_factory=set)
-    #: the tries so far of each running attempt, by (task id, attempt): an interrupted attempt keeps them.
+    #: the tries so far of each running attempt, by (task id, attempt): kept by TaskActors while the attempt
+    #: runs (and after a cancel), read when the run is interrupted.
     partial_tries: dict[tuple[str, int], list[TryRecord]] = field(default_factory=dict)
     #: analyzers run on each finished attempt (``enable_analysis``).
     analyzers: list[Any] = field(default_factory=list)

@@ -80,7 +80,6 @@ class TaskActor:
         spent = AttemptSpend()  # model usage over all tries
         try_no = 1
         t_start = started
-        rt.running.add(task.task_id)
         rt.partial_tries[(task.task_id, item.attempt)] = tries
         CURRENT_TASK.set(task.task_id)  # this asyncio task's own context
         try:
@@ -122,8 +121,7 @@ class TaskActor:
         if rt.analyzers and record.status != "skipped":
             # in a thread: a long trajectory must not stall the loop; analyzers never raise
             record.analysis = await asyncio.to_thread(run_analyzers, rt.analyzers, task.public(), record, rt.log)
-        rt.running.discard(task.task_id)  # kept when cancelled: the request records it as interrupted
-        rt.partial_tries.pop((task.task_id, item.attempt), None)
+        rt.partial_tries.pop((task.task_id, item.attempt), None)  # kept when cancelled: recorded as interrupted
         spent.write(record.meta)
         record.meta["started_at"] = started
         record.meta["duration_s"] = round(time.time() - started, 6)

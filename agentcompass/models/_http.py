@@ -6,7 +6,7 @@ pooling, ``stream``/``extra_body``/reserved params, HTTP status -> ``ModelError`
 the same for all protocols, so ``RetryingModelClient`` treats them alike.
 
 Timeouts: httpx times each socket operation, so a server that keeps sending keep-alive bytes never trips
-it. On top of that, every call has an overall deadline (``_Deadline``): a non-streaming answer must be
+it. On top of that, every call has an overall deadline (``Deadline``): a non-streaming answer must be
 complete within ``timeout`` of sending the request; a stream must deliver a new event (SSE comments and
 ``ping``/``keepalive`` events do not count) at least every ``timeout`` seconds; and the whole exchange must
 end within ``total_timeout``. Each expiry is a ``model_connection_error``, like a read timeout.
@@ -28,11 +28,7 @@ import msgspec
 
 from .._errors import ConfigError, ModelError
 from ..interfaces import ModelResponse
-from ._deadline import KEEPALIVE_EVENTS as KEEPALIVE_EVENTS
-from ._deadline import TOTAL_TIMEOUT_FACTOR as TOTAL_TIMEOUT_FACTOR
-from ._deadline import TOTAL_TIMEOUT_FLOOR_S as TOTAL_TIMEOUT_FLOOR_S
-from ._deadline import Deadline as _Deadline
-from ._deadline import default_total_timeout as default_total_timeout
+from ._deadline import KEEPALIVE_EVENTS, Deadline, default_total_timeout
 from ._sse import sse_events
 
 #: params that configure the client itself and never reach the request body.
@@ -305,7 +301,7 @@ class HttpModelClient:
                 raise ModelError(f"Model {self.model_id!r}: no free connection within {self.timeout.pool:g}s "
                                  f"(max_connections={self.max_connections}).",
                                  kind="model_connection_error") from None
-            deadline = _Deadline(stall, total)
+            deadline = Deadline(stall, total)
             try:
                 async with deadline.scope:
                     if stream:
@@ -349,13 +345,13 @@ class HttpModelClient:
             raw.append(msgspec.json.decode(resp.content))
         return result
 
-    def _deadline_error(self, deadline: _Deadline, stream: bool) -> ModelError:
+    def _deadline_error(self, deadline: Deadline, stream: bool) -> ModelError:
         what = deadline.reason(stream)
         return ModelError(self.redact(f"Model {self.model_id!r} at {self.url} timed out: {what}."),
                           kind="model_connection_error")
 
     async def _post_stream(self, http: httpx.AsyncClient, payload: bytes, headers: Any, timeout: Any,
-                           raw: list[Any] | None, deadline: _Deadline) -> ModelResponse:
+                           raw: list[Any] | None, deadline: Deadline) -> ModelResponse:
         async with http.stream("POST", self.url, content=payload, headers=headers, timeout=timeout) as resp:
             if resp.status_code >= 300:
                 await resp.aread()
@@ -368,7 +364,7 @@ class HttpModelClient:
                 return await self.parse_stream(events)
 
     async def _decoded(self, events: AsyncIterator[tuple[str, str]], raw: list[Any] | None,
-                       deadline: _Deadline) -> AsyncGenerator[tuple[str, Any], None]:
+                       deadline: Deadline) -> AsyncGenerator[tuple[str, Any], None]:
         async for name, data in events:
             if data.strip() == "[DONE]":
                 deadline.seen()
