@@ -112,15 +112,36 @@ def extract_tar(tar_bytes: bytes, dest: str | os.PathLike[str]) -> None:
     if not os.path.isdir(dest_real):
         raise FileNotFoundError(f"extraction target is not a directory: {str(dest)!r}")
 
-    def _filter(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
-        _check_member(member, dest_real)
-        # The stdlib "data" filter additionally clears setuid bits and ownership.
-        return tarfile.data_filter(member, path)
-
     try:
         with tarfile.open(fileobj=io.BytesIO(tar_bytes), mode="r:*") as tf:
-            tf.extractall(dest_real, filter=_filter)
-    except tarfile.FilterError as exc:
+            if _HAS_DATA_FILTER:
+                def _filter(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
+                    _check_member(member, dest_real)
+                    # The stdlib "data" filter additionally clears setuid bits and ownership.
+                    return tarfile.data_filter(member, path)  # type: ignore[attr-defined,unused-ignore]
+
+                tf.extractall(dest_real, filter=_filter)  # type: ignore[call-arg,unused-ignore]
+            else:
+                _extract_checked(tf, dest_real)
+    except _FILTER_ERRORS as exc:
         raise UnsafeArchiveError(f"unsafe archive: {exc}", field="archive") from exc
     except tarfile.ReadError as exc:
         raise ConfigError(f"archive: not a readable tar archive ({exc})", field="archive") from exc
+
+
+# tarfile's extraction filters arrived in 3.11.4 (PEP 706); Debian 12's system Python is 3.11.2.
+_HAS_DATA_FILTER = hasattr(tarfile, "data_filter")
+_FILTER_ERRORS: tuple[type[Exception], ...] = (
+    (tarfile.FilterError,) if hasattr(tarfile, "FilterError") else ())  # type: ignore[attr-defined,unused-ignore]
+
+
+def _extract_checked(tf: tarfile.TarFile, dest_real: str) -> None:
+    """Extraction without PEP 706 filters: each member checked, then written with no owner and no
+    setuid/setgid/sticky or group/other-write bits (what the "data" filter does)."""
+    for member in tf:
+        _check_member(member, dest_real)
+        # No chown (set_attrs=False); the mode is applied by hand for regular files and directories.
+        tf.extract(member, dest_real, set_attrs=False)
+        target = os.path.join(dest_real, member.name)
+        if member.isfile() or member.isdir():
+            os.chmod(target, (member.mode & 0o755) | (0o700 if member.isdir() else 0o600))
