@@ -108,6 +108,7 @@ def run_evaluation(
     timeout_seconds: float | None = None,
     reuse: bool = False,
     reuse_run_id: str | None = None,
+    overwrite: bool = False,
     keep_environment: bool = False,
     progress: str = "auto",
     on_progress: OnProgress | None = None,
@@ -133,7 +134,7 @@ def run_evaluation(
                   "api_protocol": model_api_protocol, "params": model_params or {}},
         "name": run_name, "run_id": run_id, "wrap_api_key": wrap_api_key, "task_concurrency": task_concurrency,
         "max_retries": max_retries, "retry_pattern_list": retry_pattern_list or [], "reuse": reuse,
-        "reuse_run_id": reuse_run_id, "keep_environment": keep_environment,
+        "reuse_run_id": reuse_run_id, "overwrite": overwrite, "keep_environment": keep_environment,
         "auto_install_dependencies": auto_install_dependencies, "results_dir": results_dir, "data_dir": data_dir,
         "file_log_level": file_log_level, "enable_analysis": enable_analysis,
     })

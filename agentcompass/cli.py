@@ -77,6 +77,8 @@ def _add_run_parser(sub: Any) -> None:
     p.add_argument("--timeout-seconds", type=float)
     p.add_argument("--reuse", action="store_true")
     p.add_argument("--reuse-run-id")
+    p.add_argument("--overwrite", action="store_true",
+                   help="move an existing run at --run-id aside (<run_id>.overwritten-<time>) and start over")
     p.add_argument("--keep-environment", action="store_true")
     p.add_argument("--auto-install-dependencies", action="store_true")
     p.add_argument("--recipe-dir", action="append", default=[])
@@ -170,7 +172,8 @@ def _cmd_run(a: argparse.Namespace) -> int:
         model_base_url=a.model_base_url, model_api_key=a.model_api_key, model_api_protocol=a.model_api_protocol,
         wrap_api_key=a.wrap_api_key, task_concurrency=a.task_concurrency, max_retries=a.max_retries,
         retry_pattern_list=a.retry_pattern, env_open_qps=a.env_open_qps, timeout_seconds=a.timeout_seconds,
-        reuse=a.reuse, reuse_run_id=a.reuse_run_id, keep_environment=a.keep_environment,
+        reuse=a.reuse, reuse_run_id=a.reuse_run_id, overwrite=a.overwrite,
+        keep_environment=a.keep_environment,
         auto_install_dependencies=a.auto_install_dependencies, recipe_dirs=a.recipe_dir, results_dir=a.results_dir,
         data_dir=a.data_dir, run_name=a.run_name, run_id=a.run_id, progress=a.progress,
         log_level=a.log_level.upper(), file_log_level=a.file_log_level.upper(),

@@ -50,6 +50,8 @@ class RunRequestSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=T
     retry_pattern_list: list[str] = []
     reuse: bool = False
     reuse_run_id: str | None = None
+    #: an existing run at ``run_id`` that cannot be continued is moved aside (``<run_id>.overwritten-<stamp>``).
+    overwrite: bool = False
     keep_environment: bool = False
     auto_install_dependencies: bool = False
     results_dir: str = "results"

@@ -43,3 +43,33 @@ def task_identity(request_id_hash: str, task: TaskSpec) -> str:
     h = hashlib.sha256(request_id_hash.encode())
     h.update(_encoder.encode(task))
     return h.hexdigest()[:32]
+
+
+def run_fields(*, benchmark: str, benchmark_params: dict[str, Any], benchmark_version: str, harness: str,
+               harness_params: dict[str, Any], model: str, model_params: dict[str, Any], api_protocol: str,
+               environment: str, environment_params: dict[str, Any]) -> dict[str, Any]:
+    """What a continued run (``reuse=True`` on its run id) must keep: the identity fields plus the task
+    selection, flat (``harness_params.step_limit``). Operational knobs may change."""
+    out: dict[str, Any] = {"benchmark": benchmark, "benchmark_version": benchmark_version, "harness": harness,
+                           "model": model, "api_protocol": api_protocol, "environment": environment}
+    for prefix, params, left_out in (("benchmark_params", benchmark_params, frozenset()),
+                                     ("harness_params", harness_params, frozenset()),
+                                     ("model_params", model_params, OPERATIONAL_MODEL_PARAMS),
+                                     ("environment_params", environment_params, OPERATIONAL_ENV_PARAMS)):
+        out.update({f"{prefix}.{k}": v for k, v in params.items() if k not in left_out})
+    return msgspec.to_builtins(out)
+
+
+def _shown(value: Any, missing: bool) -> str:
+    text = "(not set)" if missing else repr(value)
+    return text if len(text) <= 80 else f"{text[:77]}..."
+
+
+def diff_fields(before: dict[str, Any], after: dict[str, Any], limit: int = 10) -> list[str]:
+    """``"<field>: <before> -> <after>"`` for each field that differs (at most ``limit`` and a count)."""
+    out = [f"{k}: {_shown(before.get(k), k not in before)} -> {_shown(after.get(k), k not in after)}"
+           for k in sorted(before.keys() | after.keys()) if before.get(k, _MISSING) != after.get(k, _MISSING)]
+    return out if len(out) <= limit else [*out[:limit], f"... and {len(out) - limit} more"]
+
+
+_MISSING = object()

@@ -44,11 +44,21 @@ from ..records import (
 from ..results import RequestOutcome
 from ..specs import RunRequestSpec
 from .failures import policy
-from .identity import request_identity, task_identity
+from .identity import request_identity, run_fields, task_identity
 from .messages import AttemptDone, CancelRequest, MsgQueue, Submit, WorkItem
 from .model_access import open_model_access, split_engine_params
 from .redact import RedactingFormatter, Redactor
-from .run_dir import RunDir, check_data_dir, check_results_dir, new_run_id, read_detail_file, request_dir, safe_name
+from .run_dir import (
+    RunDir,
+    check_data_dir,
+    check_results_dir,
+    move_run_aside,
+    new_run_id,
+    read_detail_file,
+    request_dir,
+    run_changes,
+    safe_name,
+)
 from .runtime import CURRENT_TASK, NetworkPhases, PhaseTimeouts, RequestRuntime
 from .task_actor import INTERRUPTED, TaskActor, describe
 
@@ -100,8 +110,11 @@ class RequestActor:
         self.errors_by_kind: dict[str, int] = {}
         self._attempts_counted = 0  # attempts that ran (not skipped), for "did anything reach a result"
         self._first_error: str | None = None
-        #: details dir of ``reuse_run_id``, checked in _resolve before anything is written.
-        self._reuse_source: Path | None = None
+        #: (label, details dir) of ``reuse_run_id`` (or of the latest run, see _pick_run_dir), checked in _resolve
+        #: before anything is written.
+        self._reuse_source: tuple[str, Path] | None = None
+        #: an earlier run at our run id that ``overwrite`` moves aside before the run directory is created.
+        self._move_aside: Path | None = None
         self.analysis_counts: dict[str, int] = {}
         self.usage = Usage()
         self.model_spec = spec.model
@@ -162,15 +175,25 @@ class RequestActor:
                                   field=f"retry_pattern_list[{i}]") from None
         check_results_dir(spec.results_dir)
         check_data_dir(spec.data_dir)
-        self._pick_run_id()
         if spec.reuse_run_id:  # before anything is created: a typo must not leave an empty failed run behind
             src = request_dir(spec.results_dir, spec.benchmark.id, spec.harness.id, spec.model.id, spec.reuse_run_id)
             if not src.is_dir():
                 raise ConfigError(f"Invalid `reuse_run_id` {spec.reuse_run_id!r}: no run directory at {str(src)!r}.",
                                   field="reuse_run_id")
-            self._reuse_source = src / "details"
+            self._reuse_source = (spec.reuse_run_id, src / "details")
         reg = sup.registries
         bench_cls = reg["benchmark"].resolve(spec.benchmark.id, field="benchmark")
+        # Hashed from the params as given (network policies, agent/verify timeouts shape results too; the
+        # operational keys are left out in request_identity).
+        id_parts: dict[str, Any] = dict(
+            benchmark=spec.benchmark.id, benchmark_params=spec.benchmark.params,
+            benchmark_version=str(getattr(bench_cls, "version", "0")), harness=spec.harness.id,
+            harness_params=spec.harness.params, model=spec.model.id, model_params=spec.model.params,
+            api_protocol=spec.model.api_protocol, environment=spec.environment.id,
+            environment_params=spec.environment.params)
+        self.identity = request_identity(**id_parts)
+        self.run_fields = run_fields(**id_parts)
+        self._pick_run_dir()  # may refuse: before any component, client or file is made
         harness_cls = reg["harness"].resolve(spec.harness.id, field="harness")
         provider_cls = reg["environment"].resolve(spec.environment.id, field="environment")
 
@@ -205,15 +228,6 @@ class RequestActor:
             except ConfigError as exc:
                 raise ConfigError(f"Invalid `environment_params.{key}`: {exc}",
                                   field=f"environment_params.{key}") from None
-
-        # Hashed from the params as given (network policies, agent/verify timeouts shape results too; the
-        # operational keys are left out in request_identity).
-        self.identity = request_identity(
-            benchmark=spec.benchmark.id, benchmark_params=spec.benchmark.params,
-            benchmark_version=str(getattr(benchmark, "version", "0")), harness=spec.harness.id,
-            harness_params=spec.harness.params, model=spec.model.id, model_params=spec.model.params,
-            api_protocol=spec.model.api_protocol, environment=spec.environment.id,
-            environment_params=spec.environment.params)
 
         from ..models.factory import create_model_client
 
@@ -263,20 +277,44 @@ class RequestActor:
         spec = self.spec
         return request_dir(spec.results_dir, spec.benchmark.id, spec.harness.id, spec.model.id, "x").parent
 
-    def _pick_run_id(self) -> None:
-        """``reuse=True`` without a run_id continues the most recent run of this selection."""
-        base = self._base_dir()
-        if self.spec.reuse and not self.spec.run_id and base.is_dir():
+    def _pick_run_dir(self) -> None:
+        """Never write over an earlier run. ``reuse=True`` without a run_id continues the most recent run of
+        this selection if it was made with the same params, else starts a new run id that copies its matching
+        tasks. An existing run id is continued only with ``reuse=True`` and the same params; otherwise refused,
+        or moved aside with ``overwrite=True``."""
+        spec, base = self.spec, self._base_dir()
+        if spec.reuse and not spec.run_id and base.is_dir():
             runs = sorted((p for p in base.iterdir() if (p / "run_info.json").exists()),
                           key=lambda p: p.stat().st_mtime)
-            if runs:
+            if runs and not run_changes(runs[-1], self.run_fields):
                 self.run_id = runs[-1].name
+            elif runs and self._reuse_source is None:
+                self._reuse_source = (runs[-1].name, runs[-1] / "details")
+            return
+        path = base / safe_name(self.run_id)
+        if not path.is_dir() or not any(path.iterdir()):
+            return
+        if not spec.reuse:
+            why = (f"Run directory {str(path)!r} already exists. Pass `reuse=True` (`--reuse`) to continue that run "
+                   "with the same params")
+        else:
+            changes = run_changes(path, self.run_fields)
+            if not changes:
+                return
+            why = (f"Run {self.run_id!r} at {str(path)!r} was made with other params, so continuing it would mix two "
+                   f"runs: {'; '.join(changes)}. Nothing was written. Pass the same params to continue it")
+        if spec.overwrite:
+            self._move_aside = path
+            return
+        raise ConfigError(f"{why}, a different `run_id` (with `reuse_run_id={self.run_id!r}` to copy its matching "
+                          "tasks), or `overwrite=True` (`--overwrite`) to move it aside and start over.",
+                          field="run_id")
 
     def _choose_run_dir(self, redactor: Redactor) -> RunDir:
         path = self._base_dir() / safe_name(self.run_id)
-        if path.exists() and not self.spec.reuse and any(path.iterdir()):
-            raise ConfigError(f"Run directory {str(path)!r} already exists. Pass `reuse=True` to continue that run, "
-                              "or a different `run_id`.", field="run_id")
+        if self._move_aside is not None:
+            backup = move_run_aside(self._move_aside)
+            self.sup.log.warning("run %s: the earlier run was moved to %s (overwrite)", self.run_id, backup)
         rd = RunDir(path, redactor)
         rd.create()
         return rd
@@ -464,8 +502,8 @@ class RequestActor:
         sources: list[tuple[str, Path]] = []
         if spec.reuse:
             sources.append(("this run", self.run_dir.details))
-        if spec.reuse_run_id and self._reuse_source is not None:
-            sources.append((spec.reuse_run_id, self._reuse_source))
+        if self._reuse_source is not None:
+            sources.append(self._reuse_source)
         out: list[tuple[TaskSpec, str]] = []
         reused_details: list[TaskDetail] = []
         reused = 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import re
 import secrets
@@ -185,3 +186,51 @@ def read_run_info(run_dir: Path) -> RunInfo | None:
         return _run_info_decoder.decode((run_dir / "run_info.json").read_bytes())
     except (OSError, msgspec.DecodeError, msgspec.ValidationError):
         return None
+
+
+def run_changes(path: Path, fields: dict[str, Any]) -> list[str]:
+    """How the run at ``path`` differs from ``fields`` (``identity.run_fields``): ``[]`` when it can be continued.
+
+    Read from the run's params.json (its ``spec`` and benchmark version), so runs of any earlier version count."""
+    from ..specs import RunRequestSpec
+    from .identity import diff_fields, run_fields
+
+    try:
+        params = json.loads((path / "params.json").read_bytes())
+        spec = msgspec.convert(params["spec"], RunRequestSpec)
+        version = str(params["versions"]["benchmark"])
+    except (OSError, ValueError, KeyError, TypeError, msgspec.ValidationError) as exc:
+        if next(iter_details(path / "details"), None) is None:
+            return []  # nothing committed yet: nothing to mix with
+        return [f"its params.json cannot be read ({type(exc).__name__}), so what made its details is unknown"]
+    before = run_fields(
+        benchmark=spec.benchmark.id, benchmark_params=spec.benchmark.params, benchmark_version=version,
+        harness=spec.harness.id, harness_params=spec.harness.params, model=spec.model.id,
+        model_params=spec.model.params, api_protocol=spec.model.api_protocol, environment=spec.environment.id,
+        environment_params=spec.environment.params)
+    return diff_fields(before, fields)
+
+
+def move_run_aside(path: Path) -> Path:
+    """Rename the run directory at ``path`` to ``<run_id>.overwritten-<UTC stamp>`` beside it (kept whole, never
+    deleted). Refused while another process writes it."""
+    fd = os.open(path / ".lock", os.O_RDWR | os.O_CREAT, 0o644) if fcntl is not None else None
+    try:
+        if fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise ConfigError(f"Run directory {str(path)!r} is being written by another run; it cannot be "
+                                  "overwritten now. Wait for it to finish, or pick a different `run_id`.",
+                                  field="run_id") from None
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+        backup = path.with_name(f"{path.name}.overwritten-{stamp}")
+        n = 1
+        while backup.exists():
+            n += 1
+            backup = path.with_name(f"{path.name}.overwritten-{stamp}-{n}")
+        os.rename(path, backup)
+        return backup
+    finally:
+        if fd is not None:
+            os.close(fd)

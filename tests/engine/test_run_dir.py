@@ -7,8 +7,10 @@ import os
 from pathlib import Path
 
 import msgspec
+import pytest
 
 import agentcompass
+from agentcompass._errors import ConfigError
 from agentcompass.engine.run_dir import safe_name
 from agentcompass.records import RunInfo, Summary, TaskDetail
 
@@ -71,3 +73,70 @@ async def test_the_api_key_never_reaches_the_run_directory_or_logs(tmp_path: Pat
     detail = next((out.run_dir / "details").glob("files_hello*")).read_text()  # type: ignore[union-attr]
     assert "***" in detail  # the echoed key was there, masked
     assert os.environ.get("OPENAI_API_KEY") != SECRET
+
+
+# ----------------------------------------------------------------------------- reuse never destroys a run
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _first_run(tmp_path: Path, **kw: object) -> Path:
+    out = agentcompass.run_evaluation("shell_tasks", "shell_agent", "scripted", results_dir=str(tmp_path),
+                                      progress="none", run_id="x", **{"benchmark_params": {"categories": ["answer"]},
+                                                                      **kw})  # type: ignore[arg-type]
+    assert out.ok and out.run_dir is not None and out.counts.done > 3
+    return out.run_dir
+
+
+def test_reuse_with_changed_params_is_refused_and_the_earlier_run_is_byte_identical(tmp_path: Path) -> None:
+    run_dir = _first_run(tmp_path)
+    before = _snapshot(run_dir)
+    with pytest.raises(ConfigError, match=r"harness_params.step_limit: \(not set\) -> 7") as info:
+        agentcompass.run_evaluation("shell_tasks", "shell_agent", "scripted", results_dir=str(tmp_path),
+                                    progress="none", run_id="x", reuse=True, harness_params={"step_limit": 7},
+                                    benchmark_params={"categories": ["answer"]})
+    assert info.value.field == "run_id" and "overwrite" in str(info.value)
+    with pytest.raises(ConfigError, match=r"benchmark_params.categories: \['answer'\] -> \['files'\]"):
+        agentcompass.run_evaluation("shell_tasks", "shell_agent", "scripted", results_dir=str(tmp_path),
+                                    progress="none", run_id="x", reuse=True,
+                                    benchmark_params={"categories": ["files"]})
+    with pytest.raises(ConfigError, match="already exists"):  # without reuse: never overwritten either
+        agentcompass.run_evaluation("shell_tasks", "shell_agent", "scripted", results_dir=str(tmp_path),
+                                    progress="none", run_id="x", benchmark_params={"categories": ["answer"]})
+    assert _snapshot(run_dir) == before
+    assert sorted(p.name for p in run_dir.parent.iterdir()) == ["x"]
+    # the same params (operational ones may change) still continue the run
+    again = agentcompass.run_evaluation("shell_tasks", "shell_agent", "scripted", results_dir=str(tmp_path),
+                                        progress="none", run_id="x", reuse=True, model_params={"retries": 9},
+                                        benchmark_params={"categories": ["answer"]})
+    assert again.ok and again.counts.reused == again.counts.done > 3
+
+
+def test_overwrite_moves_the_earlier_run_aside_instead_of_deleting_it(tmp_path: Path) -> None:
+    run_dir = _first_run(tmp_path)
+    before = _snapshot(run_dir)
+    out = agentcompass.run_evaluation("shell_tasks", "shell_agent", "scripted", results_dir=str(tmp_path),
+                                      progress="none", run_id="x", reuse=True, overwrite=True,
+                                      harness_params={"step_limit": 7}, benchmark_params={"categories": ["answer"]})
+    assert out.ok and out.counts.reused == 0 and out.run_dir == run_dir
+    backups = [p for p in run_dir.parent.iterdir() if p.name.startswith("x.overwritten-")]
+    assert len(backups) == 1
+    assert _snapshot(backups[0]) == {k: v for k, v in before.items()}
+    params = json.loads((run_dir / "params.json").read_text())
+    assert params["spec"]["harness"]["params"] == {"step_limit": 7}
+
+
+def test_reuse_without_a_run_id_starts_a_new_run_when_the_params_changed(tmp_path: Path) -> None:
+    run_dir = _first_run(tmp_path)
+    before = _snapshot(run_dir)
+    out = agentcompass.run_evaluation("shell_tasks", "shell_agent", "scripted", results_dir=str(tmp_path),
+                                      progress="none", reuse=True,
+                                      benchmark_params={"sample_ids": ["answer/count_lines"]})
+    assert out.ok and out.run_dir is not None and out.run_dir.name != "x"
+    assert out.counts.reused == 1 and "x" in out.reuse["sources"]  # the matching task copied, not rerun
+    assert _snapshot(run_dir) == before
+    same = agentcompass.run_evaluation("shell_tasks", "shell_agent", "scripted", results_dir=str(tmp_path),
+                                       progress="none", reuse=True,
+                                       benchmark_params={"sample_ids": ["answer/count_lines"]})
+    assert same.run_dir == out.run_dir  # the same params continue the latest run
