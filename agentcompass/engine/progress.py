@@ -226,7 +226,10 @@ class EventBus:
     def detach_file(self, request: str) -> None:
         entry = self._files.pop(request, None)
         if entry:
-            entry[0].close()
+            try:
+                entry[0].close()
+            except OSError as exc:
+                log.warning("progress.jsonl of %s: %s", request, exc)
 
     def start(self) -> None:
         self.display.start()
@@ -236,7 +239,10 @@ class EventBus:
         entry = self._files.get(ev.request)
         if entry is not None:
             f, redactor = entry
-            f.write(redactor.bytes(self._encoder.encode(ev)) + b"\n")
+            try:
+                f.write(redactor.bytes(self._encoder.encode(ev)) + b"\n")
+            except OSError as exc:
+                self._file_failed(ev.request, exc)
             if isinstance(ev, RequestFinished):  # the last event of a request
                 self.detach_file(ev.request)
         self.display.update(ev)
@@ -262,8 +268,21 @@ class EventBus:
             self._flush()
 
     def _flush(self) -> None:
-        for f, _ in self._files.values():
-            f.flush()
+        for name, (f, _) in list(self._files.items()):
+            try:
+                f.flush()
+            except OSError as exc:
+                self._file_failed(name, exc)
+
+    def _file_failed(self, request: str, exc: OSError) -> None:
+        """A full disk stops that request's progress.jsonl (one warning), never the bus: the run reports it."""
+        log.warning("progress.jsonl of %s: %s; no more events are written there", request, exc)
+        entry = self._files.pop(request, None)
+        if entry is not None:
+            try:
+                entry[0].close()
+            except OSError:
+                pass
 
     async def close(self) -> None:
         """Deliver what is queued, then stop; files are closed."""

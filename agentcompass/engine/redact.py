@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from collections.abc import Iterable
+from pathlib import Path
 
 MASK = "***"
 
@@ -47,3 +49,54 @@ class RedactingFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         return self._redactor.text(super().format(record))
+
+
+class LogWriteState:
+    """Shared by every log file of one run: after the first failed write (disk full, I/O error) the run's file
+    logging stops, reported once on stderr instead of a ``--- Logging error ---`` traceback per record."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.error: BaseException | None = None
+
+    def fail(self, exc: BaseException | None) -> None:
+        if self.error is None:
+            self.error = exc or OSError("unknown error")
+            try:
+                sys.stderr.write(f"agentcompass: file logging of {self.where} stopped: {self.error}\n")
+            except Exception:  # stderr gone too: nothing left to tell
+                pass
+
+
+class RunLogHandler(logging.FileHandler):
+    """A FileHandler that stops, quietly after one report, when its run's log files cannot be written."""
+
+    def __init__(self, path: str | Path, state: LogWriteState, *, delay: bool = False) -> None:
+        self.state = state
+        super().__init__(path, encoding="utf-8", delay=delay)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.state.error is None:
+            try:
+                super().emit(record)
+            except OSError as exc:  # opening a delayed file failed
+                self.state.fail(exc)
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        self.state.fail(sys.exc_info()[1])
+        self._drop_stream()
+
+    def _drop_stream(self) -> None:
+        stream, self.stream = self.stream, None
+        if stream is not None:
+            try:
+                stream.close()
+            except OSError:  # the buffered tail cannot be written either
+                pass
+
+    def close(self) -> None:
+        try:
+            super().close()
+        except OSError as exc:  # flushing the last lines failed (disk full)
+            self.state.fail(exc)
+            self._drop_stream()

@@ -324,7 +324,7 @@ class RequestActor:
         level = min(file_level, self.sup.console_level)
         log = logging.Logger(f"agentcompass.run.{self.name}", level=level)
         log.parent = self.sup.log
-        handler = logging.FileHandler(run_dir.paths.log, encoding="utf-8")
+        handler = run_dir.log_handler(run_dir.paths.log)
         handler.setLevel(file_level)
         handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s", redactor))
         log.addHandler(handler)
@@ -586,6 +586,11 @@ class RequestActor:
         err_text = None
         if error is not None:
             err_text = str(error) if isinstance(error, AgentCompassError) else describe(error)
+        if self.run_dir is not None and self.run_dir.write_error is not None:
+            # the disk filled up (or failed): say how far the run got; everything counted is on disk
+            err_text = (f"{self.run_dir.write_error} after {self.counts.done} of {self.counts.total} details were "
+                        "written; the run stopped")
+            status = "failed"
         if self._accumulator is not None:
             try:
                 metrics, by_category = self._accumulator.result()
@@ -600,6 +605,7 @@ class RequestActor:
             err_text = err_text or (f"every attempt failed ({kinds}); first: {(self._first_error or '')[:500]}")
         rt = self.rt
         if self.run_dir is not None:
+            self.run_dir.release_reserve()  # room for the last two files, even on a full disk
             try:
                 summary = Summary(run_id=self.run_id, benchmark=self.spec.benchmark.id, harness=self.spec.harness.id,
                                   model=self.spec.model.id, environment=self.spec.environment.id, status=status,
@@ -608,6 +614,10 @@ class RequestActor:
                                   duration_s=round(finished - self.started_at, 3),
                                   analysis=dict(sorted(self.analysis_counts.items())))
                 self.run_dir.write_summary(summary)
+            except Exception as exc:  # nothing already written is lost; report what failed
+                err_text = err_text or f"writing the summary failed: {describe(exc)}"
+                status = "failed"
+            try:
                 if self.run_info is not None:
                     self.run_info.status = status
                     self.run_info.finished_at = finished
@@ -618,8 +628,8 @@ class RequestActor:
                     self.run_info.usage = self.usage
                     self.run_info.error = err_text
                     self.run_dir.write_run_info(self.run_info)
-            except Exception as exc:  # nothing already written is lost; report what failed
-                err_text = err_text or f"writing the summary failed: {describe(exc)}"
+            except Exception as exc:
+                err_text = err_text or f"writing run_info.json failed: {describe(exc)}"
                 status = "failed"
         if rt is not None:
             if err_text:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -15,9 +16,9 @@ from typing import Any
 
 import msgspec
 
-from .._errors import ConfigError
+from .._errors import AgentCompassError, ConfigError
 from ..records import RunInfo, RunPaths, Summary, TaskDetail
-from .redact import Redactor
+from .redact import LogWriteState, Redactor, RunLogHandler
 
 try:
     import fcntl
@@ -28,6 +29,23 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _encoder = msgspec.json.Encoder()
 _detail_decoder = msgspec.json.Decoder(TaskDetail)
 _run_info_decoder = msgspec.json.Decoder(RunInfo)
+#: bytes kept free in every live run directory (``.reserve``), released so the final run_info.json and
+#: summary.json still fit when the disk fills up during the run.
+RESERVE_BYTES = 128 * 1024
+
+
+class ResultsWriteError(AgentCompassError):
+    """A file of the run directory could not be written (disk full, quota, I/O error): the run stops."""
+
+    def __init__(self, run_dir: Path, path: Path, exc: OSError) -> None:
+        code = errno.errorcode.get(exc.errno or 0, "")
+        what = (exc.strerror or str(exc)).lower() + (f" ({code})" if code else "")
+        try:
+            rel = str(path.relative_to(run_dir))
+        except ValueError:
+            rel = str(path)
+        super().__init__(f"results_dir {str(run_dir)!r}: {what} writing {rel}")
+        self.errno = exc.errno
 
 
 def safe_name(value: str, *, max_len: int = 120) -> str:
@@ -61,7 +79,7 @@ def check_data_dir(data_dir: str | None) -> None:
 
 
 def check_results_dir(results_dir: str) -> None:
-    """results_dir must be a directory or creatable as one."""
+    """results_dir must be a writable directory or creatable as one."""
     p = Path(results_dir)
     for parent in (p, *p.parents):
         if parent.exists():
@@ -70,15 +88,32 @@ def check_results_dir(results_dir: str) -> None:
                 raise ConfigError(
                     f"Invalid `results_dir` {results_dir!r}: it {what}, not a directory. "
                     "Pass a directory path (it is created if missing).", field="results_dir")
+            if not os.access(parent, os.W_OK | os.X_OK):
+                _unwritable(results_dir, parent, None)
             break
+
+
+def _unwritable(results_dir: str, where: Path, exc: OSError | None) -> None:
+    try:
+        read_only = bool(os.statvfs(where).f_flag & os.ST_RDONLY) or (exc is not None and exc.errno == errno.EROFS)
+    except OSError:
+        read_only = False
+    why = "is on a read-only file system" if read_only else "is not writable (permission denied)"
+    at = "it" if str(where) == str(Path(results_dir)) else f"{str(where)!r}"
+    raise ConfigError(f"Invalid `results_dir` {results_dir!r}: {at} {why}. Pass a writable directory.",
+                      field="results_dir") from None
 
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Write via a temp file in the same directory and rename: readers and a SIGKILL see old or new."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a half-written temp file only takes the space a full disk lacks
+        raise
 
 
 class RunDir:
@@ -88,6 +123,10 @@ class RunDir:
         self.path = path
         self.redactor = redactor
         self._lock_fd: int | None = None  # held from create() to close()
+        #: the first failed write of a result file; the request fails with it
+        self.write_error: ResultsWriteError | None = None
+        #: every log file of the run stops after its first failed write (reported once)
+        self.log_state = LogWriteState(str(path))
         self.details = path / "details"
         self.logs = path / "logs"
         self.task_logs = self.logs / "tasks"
@@ -104,9 +143,28 @@ class RunDir:
         except (FileExistsError, NotADirectoryError) as exc:
             raise ConfigError(f"Cannot create the run directory {str(self.path)!r}: {exc}. Check `results_dir`.",
                               field="results_dir") from None
+        except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+                _unwritable(str(self.path), self.path, exc)
+            raise ResultsWriteError(self.path, self.path, exc) from None
         self._lock()
         for stale in self.path.glob("**/.*.tmp"):  # half-written files of a killed run (never a live writer's)
             stale.unlink(missing_ok=True)
+        try:
+            with open(self.path / ".reserve", "wb") as f:  # written, not sparse: the blocks are really taken
+                f.write(bytes(RESERVE_BYTES))
+        except OSError as exc:
+            (self.path / ".reserve").unlink(missing_ok=True)
+            raise ResultsWriteError(self.path, self.path / ".reserve", exc) from None
+
+    def release_reserve(self) -> None:
+        """Free the space kept for the final files (idempotent)."""
+        with contextlib.suppress(OSError):
+            (self.path / ".reserve").unlink(missing_ok=True)
+
+    def log_handler(self, path: str | Path, *, delay: bool = False) -> RunLogHandler:
+        """A file log handler of this run: every one stops after the run's first failed log write."""
+        return RunLogHandler(path, self.log_state, delay=delay)
 
     def _lock(self) -> None:
         # flock, not a pid file: the kernel drops it when the holder dies, even by SIGKILL.
@@ -127,23 +185,29 @@ class RunDir:
 
     def close(self) -> None:
         """Release the run's lock (idempotent)."""
+        self.release_reserve()
         fd = self._lock_fd
         if fd is not None:
             self._lock_fd = None
             with contextlib.suppress(OSError):
                 os.close(fd)
 
-    def _write(self, path: Path, obj: Any) -> None:
-        write_atomic(path, self.redactor.bytes(msgspec.json.format(_encoder.encode(obj), indent=2)))
+    def _write(self, path: Path, data: bytes) -> None:
+        try:
+            write_atomic(path, self.redactor.bytes(data))
+        except OSError as exc:
+            err = ResultsWriteError(self.path, path, exc)
+            self.write_error = self.write_error or err
+            raise err from None
 
     def write_params(self, params: dict[str, Any]) -> None:
-        self._write(self.path / "params.json", params)
+        self._write(self.path / "params.json", msgspec.json.format(_encoder.encode(params), indent=2))
 
     def write_run_info(self, info: RunInfo) -> None:
-        self._write(self.path / "run_info.json", info)
+        self._write(self.path / "run_info.json", _encoder.encode(info))  # compact: small enough to fit at the end
 
     def write_summary(self, summary: Summary) -> None:
-        self._write(self.path / "summary.json", summary)
+        self._write(self.path / "summary.json", msgspec.json.format(_encoder.encode(summary), indent=2))
 
     def detail_path(self, task_id: str) -> Path:
         return self.details / f"{safe_name(task_id)}.json"
@@ -152,7 +216,7 @@ class RunDir:
         return self.task_logs / f"{safe_name(task_id)}.log"
 
     def write_detail(self, detail: TaskDetail) -> None:
-        write_atomic(self.detail_path(detail.task_id), self.redactor.bytes(_encoder.encode(detail)))
+        self._write(self.detail_path(detail.task_id), _encoder.encode(detail))
 
     def read_detail(self, task_id: str) -> TaskDetail | None:
         return read_detail_file(self.detail_path(task_id))

@@ -165,7 +165,7 @@ class TaskActor:
         # Built directly (not via getLogger) so the logging manager does not keep one per task forever.
         log = logging.Logger(f"agentcompass.task.{task_id}#{attempt}", level=rt.file_log_level)
         log.parent = rt.log
-        handler = logging.FileHandler(rt.run_dir.task_log_path(task_id), delay=True, encoding="utf-8")
+        handler = rt.run_dir.log_handler(rt.run_dir.task_log_path(task_id), delay=True)
         handler.setFormatter(RedactingFormatter(f"%(asctime)s %(levelname)s [attempt {attempt}] %(message)s",
                                                 rt.run_dir.redactor))
         log.addHandler(handler)

@@ -149,7 +149,8 @@ def test_a_run_being_written_cannot_be_continued_by_a_second_process_at_once(tmp
     finally:
         first.kill()
         first.wait(30)
-    # The kernel dropped the dead run's lock: the run can be continued now.
-    quick = [('{"seconds": 0}' if arg == '{"seconds": 30}' else arg) for arg in cmd]
+    # The kernel dropped the dead run's lock: the run can be taken over now (other params: with --overwrite,
+    # which needs the lock too).
+    quick = [('{"seconds": 0}' if arg == '{"seconds": 30}' else arg) for arg in cmd] + ["--overwrite"]
     again = subprocess.run(quick, cwd=repo, env=env, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stderr

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
@@ -11,7 +15,7 @@ import pytest
 
 import agentcompass
 from agentcompass._errors import ConfigError
-from agentcompass.engine.run_dir import safe_name
+from agentcompass.engine.run_dir import read_detail_file, safe_name
 from agentcompass.records import RunInfo, Summary, TaskDetail
 
 from ..fixtures_scripted import start_scripted_server
@@ -140,3 +144,61 @@ def test_reuse_without_a_run_id_starts_a_new_run_when_the_params_changed(tmp_pat
                                        progress="none", reuse=True,
                                        benchmark_params={"sample_ids": ["answer/count_lines"]})
     assert same.run_dir == out.run_dir  # the same params continue the latest run
+
+
+# ----------------------------------------------------------------------------- full and read-only disks
+
+@pytest.fixture
+def tmpfs_1m(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MB tmpfs (needs root and mount rights), unmounted afterwards."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True,
+                         text=True, timeout=30)
+    if res.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root and CAP_SYS_ADMIN): {res.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True, timeout=30)
+
+
+def test_a_full_disk_is_one_clear_error_with_counts_that_match_what_was_written(tmpfs_1m: Path) -> None:
+    repo = Path(__file__).resolve().parents[2]
+    res = subprocess.run(
+        [sys.executable, "-m", "agentcompass.cli", "run", "shell_tasks", "shell_agent", "scripted",
+         "--benchmark-params", '{"categories": ["answer"], "repeat": 60}', "--results-dir", str(tmpfs_1m),
+         "--run-id", "full", "--progress", "none"],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(repo)}, cwd=repo)
+    out = res.stdout + res.stderr
+    assert res.returncode == 1, out
+    assert "Logging error" not in out and "Traceback" not in out, out[:3000]
+    run_dir = tmpfs_1m / "shell_tasks" / "shell_agent" / "scripted" / "full"
+    details = [p for p in (run_dir / "details").iterdir() if p.name.endswith(".json") and not p.name.startswith(".")]
+    assert details and all(read_detail_file(p) is not None for p in details)  # nothing written is lost or torn
+    assert not list(run_dir.rglob(".*.tmp"))
+    info = msgspec.json.decode((run_dir / "run_info.json").read_bytes(), type=RunInfo)
+    assert info.status == "failed" and info.counts.done == len(details)
+    total = info.counts.total
+    assert total > len(details)
+    assert f"{len(details)}/{total}" in res.stdout  # the final table
+    assert re.search(rf"error: results_dir .*no space left on device \(ENOSPC\).* after {len(details)} of {total} "
+                     "details", " ".join(res.stdout.split())), res.stdout
+    assert "ENOSPC" in (info.error or "")
+
+
+def test_a_read_only_results_dir_is_a_config_error_naming_it(tmp_path: Path) -> None:
+    mnt = tmp_path / "ro"
+    mnt.mkdir()
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(mnt)], capture_output=True,
+                         text=True, timeout=30)
+    if res.returncode != 0:
+        pytest.skip(f"cannot mount a read-only tmpfs here (needs root and CAP_SYS_ADMIN): {res.stderr.strip()}")
+    try:
+        for where in (mnt, mnt / "not" / "yet"):
+            with pytest.raises(ConfigError, match="results_dir.*read-only") as info:
+                agentcompass.run_evaluation("shell_tasks", "shell_agent", "scripted", results_dir=str(where),
+                                            benchmark_params={"sample_ids": ["answer/count_lines"]}, progress="none")
+            assert info.value.field == "results_dir"
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True, timeout=30)
