@@ -19,8 +19,15 @@ async def async_launch(spec: OrchestrationSpec | dict[str, Any], *,
     A request that fails (a field of the wrong type, bad params, a benchmark that raises while loading, ...)
     gets a failed outcome; the others are untouched. Launch-wide bad input (e.g. unknown provider in
     provider_limits) raises ConfigError before anything runs."""
+    _check_on_progress(on_progress)
     parsed, invalid = parse_orchestration_isolated(spec)
     return await _run_supervisor(parsed, invalid, on_progress)
+
+
+def _check_on_progress(on_progress: Any) -> None:
+    if on_progress is not None and not callable(on_progress):
+        raise ConfigError(f"Invalid `on_progress`: expected a callable taking one progress event (sync or async), "
+                          f"or None; got {type(on_progress).__name__}.", field="on_progress")
 
 
 async def _run_supervisor(spec: OrchestrationSpec, invalid: dict[int, ConfigError],
@@ -50,6 +57,7 @@ def launch(spec: OrchestrationSpec | dict[str, Any], *, on_progress: OnProgress 
         raise RunInsideLoopError(
             "launch()/run_evaluation() cannot run inside a running event loop (e.g. Jupyter, an async app). "
             "Use `await agentcompass.async_launch(spec)` there instead.")
+    _check_on_progress(on_progress)
     parsed, invalid = parse_orchestration_isolated(spec)
     terminated = False
 
@@ -126,6 +134,7 @@ def run_evaluation(
 
     Bad input raises ConfigError naming the field; a feature not built yet raises NotSupportedYet. Failures
     while running are in the returned outcome (``status``, ``error``), details in its run directory."""
+    _check_on_progress(on_progress)
     request = parse_request({
         "benchmark": {"id": benchmark, "params": benchmark_params or {}},
         "harness": {"id": harness, "params": harness_params or {}},

@@ -28,9 +28,9 @@ def _json_arg(flag: str, text: str | None) -> Any:
 
 def _json_obj(flag: str, text: str | None) -> dict[str, Any] | None:
     value = _json_arg(flag, text)
-    if value is not None and not isinstance(value, dict):
+    if text is not None and not isinstance(value, dict):  # JSON null too: leave the flag out for the default
         raise ConfigError(f"Invalid `{flag}`: expected a JSON object like '{{\"key\": 1}}', got "
-                          f"{type(value).__name__}.", field=flag)
+                          f"{'null' if value is None else type(value).__name__}.", field=flag)
     return value
 
 

@@ -11,7 +11,7 @@ from typing import IO, Any
 import msgspec
 
 from ._errors import ConfigError
-from .report import fmt, primary_rate
+from .report import escape_controls, fmt, primary_rate
 from .rundata import RunData, load_run, task_outcomes
 
 MISSING = "missing"
@@ -103,6 +103,8 @@ def compare_runs(paths: Sequence[str | Path]) -> Comparison:
 
 
 def _table(out: IO[str], header: list[str], rows: list[list[str]]) -> None:
+    header = [escape_controls(str(h)) for h in header]
+    rows = [[escape_controls(str(c)) for c in r] for r in rows]
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=False)]
     line = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))
     out.write(line.rstrip() + "\n" + "  ".join("-" * w for w in widths) + "\n")
@@ -134,7 +136,7 @@ def write_text(cmp: Comparison, out: IO[str], *, max_tasks: int = 200) -> None:
         rows.append([name, *shown, *([_delta(values)] if two else [])])
     _table(out, ["metric", *labels, *(["B-A"] if two else [])], rows)
     if cmp.by_category:
-        out.write(f"\nby category ({cmp.by_category_metric})\n")
+        out.write(f"\nby category ({escape_controls(cmp.by_category_metric)})\n")
         rows = []
         for cat, vals in cmp.by_category.items():
             cells = ["" if v is None else f"{fmt(v['value'])} (n={v['tasks']})" for v in vals]
@@ -144,7 +146,7 @@ def write_text(cmp: Comparison, out: IO[str], *, max_tasks: int = 200) -> None:
     out.write(f"\ntasks: {cmp.tasks_compared} compared, {cmp.same} with the same outcome, "
               f"{len(cmp.differing)} differ\n")
     for key, n in cmp.transitions.items():
-        out.write(f"  {key}: {n}\n")
+        out.write(f"  {escape_controls(key)}: {n}\n")
     if cmp.differing:
         out.write("\n")
         listed = cmp.differing[:max_tasks]

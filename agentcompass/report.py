@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import sys
 import time
 from collections.abc import Iterator
@@ -30,6 +31,15 @@ _ROW_COLUMNS = ("task", "category", "outcome", "status", "score", "tries", "step
 
 
 # ----------------------------------------------------------------------------- formatting helpers
+
+# C0 controls but tab and newline, DEL and C1 (0x9b is a one-byte CSI): a task id or error text from a run
+# must never move a terminal's cursor, retitle its window or hide what follows.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with every control character shown as ``\\xNN`` (tab and newline kept)."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def fmt(value: Any) -> str:
@@ -109,11 +119,11 @@ def _overview(run: RunData) -> list[tuple[str, str]]:
 
 
 def _md(text: Any) -> str:
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    return escape_controls(str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " "))
 
 
 def _md_table(out: IO[str], header: list[str], rows: list[list[str]]) -> None:
-    out.write("| " + " | ".join(header) + " |\n|" + "---|" * len(header) + "\n")
+    out.write("| " + " | ".join(_md(h) for h in header) + " |\n|" + "---|" * len(header) + "\n")
     for r in rows:
         out.write("| " + " | ".join(_md(c) for c in r) + " |\n")
 
@@ -190,7 +200,7 @@ r.style.display=ok?'':'none';}}q.addEventListener('input',f);o.addEventListener(
 
 
 def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+    return html.escape(escape_controls(str(value)), quote=True)
 
 
 def _pre(text: str, limit: int, cls: str = "") -> str:
@@ -427,5 +437,5 @@ def write_report(run_dir: str | Path, report_format: str = "html", out: str | Pa
     return None if out is None or str(out) == "-" else Path(out)
 
 
-__all__ = ["FORMATS", "attempt_html", "category_chart", "diff_html", "fmt", "metric_rows", "primary_rate",
+__all__ = ["FORMATS", "attempt_html", "category_chart", "diff_html", "escape_controls", "fmt", "metric_rows", "primary_rate",
            "task_html", "write_html", "write_json", "write_markdown", "write_report"]

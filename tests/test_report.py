@@ -176,3 +176,30 @@ def test_a_task_id_with_unsafe_characters_links_to_its_section(tmp_path: Path) -
     write_report(run, "html", tmp_path / "r.html")
     doc = parse((tmp_path / "r.html").read_text())
     assert doc.links == [f"#t-{safe_name('a b/c')}"] and f"t-{safe_name('a b/c')}" in doc.ids
+
+
+def test_terminal_escape_sequences_in_run_text_never_reach_a_text_report(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from agentcompass.compare import compare_runs, write_text
+
+    evil = "t/\x1b[2J\x1b]0;pwned\x07red\x9b31m\r"
+    raw = set(evil) - set("t/[2J]0;pwnedred31m")
+    details = [TaskDetail(task_id=evil, k=1, category="c\x1b[5m", correct=False, attempts={"1": AttemptRecord(
+        status="run_error", error_kind="harness_crash", error="boom\x1b[31m", correct=False)})]
+    a = write_run(tmp_path / "a", details)
+    b = write_run(tmp_path / "b", [TaskDetail(task_id=evil, k=1, correct=True, attempts={"1": AttemptRecord(
+        status="completed", correct=True)})])
+    assert cli.main(["report", str(a), "--format", "md"]) == 0
+    out = capsys.readouterr().out
+    assert evil.split("\x1b")[0] in out and not raw & set(out), repr(out)
+    assert "\\x1b[2J" in out  # shown, escaped
+    write_report(a, "html", tmp_path / "r.html")
+    html_text = (tmp_path / "r.html").read_text()
+    assert not raw & set(html_text) and parse(html_text).errors == []
+    assert cli.main(["compare", str(a), str(b)]) == 0
+    text = capsys.readouterr().out
+    assert "\\x1b[2J" in text and not raw & set(text), repr(text)
+    import io
+    buf = io.StringIO()
+    write_text(compare_runs([a, b]), buf)
+    assert not raw & set(buf.getvalue())
