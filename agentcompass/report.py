@@ -437,5 +437,5 @@ def write_report(run_dir: str | Path, report_format: str = "html", out: str | Pa
     return None if out is None or str(out) == "-" else Path(out)
 
 
-__all__ = ["FORMATS", "attempt_html", "category_chart", "diff_html", "escape_controls", "fmt", "metric_rows", "primary_rate",
-           "task_html", "write_html", "write_json", "write_markdown", "write_report"]
+__all__ = ["FORMATS", "attempt_html", "category_chart", "diff_html", "escape_controls", "fmt", "metric_rows",
+           "primary_rate", "task_html", "write_html", "write_json", "write_markdown", "write_report"]
