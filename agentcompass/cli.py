@@ -12,6 +12,13 @@ from typing import Any
 
 from ._errors import AgentCompassError, ConfigError
 
+#: exit codes of every command (docs/cli.md lists exactly these)
+EXIT_OK = 0  # done; for run/launch: status completed
+EXIT_FAILED = 1  # run/launch not completed, cleanup with errors, images build-base failed
+EXIT_BAD_INPUT = 2  # a ConfigError (or argparse usage error): nothing ran
+EXIT_INTERRUPTED = 130  # Ctrl-C
+EXIT_TERMINATED = 143  # SIGTERM during run/launch (128 + 15), after the run was recorded as cancelled
+
 LIST_KINDS = {"benchmarks": "benchmark", "harnesses": "harness", "environments": "environment",
               "recipes": "recipe", "analyzers": "analyzer"}
 
@@ -179,7 +186,7 @@ def _cmd_run(a: argparse.Namespace) -> int:
         log_level=a.log_level.upper(), file_log_level=a.file_log_level.upper(),
         enable_analysis=_analysis_arg(a.enable_analysis))
     _print_outcome(outcome)
-    return 0 if outcome.ok else 1
+    return EXIT_OK if outcome.ok else EXIT_FAILED
 
 
 def _analysis_arg(value: str | None) -> bool | list[Any]:
@@ -239,7 +246,7 @@ def _cmd_launch(a: argparse.Namespace) -> int:
     for o in result.outcomes:
         _print_outcome(o)
     print(f"launch {result.status} in {result.duration_s:.2f}s")
-    return 0 if result.status == "completed" else 1
+    return EXIT_OK if result.status == "completed" else EXIT_FAILED
 
 
 def _cmd_list(a: argparse.Namespace) -> int:
@@ -364,10 +371,10 @@ def main(argv: list[str] | None = None) -> int:
         return handlers[args.command](args)
     except AgentCompassError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":
