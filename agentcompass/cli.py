@@ -163,7 +163,9 @@ def _print_outcome(outcome: Any) -> None:
     if outcome.run_dir:
         console.print(f"run directory: {outcome.run_dir}", soft_wrap=True, highlight=False)
     if outcome.error:
-        console.print(f"[red]error:[/red] {outcome.error}", soft_wrap=True, markup=True)
+        from rich.markup import escape
+
+        console.print(f"[red]error:[/red] {escape(_escaped(outcome.error))}", soft_wrap=True, markup=True)
 
 
 def _cmd_run(a: argparse.Namespace) -> int:
@@ -277,6 +279,20 @@ def _read_run_json(path: Path) -> dict[str, Any]:
     return doc
 
 
+def _escaped(value: Any) -> Any:
+    """``value`` with control characters in every string (keys too) shown as ``\\xNN``: run text from task ids
+    and errors must not drive the terminal."""
+    from .report import escape_controls
+
+    if isinstance(value, str):
+        return escape_controls(value)
+    if isinstance(value, dict):
+        return {_escaped(k): _escaped(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_escaped(v) for v in value]
+    return value
+
+
 def _dict_field(doc: dict[str, Any], key: str) -> dict[str, Any]:
     value = doc.get(key)
     return value if isinstance(value, dict) else {}
@@ -295,7 +311,7 @@ def _cmd_show(a: argparse.Namespace) -> int:
         raise ConfigError(f"{a.run_dir!r} is not a run directory (no summary.json or run_info.json).",
                           field="run_dir")
     in_progress = not summary_path.is_file()
-    doc = _read_run_json(info_path if in_progress else summary_path)
+    doc = _escaped(_read_run_json(info_path if in_progress else summary_path))
     console = Console()
     table = Table(title=f"{doc.get('benchmark')} / {doc.get('harness')} / {doc.get('model')} "
                         f"({doc.get('run_id')}): {doc.get('status')}")

@@ -33,3 +33,17 @@ def test_on_progress_must_be_callable(bad: object, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="on_progress"):
         agentcompass.launch({"requests": []}, on_progress=bad)  # type: ignore[arg-type]
     assert not any(tmp_path.iterdir())
+
+
+def test_show_escapes_control_characters_from_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    run = tmp_path / "r"
+    run.mkdir()
+    info = {"run_id": "r", "request": "r", "status": "failed", "benchmark": "b", "harness": "h", "model": "m",
+            "environment": "local", "started_at": 1.0e9, "paths": {}, "error": "first: t\x1b]0;pwned\x07: boom",
+            "by_category": {"c\x1b[2J": {"pass@1": 0.5}}}
+    (run / "run_info.json").write_text(json.dumps(info))
+    assert cli.main(["show", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "\\x1b]0;pwned" in out, repr(out)
