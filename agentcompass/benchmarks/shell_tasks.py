@@ -235,7 +235,7 @@ class ShellTasks:
     ``eval_timeout`` seconds for the verifier (default 60).
     """
 
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"
 
     def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
         check_param_keys(params, _PARAMS, _WHERE)

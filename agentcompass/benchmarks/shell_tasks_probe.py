@@ -47,14 +47,12 @@ def _call(module: ModuleType, expr: str, as_bool: bool) -> dict[str, str]:
 
 
 def _calls(check: dict[str, Any], workdir: str) -> dict[str, Any]:
-    sys.path.insert(0, workdir)
+    if workdir not in sys.path:
+        sys.path.insert(0, workdir)  # kept: the agent's functions may import their siblings when called
     try:
         module = __import__(check["module"])
     except BaseException as exc:  # SystemExit at import is the agent's error, not ours
         return {"import_error": f"{type(exc).__name__}: {exc}"[:500], "results": []}
-    finally:
-        if workdir in sys.path:
-            sys.path.remove(workdir)
     return {"results": [_call(module, expr, check.get("as_bool", False)) for expr in check["calls"]]}
 
 

@@ -9,9 +9,11 @@ import json
 import tarfile
 from pathlib import Path
 
+import msgspec
 import pytest
 
-from agentcompass.benchmarks.shell_tasks import TESTS_DIR, ShellTasks, all_tasks, answer_matches
+from agentcompass.benchmarks.shell_tasks import TESTS_DIR, ShellTasks, TaskData, all_tasks, answer_matches
+from agentcompass.benchmarks.shell_tasks import _check_task as check_task
 from agentcompass.interfaces import ComponentContext, Environment, HarnessResult, TaskSpec
 
 from .shell_tasks_helpers import LocalGrader
@@ -205,3 +207,15 @@ def test_answer_check_extracts_submit_and_normalises_whitespace(answer: str | No
 def test_answer_check_accepts_any_listed_answer_case_insensitively() -> None:
     assert answer_matches("<submit>Forty Two</submit>", ["42", "forty two"])
     assert not answer_matches("<submit>41</submit>", ["42", "forty two"])
+
+
+@pytest.mark.parametrize(("check", "message"), [
+    ({"kind": "calls", "module": "m", "calls": [["f(x)", "1"]]}, "malformed node"),
+    ({"kind": "calls", "module": "m", "calls": [["os.system('id')", "1"]]}, "not a call of a name"),
+    ({"kind": "calls", "module": "m", "calls": [["f(1)", "g()"]]}, "malformed node"),
+    ({"kind": "run", "runs": [["./a"]], "stdout": []}, "differ in length"),
+])
+def test_bad_checks_in_the_task_data_are_refused_when_it_loads(check: dict[str, object], message: str) -> None:
+    task = msgspec.convert({"id": "python/x", "prompt": "p", "checks": [check]}, type=TaskData)
+    with pytest.raises(ValueError, match=message):
+        check_task(task, "python")
