@@ -328,7 +328,7 @@ class ShellTasks:
                 if timed_out:
                     extra["timed_out"] = True
             extra["failures"] = [truncate_middle(f, 500) for f in failures[:_MAX_FAILURES]]
-            extra["output"] = truncate_middle("\n".join(extra["failures"]) or "ok", _OUTPUT_CAP)
+            extra["output"] = truncate_middle("\n".join(f"FAIL: {f}" for f in extra["failures"]) or "ok", _OUTPUT_CAP)
             if ctx.artifacts.get("dropped"):
                 extra["dropped_from_workspace"] = ctx.artifacts["dropped"][:20]
             correct = correct and not failures
