@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -56,6 +57,13 @@ def _calls(check: dict[str, Any], workdir: str) -> dict[str, Any]:
     return {"results": [_call(module, expr, check.get("as_bool", False)) for expr in check["calls"]]}
 
 
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:  # the group is gone already
+        pass
+
+
 def _run(check: dict[str, Any], timeout: float) -> dict[str, Any]:
     results: list[dict[str, Any]] = []
     for argv in check["runs"]:
@@ -65,16 +73,21 @@ def _run(check: dict[str, Any], timeout: float) -> dict[str, Any]:
                     f.write(content)
             real = [a.replace("{inputs}", inputs) for a in argv]
             try:
-                done = subprocess.run(real, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL,
-                                      start_new_session=True)
-            except subprocess.TimeoutExpired:
-                results.append({"timed_out": True})
-                continue
+                proc = subprocess.Popen(real, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                        start_new_session=True)
             except OSError as exc:
                 results.append({"error": f"{type(exc).__name__}: {exc}"[:500]})
                 continue
-            results.append({"exit_code": done.returncode,
-                            "stdout": done.stdout[:_REPR_CAP].decode("utf-8", "replace")})
+            try:
+                stdout, _ = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc.pid)
+                proc.kill()
+                proc.wait()
+                results.append({"timed_out": True})
+                continue
+            _kill_group(proc.pid)  # whatever it left running in its group
+            results.append({"exit_code": proc.returncode, "stdout": stdout[:_REPR_CAP].decode("utf-8", "replace")})
     return {"results": results}
 
 

@@ -219,3 +219,16 @@ def test_bad_checks_in_the_task_data_are_refused_when_it_loads(check: dict[str, 
     task = msgspec.convert({"id": "python/x", "prompt": "p", "checks": [check]}, type=TaskData)
     with pytest.raises(ValueError, match=message):
         check_task(task, "python")
+
+
+async def test_an_honest_module_that_prints_and_imports_a_sibling_when_called_passes(grader: LocalGrader) -> None:
+    b = bench(sample_ids=["python/fib"])
+    [task] = b.load_tasks()
+    files = {"fib.py": "import sys\nprint('loading fib')\nprint('AGENTCOMPASS-PROBE-x {}', file=sys.stderr)\n\n"
+                       "def fib(n):\n    from fibcore import fib_iter\n    print('fib', n)\n"
+                       "    return fib_iter(n)\n",
+             "fibcore.py": "def fib_iter(n):\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n"
+                           "    return a\n"}
+    async with grader.agent_env(task, files) as env:
+        verdict = await grader.evaluate(b, task, HarnessResult(final_answer=""), env)
+    assert verdict.correct is True, verdict.extra
