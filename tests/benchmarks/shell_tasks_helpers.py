@@ -29,6 +29,8 @@ class LocalGrader:
         self.provider = provider
         self.limit = asyncio.Semaphore(concurrency)
         self.verifier_files: list[dict[str, str]] = []
+        #: each verifier's workdir as a tar, taken just before it closed
+        self.verifier_archives: list[bytes] = []
 
     @contextlib.asynccontextmanager
     async def agent_env(self, task: TaskSpec, files: dict[str, str]) -> AsyncIterator[Environment]:
@@ -47,6 +49,7 @@ class LocalGrader:
                                                        image=image, workdir=workdir, files=files or {}))
             try:
                 yield env
+                self.verifier_archives.append(await env.get_archive(env.workdir))
             finally:
                 await env.close()
 

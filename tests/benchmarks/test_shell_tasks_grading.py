@@ -12,7 +12,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from agentcompass.benchmarks.shell_tasks import TESTS_DIR, ShellTasks, all_tasks, answer_matches
+from agentcompass.benchmarks.shell_tasks import TESTS_DIR, ShellTasks, TaskData, all_tasks, answer_matches
+from agentcompass.benchmarks.shell_tasks import _check_task as check_task
 from agentcompass.interfaces import ComponentContext, Environment, HarnessResult, TaskSpec
 
 from .shell_tasks_helpers import LocalGrader
@@ -84,43 +85,70 @@ async def test_every_task_fails_on_the_untouched_workspace(grader: LocalGrader) 
     assert {score for _, _, score in results} == {0.0}
 
 
-async def test_the_agent_environment_never_contains_the_tests(grader: LocalGrader) -> None:
-    b = bench()
+def _expected_values(task: TaskSpec) -> list[str]:
+    """The ground truth's expected values as text (literals, lines, stdout), at least 4 characters long."""
+    out: list[str] = []
+    for check in task.ground_truth["checks"]:
+        out += [expect for _, expect in check.get("calls", [])]
+        out += check.get("lines", []) + check.get("stdout", [])
+        out += [check["text"]] if "text" in check else []
+        out += [json.dumps(check["value"])] if "value" in check else []
+    return [v for v in out if len(v) >= 4]
+
+
+async def test_the_expected_values_never_enter_the_agent_or_the_verifier(grader: LocalGrader) -> None:
+    b = bench(categories=["files", "text", "python"])
 
     async def check(task: TaskSpec) -> None:
-        tests: dict[str, str] = task.ground_truth["tests"]
         prepared = b.prepare(task.public())
-        encoded = msgspec.json.encode(prepared).decode()
-        assert all(content not in encoded for content in tests.values()), task.task_id
+        assert task.public().ground_truth is None
         async with grader.agent_env(task, prepared.files) as env:
-            ref = REFERENCE[task.task_id]
-            if "command" in ref:
-                await env.exec(ref["command"], timeout=30)
-            await grader.evaluate(b, task, submitted(ref.get("answer")), env)
-            # after grading too: the tests were written into the verifier only
+            await env.exec(REFERENCE[task.task_id]["command"], timeout=30)
+            before = len(grader.verifier_archives)
+            verdict = await grader.evaluate(b, task, submitted(None), env)
             files = await workspace_files(env)
-        names = {Path(n).name for n in files}
+        assert verdict.correct, (task.task_id, verdict.extra)
         assert not any(n.startswith(TESTS_DIR) for n in files), task.task_id
-        assert not names & {Path(n).name for n in tests}, task.task_id
-        for content in tests.values():
-            assert all(content.encode() not in data for data in files.values()), task.task_id
+        probed = [c for c in task.ground_truth["checks"] if c["kind"] in ("calls", "run")]
+        assert len(grader.verifier_archives) == before + (1 if probed else 0), task.task_id
+        if not probed:
+            return
+        verifier = {n: v for n, v in tarfile_members(grader.verifier_archives[-1]).items()
+                    if n.startswith(TESTS_DIR)}
+        assert sorted(verifier) == [f"{TESTS_DIR}/probe.py", f"{TESTS_DIR}/spec.json"], task.task_id
+        for check in probed:  # the verifier holds the inputs only
+            inputs = json.dumps([check.get("calls"), check.get("runs"), check.get("inputs")])
+            for value in _expected_values(task):
+                if value not in inputs and value.encode() not in verifier[f"{TESTS_DIR}/probe.py"]:
+                    assert value.encode() not in verifier[f"{TESTS_DIR}/spec.json"], (task.task_id, value)
 
-    await asyncio.gather(*(grader.bounded(check(t)) for t in b.load_tasks()))
-    # the verifiers were opened empty: the tests were written after the agent's workspace
+    for t in b.load_tasks():  # one at a time: the verifier archives are matched to their task by order
+        await check(t)
+    # the verifiers were opened empty: the probe was written after the agent's workspace
     assert grader.verifier_files and all(f == {} for f in grader.verifier_files)
 
 
-async def test_agent_files_named_like_the_tests_cannot_replace_them(grader: LocalGrader) -> None:
-    b = bench(sample_ids=["files/hello_world", "python/fib"])
-    fake_pass = "echo ok\nexit 0\n"
+def tarfile_members(data: bytes) -> dict[str, bytes]:
+    out: dict[str, bytes] = {}
+    with tarfile.open(fileobj=io.BytesIO(data)) as tf:
+        for m in tf.getmembers():
+            f = tf.extractfile(m) if m.isfile() else None
+            if f is not None:
+                out[m.name.removeprefix("./")] = f.read()
+    return out
+
+
+async def test_agent_files_named_like_the_probe_cannot_replace_it(grader: LocalGrader) -> None:
+    b = bench(sample_ids=["python/fib", "python/cli_script"])
+    fake = "print('ok')\n"
     for task in b.load_tasks():
         async with grader.agent_env(task, {}) as env:
-            await env.write_file(f"{TESTS_DIR}/test.sh", fake_pass)
-            await env.write_file(f"{TESTS_DIR}/check.py", "print('ok')\n")
-            await env.write_file("test.sh", fake_pass)
+            await env.write_file(f"{TESTS_DIR}/probe.py", fake)
+            await env.write_file(f"{TESTS_DIR}/spec.json", '{"timeout": 1, "checks": []}')
+            await env.write_file(f"{TESTS_DIR}/test.sh", "echo ok\nexit 0\n")
             verdict = await grader.evaluate(b, task, HarnessResult(final_answer=""), env)
         assert verdict.correct is False, task.task_id
-        assert verdict.extra["exit_code"] != 0
+        assert verdict.extra["failures"], task.task_id
 
 
 async def test_links_out_of_the_workspace_are_dropped_and_the_rest_is_graded(grader: LocalGrader) -> None:
@@ -179,3 +207,28 @@ def test_answer_check_extracts_submit_and_normalises_whitespace(answer: str | No
 def test_answer_check_accepts_any_listed_answer_case_insensitively() -> None:
     assert answer_matches("<submit>Forty Two</submit>", ["42", "forty two"])
     assert not answer_matches("<submit>41</submit>", ["42", "forty two"])
+
+
+@pytest.mark.parametrize(("check", "message"), [
+    ({"kind": "calls", "module": "m", "calls": [["f(x)", "1"]]}, "malformed node"),
+    ({"kind": "calls", "module": "m", "calls": [["os.system('id')", "1"]]}, "not a call of a name"),
+    ({"kind": "calls", "module": "m", "calls": [["f(1)", "g()"]]}, "malformed node"),
+    ({"kind": "run", "runs": [["./a"]], "stdout": []}, "differ in length"),
+])
+def test_bad_checks_in_the_task_data_are_refused_when_it_loads(check: dict[str, object], message: str) -> None:
+    task = msgspec.convert({"id": "python/x", "prompt": "p", "checks": [check]}, type=TaskData)
+    with pytest.raises(ValueError, match=message):
+        check_task(task, "python")
+
+
+async def test_an_honest_module_that_prints_and_imports_a_sibling_when_called_passes(grader: LocalGrader) -> None:
+    b = bench(sample_ids=["python/fib"])
+    [task] = b.load_tasks()
+    files = {"fib.py": "import sys\nprint('loading fib')\nprint('AGENTCOMPASS-PROBE-x {}', file=sys.stderr)\n\n"
+                       "def fib(n):\n    from fibcore import fib_iter\n    print('fib', n)\n"
+                       "    return fib_iter(n)\n",
+             "fibcore.py": "def fib_iter(n):\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n"
+                           "    return a\n"}
+    async with grader.agent_env(task, files) as env:
+        verdict = await grader.evaluate(b, task, HarnessResult(final_answer=""), env)
+    assert verdict.correct is True, verdict.extra

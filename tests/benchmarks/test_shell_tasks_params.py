@@ -20,7 +20,7 @@ def test_default_loads_every_task_with_its_ground_truth() -> None:
     for t in tasks:
         assert t.category == t.task_id.split("/")[0]
         truth = t.ground_truth
-        assert truth["tests"] or truth["expected_answer"] is not None
+        assert truth["checks"] or truth["expected_answer"] is not None
 
 
 def test_prepare_names_the_task_and_the_workspace_and_hides_the_ground_truth() -> None:
@@ -31,7 +31,7 @@ def test_prepare_names_the_task_and_the_workspace_and_hides_the_ground_truth() -
     assert prepared.prompt.startswith("Task: text/sort_unique\n")
     assert "workspace is the current directory" in prepared.prompt
     assert prepared.files == {"names.txt": "carol\nalice\nbob\nalice\ndave\ncarol\nbob\nerin\n"}
-    assert "check.py" not in str(prepared)
+    assert "checks" not in str(prepared) and "'lines'" not in str(prepared)
 
 
 def test_sample_ids_pick_exactly_those_tasks() -> None:

@@ -108,12 +108,12 @@ def test_a_command_ignoring_sigterm_is_killed_at_its_timeout_and_the_run_goes_on
 def test_keep_environment_keeps_and_records_containers_until_cleanup(
         base_image: str, docker_run_id: str, tmp_path: Path) -> None:
     out = agentcompass.run_evaluation(
-        "shell_tasks", "shell_agent", "scripted", "docker", benchmark_params={"sample_ids": ["files/hello_world"]},
+        "shell_tasks", "shell_agent", "scripted", "docker", benchmark_params={"sample_ids": ["python/fib"]},
         keep_environment=True, run_id=docker_run_id, results_dir=str(tmp_path), progress="none")
     assert out.ok and out.run_dir is not None
     detail = msgspec.json.decode(next((out.run_dir / "details").glob("*.json")).read_bytes(), type=TaskDetail)
     recorded = {e["id"] for e in detail.attempts["1"].meta["environments"] if e.get("kept")}
-    assert len(recorded) == 2  # agent and verifier
+    assert len(recorded) == 2  # agent and verifier (python/fib runs the agent's code in a verifier)
     alive = set(containers_of(docker_run_id))
     assert recorded == alive
     env = dict(os.environ, PYTHONPATH=str(REPO))

@@ -225,3 +225,29 @@ def test_the_report_round_trips_through_json() -> None:
     data = msgspec.json.encode(r)
     assert json.loads(data)["tests_status"]["PASS_TO_PASS"] == {"success": [], "failure": ["t.py::old"]}
     assert msgspec.json.decode(data, type=GradeReport) == r
+
+
+# Runs the patch ended early with exit code 0 (os._exit(0) or pytest.exit(returncode=0) in conftest.py, a
+# sys.exit patched in the package's __init__): the exit code says success, the per-test results do not.
+EARLY_EXITS = {
+    "os_exit_at_conftest_import": eval_log(exit_code=0),
+    "pytest_exit_returncode_0": eval_log("!!!!!!!!!!!!!!!!!!!! _pytest.outcomes.Exit: done !!!!!!!!!!!!!!!!!!!!",
+                                         "no tests ran in 0.01s", exit_code=0),
+    "exit_after_the_first_test": eval_log("PASSED tests/test_a.py::test_old", exit_code=0),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EARLY_EXITS))
+def test_a_run_that_exited_0_early_without_the_tests_results_is_not_resolved(case: str) -> None:
+    r = grade(instance(["tests/test_a.py::test_new"], ["tests/test_a.py::test_old"]), EARLY_EXITS[case])
+    assert not r.resolved and r.status is ResolvedStatus.NO
+    assert r.test_exit_code == 0
+    assert "tests/test_a.py::test_new" in r.tests_status["FAIL_TO_PASS"].failure
+    assert "tests/test_a.py::test_new" not in r.test_results
+
+
+def test_a_django_run_that_exited_0_before_any_test_is_not_resolved() -> None:
+    log = "\n".join([START_TEST_OUTPUT, "Testing against Django installed in '/testbed/django'",
+                     "Importing application admin_scripts", END_TEST_OUTPUT, f"{TEST_EXIT_CODE}: 0"])
+    r = grade(instance(["test_version (admin_scripts.tests.CommandTypes)"], [], repo="django/django"), log)
+    assert r.error is GradeError.NO_TEST_RESULTS and not r.resolved and r.parser == "django"
