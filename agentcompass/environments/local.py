@@ -45,6 +45,7 @@ MARKER_VAR = "AGENTCOMPASS_LOCAL_ENV"
 
 _ALLOWED_PARAMS = ("base_dir", "output_limit_bytes", "default_timeout", "shell", "pids_limit")
 _DEFAULT_PIDS_LIMIT = 512
+_MAX_PIDS_LIMIT = 4_194_304  # the kernel's PID_MAX_LIMIT
 _DEFAULT_OUTPUT_LIMIT = 128 * 1024  # per stream: 256 KiB kept per command at most
 _DEFAULT_TIMEOUT_S = 300.0
 # After the command exits, how long a background process still holding stdout/stderr may keep us reading.
@@ -511,6 +512,9 @@ class LocalProvider:
         self.shell = shell
         self.pids_limit = int(self._param_number(params, "pids_limit", _DEFAULT_PIDS_LIMIT, integer=True,
                                                  minimum=0))
+        if self.pids_limit > _MAX_PIDS_LIMIT:
+            raise ConfigError(f"environment local: pids_limit must be an integer from 1 to {_MAX_PIDS_LIMIT}, got "
+                              f"{self.pids_limit}", field="environment.params.pids_limit")
         self._cgroups: Support | None = support()
         if self._cgroups is None:
             _warn_no_cgroup()

@@ -539,6 +539,7 @@ async def test_network_policies_other_than_public_are_refused_naming_the_mode(
     ({"pids_limit": 0}, "pids_limit"),
     ({"pids_limit": "512"}, "pids_limit"),
     ({"pids_limit": True}, "pids_limit"),
+    ({"pids_limit": 10**12}, "pids_limit"),
 ])
 def test_bad_params_raise_config_error_naming_the_key(params: dict[str, object], field: str) -> None:
     with pytest.raises(ConfigError, match=field) as info:
