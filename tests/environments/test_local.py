@@ -433,6 +433,29 @@ async def test_a_bounded_fork_storm_gets_at_most_pids_limit_processes_all_killed
         await prov.aclose()
 
 
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_command_that_cannot_join_the_cgroup_never_runs(tmp_path: Path, loop: str) -> None:
+    _cgroup_or_skip()
+
+    async def scenario() -> None:
+        prov = LocalProvider({"base_dir": str(tmp_path)}, ComponentContext())
+        try:
+            handle = await prov.open(_spec())
+            assert handle._cgroup is not None
+            assert handle._cgroup.close()  # gone under the environment (as when close() races an exec)
+            with pytest.raises(EnvironmentError_, match="cgroup"):
+                await handle.exec("touch ran")
+            assert not Path(handle.workdir, "ran").exists()
+        finally:
+            await prov.aclose()
+
+    if loop == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+        uvloop.run(scenario())
+    else:
+        asyncio.run(scenario())
+
+
 def test_a_crashed_runs_cgroup_is_swept_at_provider_start(tmp_path: Path) -> None:
     _cgroup_or_skip()
     from agentcompass.environments import _cgroup
