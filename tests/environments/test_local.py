@@ -136,6 +136,19 @@ async def test_cwd_is_relative_to_workdir_and_env_is_minimal_plus_overrides(
         await handle.close()
 
 
+async def test_the_engines_model_keys_never_reach_a_command(provider: LocalProvider,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("MODEL_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AGENTCOMPASS_MODEL_API_KEY"):
+        monkeypatch.setenv(var, "sk-engine-only-1234")
+    handle = await provider.open(_spec(env={"OPENAI_API_KEY": "acw1.envelope"}))  # what a grant puts there
+    try:
+        res = await handle.exec("env; tr '\\0' '\\n' < /proc/self/environ")
+        assert "sk-engine-only" not in res.output
+        assert "OPENAI_API_KEY=acw1.envelope" in res.stdout and "ANTHROPIC_API_KEY" not in res.stdout
+    finally:
+        await handle.close()
+
+
 async def test_workdir_subdirectory_and_files_are_created(provider: LocalProvider) -> None:
     handle = await provider.open(_spec(workdir="/testbed", files={"a.txt": "A", "pkg/b.py": "B"}))
     try:
