@@ -10,8 +10,11 @@ in its parent's cgroup and only a privileged write moves it out. Each environmen
 - cgroup v1 ``pids`` (``pids.max``) and ``freezer`` (stop everything before the SIGKILL sweep, so nothing
   forks meanwhile) on hybrid/v1 hosts.
 
-A command's process joins (``EnvCgroup.join``, run in the child between fork and exec) before it can
-fork. Names start with the engine's owner tag so a later run can sweep the cgroups of a crashed one.
+A command runs through a tiny shell prelude (``EnvCgroup.wrap``) that writes its own pid into the cgroup and
+then ``exec``s the command, so the command is inside before it can fork. (A ``preexec_fn`` would do the same
+but forces a full ``fork()`` of the engine, tens of ms per command for a large heap, on the event loop; the
+prelude keeps ``vfork``.) Names start with the engine's owner tag so a later run can sweep the cgroups of a
+crashed one.
 """
 
 from __future__ import annotations
@@ -34,6 +37,11 @@ _KILL_ROUNDS_S = 10.0  # bound on one kill: a pids-limited cgroup empties in wel
 _FREEZE_WAIT_S = 1.0
 _RMDIR_WAIT_S = 2.0
 _OWNER = re.compile(r"^p(?P<pid>\d+)s(?P<ticks>\d+)\.")
+#: exit code of the prelude when the process could not join (the command did not run).
+JOIN_FAILED_EXIT = 125
+# $1: how many cgroup.procs paths follow; then the paths; then the command. "0": the writing process itself.
+_PRELUDE = ('n=$1; shift; while [ "$n" -gt 0 ]; do { echo 0 > "$1"; } 2>/dev/null || exit '
+            f'{JOIN_FAILED_EXIT}; shift; n=$((n - 1)); done; exec "$@"')
 
 
 @dataclass(frozen=True)
@@ -171,15 +179,14 @@ class EnvCgroup:
         """True when this cgroup enforces ``pids.max``."""
         return self._support.pids is not None
 
-    def join(self) -> None:
-        """Move the calling process into this cgroup. Run in the child between fork and exec: async-signal
-        safe enough (no locks, no allocation beyond small bytes); raises OSError so the spawn fails closed."""
-        for path in self._procs:
-            fd = os.open(path, os.O_WRONLY)
-            try:
-                os.write(fd, b"0")  # 0: the writing process itself
-            finally:
-                os.close(fd)
+    def wrap(self, shell: str, argv: list[str]) -> list[str]:
+        """``argv`` run through ``shell`` so that it joins this cgroup first (exit ``JOIN_FAILED_EXIT`` if
+        it cannot, without running the command)."""
+        return [shell, "-c", _PRELUDE, "agentcompass", str(len(self._procs)), *self._procs, *argv]
+
+    def exists(self) -> bool:
+        """True while the cgroup's directories are all there."""
+        return all(os.path.isdir(d) for d in self.dirs)
 
     def pids(self) -> set[int]:
         """Processes currently in the cgroup (any hierarchy)."""

@@ -22,7 +22,6 @@ import re
 import shutil
 import signal
 import stat
-import subprocess
 import tempfile
 import time
 import uuid
@@ -32,7 +31,7 @@ from typing import Any, ClassVar
 
 from .._errors import ConfigError, EnvironmentError_
 from ..interfaces import ComponentContext, EnvOpenSpec, ExecResult, NetworkPolicy
-from ._cgroup import EnvCgroup, Support, support, sweep_stale
+from ._cgroup import JOIN_FAILED_EXIT, EnvCgroup, Support, support, sweep_stale
 from ._output import CappedBuffer
 from ._tar import extract_tar, make_tar, safe_relpath
 
@@ -55,6 +54,8 @@ _CLOSE_TIMEOUT_S = 60.0
 
 
 _HAVE_PROC = os.path.isdir("/proc")
+# runs the cgroup prelude before exec'ing the command: the quickest POSIX shell to start (else the provider's)
+_PRELUDE_SHELL = "/bin/sh" if os.access("/bin/sh", os.X_OK) else None
 
 
 def _default_shell() -> str:
@@ -326,6 +327,7 @@ class LocalEnvironment:
             limit = float(timeout)
         run_cwd = self._exec_cwd(cwd)
         run_env = {**self._env, **_check_env_map(env or {}, "env"), MARKER_VAR: self.id}
+        spawn_argv = argv if self._cgroup is None else self._cgroup.wrap(_PRELUDE_SHELL or self._shell, argv)
 
         loop = asyncio.get_running_loop()
         out_buf, err_buf = CappedBuffer(self._output_limit), CappedBuffer(self._output_limit)
@@ -337,19 +339,15 @@ class LocalEnvironment:
         try:
             try:
                 transport, _ = await loop.subprocess_exec(
-                    lambda: capture, *argv, stdin=asyncio.subprocess.DEVNULL,
+                    lambda: capture, *spawn_argv, stdin=asyncio.subprocess.DEVNULL,
                     stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                    cwd=run_cwd, env=run_env, start_new_session=True,
-                    preexec_fn=self._cgroup.join if self._cgroup is not None else None)
+                    cwd=run_cwd, env=run_env, start_new_session=True)
             except FileNotFoundError as exc:
                 return ExecResult(exit_code=127, stderr=f"{argv[0]}: command not found ({exc.strerror})",
                                   duration_s=time.monotonic() - start)
             except PermissionError as exc:
                 return ExecResult(exit_code=126, stderr=f"{argv[0]}: cannot execute ({exc.strerror})",
                                   duration_s=time.monotonic() - start)
-            except subprocess.SubprocessError as exc:  # the child could not join the cgroup: never run it outside
-                raise EnvironmentError_(f"environment {self.id}: cannot start a command in its cgroup "
-                                        f"({exc})") from None
             pid = transport.get_pid()
             self._running[pid] = transport
             if self._closed:  # close() ran while we were spawning
@@ -376,6 +374,8 @@ class LocalEnvironment:
                     _close_transport(transport)  # closes the pipes: the loop owns each fd and closes it once
 
         returncode = transport.get_returncode()
+        if returncode == JOIN_FAILED_EXIT and self._cgroup is not None and not self._cgroup.exists():
+            raise EnvironmentError_(f"environment {self.id}: cannot start a command in its cgroup (it is gone)")
         exit_code = TIMEOUT_EXIT_CODE if timed_out else returncode
         return ExecResult(
             exit_code=exit_code if exit_code is not None else -signal.SIGKILL,

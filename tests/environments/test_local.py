@@ -479,7 +479,7 @@ def test_a_crashed_runs_cgroup_is_swept_at_provider_start(tmp_path: Path) -> Non
     dead.wait()
     group = _cgroup.EnvCgroup.create(f"{tag}.local-agent-{tag}-0123456789ab", pids_limit=10)
     assert group is not None
-    orphan = subprocess.Popen(["sleep", "1000"], preexec_fn=group.join, start_new_session=True)
+    orphan = subprocess.Popen(group.wrap("/bin/sh", ["sleep", "1000"]), start_new_session=True)
     try:
         live = LocalProvider({"base_dir": str(tmp_path)}, ComponentContext())
         ours = asyncio.run(live.open(_spec()))._cgroup  # a live engine's cgroup (this process) is left alone
@@ -511,8 +511,8 @@ def test_each_hierarchy_alone_kills_escapees(mounts: str) -> None:
     assert group is not None
     try:
         with tempfile.TemporaryDirectory() as d:
-            subprocess.run(["sh", "-c", "env -i setsid sleep 1000 & echo $! > d.pid"], cwd=d, check=True,
-                           preexec_fn=group.join, timeout=30)
+            subprocess.run(group.wrap("/bin/sh", ["sh", "-c", "env -i setsid sleep 1000 & echo $! > d.pid"]),
+                           cwd=d, check=True, timeout=30)
             pid = int(Path(d, "d.pid").read_text())
         assert _alive(pid) and pid in group.pids()
         assert group.close()
