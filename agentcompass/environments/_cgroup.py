@@ -174,11 +174,6 @@ class EnvCgroup:
             raise
         return cls(name, dirs, sup)
 
-    @property
-    def limits_pids(self) -> bool:
-        """True when this cgroup enforces ``pids.max``."""
-        return self._support.pids is not None
-
     def wrap(self, shell: str, argv: list[str]) -> list[str]:
         """``argv`` run through ``shell`` so that it joins this cgroup first (exit ``JOIN_FAILED_EXIT`` if
         it cannot, without running the command)."""

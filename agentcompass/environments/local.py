@@ -480,9 +480,14 @@ class LocalEnvironment:
 _WARNED_NO_CGROUP: list[bool] = []
 
 
-def _warn_no_cgroup() -> None:
-    if not _WARNED_NO_CGROUP:
-        _WARNED_NO_CGROUP.append(True)
+def _warn_no_cgroup(*, pids_only: bool = False) -> None:
+    if _WARNED_NO_CGROUP:
+        return
+    _WARNED_NO_CGROUP.append(True)
+    if pids_only:
+        log.warning("local environments: no cgroup with the pids controller is writable here, so pids_limit is "
+                    "not enforced (close() still kills every process through the cgroup)")
+    else:
         log.warning("local environments: no writable cgroup on this machine, so pids_limit is not enforced and "
                     "close() finds a command's processes only by process group and marker variable (a process "
                     "that leaves both, e.g. `env -i setsid ...`, survives); see docs/environments.md")
@@ -518,6 +523,8 @@ class LocalProvider:
         self._cgroups: Support | None = support()
         if self._cgroups is None:
             _warn_no_cgroup()
+        elif self._cgroups.pids is None:
+            _warn_no_cgroup(pids_only=True)
         self._envs: set[LocalEnvironment] = set()
         self._closed = False
         self._owner = owner_tag()

@@ -398,11 +398,13 @@ async def test_close_kills_running_commands_and_escaped_daemons(provider: LocalP
     assert await _wait_dead(pids) == []
 
 
-def _cgroup_or_skip() -> None:
+def _cgroup_or_skip(*, pids: bool = False) -> None:
     from agentcompass.environments import _cgroup
 
-    if _cgroup.support() is None:
-        pytest.skip("no writable cgroup hierarchy here: the escapee/pids tests need one (see docs/environments.md)")
+    sup = _cgroup.support()
+    if sup is None or (pids and sup.pids is None):
+        pytest.skip("no writable cgroup hierarchy (with the pids controller) here: the escapee/pids tests need "
+                    "one (see docs/environments.md)")
 
 
 async def test_close_kills_an_escapee_that_left_the_group_and_dropped_the_marker(provider: LocalProvider) -> None:
@@ -419,7 +421,7 @@ async def test_close_kills_an_escapee_that_left_the_group_and_dropped_the_marker
 
 async def test_a_bounded_fork_storm_gets_at_most_pids_limit_processes_all_killed_at_close(
         tmp_path: Path) -> None:
-    _cgroup_or_skip()
+    _cgroup_or_skip(pids=True)
     prov = LocalProvider({"base_dir": str(tmp_path), "pids_limit": 50}, ComponentContext())
     try:
         handle = await prov.open(_spec())
