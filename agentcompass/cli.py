@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -74,7 +75,9 @@ def _add_run_parser(sub: Any) -> None:
         p.add_argument(flag, metavar="JSON")
     p.add_argument("--env-params", "--environment-params", dest="env_params", metavar="JSON")
     p.add_argument("--model-base-url")
-    p.add_argument("--model-api-key")
+    p.add_argument("--model-api-key", help="the key on the command line is visible to every process on this "
+                                           "machine: prefer MODEL_API_KEY or --model-api-key-file")
+    p.add_argument("--model-api-key-file", metavar="PATH", help="read the model API key from this file")
     p.add_argument("--model-api-protocol", default="openai-chat")
     p.add_argument("--wrap-api-key", action="store_true")
     p.add_argument("--task-concurrency", type=int, default=8)
@@ -178,7 +181,7 @@ def _cmd_run(a: argparse.Namespace) -> int:
         environment_params=_json_obj("--env-params", a.env_params),
         model_params=_json_obj("--model-params", a.model_params),
         provider_limits=_json_obj("--provider-limits", a.provider_limits),
-        model_base_url=a.model_base_url, model_api_key=a.model_api_key, model_api_protocol=a.model_api_protocol,
+        model_base_url=a.model_base_url, model_api_key=_api_key_arg(a), model_api_protocol=a.model_api_protocol,
         wrap_api_key=a.wrap_api_key, task_concurrency=a.task_concurrency, max_retries=a.max_retries,
         retry_pattern_list=a.retry_pattern, env_open_qps=a.env_open_qps, timeout_seconds=a.timeout_seconds,
         reuse=a.reuse, reuse_run_id=a.reuse_run_id, overwrite=a.overwrite,
@@ -191,6 +194,47 @@ def _cmd_run(a: argparse.Namespace) -> int:
     return EXIT_OK if outcome.ok else EXIT_FAILED
 
 
+#: environment variable the model API key is read from when no flag gives it.
+API_KEY_ENV = "MODEL_API_KEY"
+_MAX_KEY_FILE_BYTES = 64 * 1024
+
+
+def _api_key_arg(a: argparse.Namespace) -> str | None:
+    """The model API key: ``--model-api-key-file``, ``--model-api-key`` (warned: argv is world-readable) or
+    ``MODEL_API_KEY``. The variable is removed from our environment so processes we start do not inherit it."""
+    from_env = os.environ.pop(API_KEY_ENV, None)
+    if a.model_api_key is not None and a.model_api_key_file is not None:
+        raise ConfigError("Give the model API key once: `--model-api-key` or `--model-api-key-file`, not both.",
+                          field="--model-api-key-file")
+    if a.model_api_key_file is not None:
+        return _read_key_file(a.model_api_key_file)
+    if a.model_api_key is not None:
+        print("warning: --model-api-key on the command line is visible to every process on this machine "
+              f"(/proc/<pid>/cmdline); use {API_KEY_ENV} or --model-api-key-file instead.", file=sys.stderr)
+        return a.model_api_key
+    return from_env or None
+
+
+def _read_key_file(path: str) -> str:
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(_MAX_KEY_FILE_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"--model-api-key-file: cannot read {path!r}: {exc.strerror or exc}.",
+                          field="--model-api-key-file") from None
+    if len(raw) > _MAX_KEY_FILE_BYTES:
+        raise ConfigError(f"--model-api-key-file: {path!r} is larger than {_MAX_KEY_FILE_BYTES} bytes; expected "
+                          "a file holding only the key.", field="--model-api-key-file")
+    try:
+        key = raw.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError:
+        raise ConfigError(f"--model-api-key-file: {path!r} is not UTF-8 text.", field="--model-api-key-file") from None
+    if not key or any(c in key for c in "\r\n\0"):
+        raise ConfigError(f"--model-api-key-file: {path!r} must hold the key alone on one line (it is "
+                          f"{'empty' if not key else 'several lines'}).", field="--model-api-key-file")
+    return key
+
+
 def _analysis_arg(value: str | None) -> bool | list[Any]:
     if value is None:
         return False
@@ -201,8 +245,6 @@ def _analysis_arg(value: str | None) -> bool | list[Any]:
 
 def _stdout_closed() -> int:
     """The reader of our stdout went away (``| head``): stop quietly."""
-    import os
-
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 

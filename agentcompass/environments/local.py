@@ -2,9 +2,9 @@
 
 Not a sandbox: commands run as the engine's user with the host's network, so only network policy
 ``public`` is accepted. What it does guarantee is cleanup: every command runs in its own process group,
-which is SIGKILLed on timeout or cancellation; ``close()`` kills whatever the environment's commands left
-running (found by a marker variable in their environment, so daemons that escaped the group are caught
-too on Linux) and removes the directory.
+which is SIGKILLed on timeout or cancellation; where a cgroup is writable (``_cgroup``) every process a
+command starts is in the environment's cgroup, capped at ``pids_limit``, and ``close()`` kills all of it;
+``close()`` also kills what carries the environment's marker variable, then removes the directory.
 
 Exit codes: the command's own code; ``-N`` when it died of signal N; ``124`` (like coreutils ``timeout``)
 with ``timed_out=True`` when it ran past its timeout; ``127``/``126`` when a list command's program is
@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 
 from .._errors import ConfigError, EnvironmentError_
 from ..interfaces import ComponentContext, EnvOpenSpec, ExecResult, NetworkPolicy
+from ._cgroup import JOIN_FAILED_EXIT, EnvCgroup, Support, support, sweep_stale
 from ._output import CappedBuffer
 from ._tar import extract_tar, make_tar, safe_relpath
 
@@ -41,7 +42,9 @@ TIMEOUT_EXIT_CODE = 124
 #: environment variable carrying the environment id into every process it starts.
 MARKER_VAR = "AGENTCOMPASS_LOCAL_ENV"
 
-_ALLOWED_PARAMS = ("base_dir", "output_limit_bytes", "default_timeout", "shell")
+_ALLOWED_PARAMS = ("base_dir", "output_limit_bytes", "default_timeout", "shell", "pids_limit")
+_DEFAULT_PIDS_LIMIT = 512
+_MAX_PIDS_LIMIT = 4_194_304  # the kernel's PID_MAX_LIMIT
 _DEFAULT_OUTPUT_LIMIT = 128 * 1024  # per stream: 256 KiB kept per command at most
 _DEFAULT_TIMEOUT_S = 300.0
 # After the command exits, how long a background process still holding stdout/stderr may keep us reading.
@@ -51,6 +54,8 @@ _CLOSE_TIMEOUT_S = 60.0
 
 
 _HAVE_PROC = os.path.isdir("/proc")
+# runs the cgroup prelude before exec'ing the command: the quickest POSIX shell to start (else the provider's)
+_PRELUDE_SHELL = "/bin/sh" if os.access("/bin/sh", os.X_OK) else None
 
 
 def _default_shell() -> str:
@@ -255,7 +260,7 @@ class LocalEnvironment:
 
     def __init__(self, *, env_id: str, root: str, workdir: str, env: dict[str, str], shell: str,
                  default_timeout: float, output_limit: int, keep: bool,
-                 on_close: Callable[[LocalEnvironment], None]) -> None:
+                 on_close: Callable[[LocalEnvironment], None], cgroup: EnvCgroup | None = None) -> None:
         self.id = env_id
         self.root = root
         self.workdir = workdir
@@ -265,6 +270,7 @@ class LocalEnvironment:
         self._output_limit = output_limit
         self._keep = keep
         self._on_close = on_close
+        self._cgroup = cgroup  # every process of this environment is in it (None: marker + groups only)
         self._running: dict[int, asyncio.SubprocessTransport] = {}  # pgid -> leader's transport
         self._lingering: set[int] = set()  # groups whose leader exited while members lived on
         self._closed = False
@@ -321,6 +327,7 @@ class LocalEnvironment:
             limit = float(timeout)
         run_cwd = self._exec_cwd(cwd)
         run_env = {**self._env, **_check_env_map(env or {}, "env"), MARKER_VAR: self.id}
+        spawn_argv = argv if self._cgroup is None else self._cgroup.wrap(_PRELUDE_SHELL or self._shell, argv)
 
         loop = asyncio.get_running_loop()
         out_buf, err_buf = CappedBuffer(self._output_limit), CappedBuffer(self._output_limit)
@@ -332,7 +339,7 @@ class LocalEnvironment:
         try:
             try:
                 transport, _ = await loop.subprocess_exec(
-                    lambda: capture, *argv, stdin=asyncio.subprocess.DEVNULL,
+                    lambda: capture, *spawn_argv, stdin=asyncio.subprocess.DEVNULL,
                     stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
                     cwd=run_cwd, env=run_env, start_new_session=True)
             except FileNotFoundError as exc:
@@ -367,6 +374,8 @@ class LocalEnvironment:
                     _close_transport(transport)  # closes the pipes: the loop owns each fd and closes it once
 
         returncode = transport.get_returncode()
+        if returncode == JOIN_FAILED_EXIT and self._cgroup is not None and not self._cgroup.exists():
+            raise EnvironmentError_(f"environment {self.id}: cannot start a command in its cgroup (it is gone)")
         exit_code = TIMEOUT_EXIT_CODE if timed_out else returncode
         return ExecResult(
             exit_code=exit_code if exit_code is not None else -signal.SIGKILL,
@@ -454,6 +463,8 @@ class LocalEnvironment:
                         self.id, _CLOSE_TIMEOUT_S)
 
     def _close_sync(self, lingering: list[int]) -> None:
+        if self._cgroup is not None and not self._cgroup.close():
+            log.warning("environment %s: processes left in cgroup %s after close", self.id, self._cgroup.name)
         for pgid in lingering:
             _killpg(pgid)
         if _HAVE_PROC:
@@ -466,8 +477,24 @@ class LocalEnvironment:
             _remove_tree(self.root)
 
 
+_WARNED_NO_CGROUP: list[bool] = []
+
+
+def _warn_no_cgroup(*, pids_only: bool = False) -> None:
+    if _WARNED_NO_CGROUP:
+        return
+    _WARNED_NO_CGROUP.append(True)
+    if pids_only:
+        log.warning("local environments: no cgroup with the pids controller is writable here, so pids_limit is "
+                    "not enforced (close() still kills every process through the cgroup)")
+    else:
+        log.warning("local environments: no writable cgroup on this machine, so pids_limit is not enforced and "
+                    "close() finds a command's processes only by process group and marker variable (a process "
+                    "that leaves both, e.g. `env -i setsid ...`, survives); see docs/environments.md")
+
+
 class LocalProvider:
-    """Opens ``LocalEnvironment``s. Params: base_dir, output_limit_bytes, default_timeout, shell."""
+    """Opens ``LocalEnvironment``s. Params: base_dir, output_limit_bytes, default_timeout, shell, pids_limit."""
 
     name: ClassVar[str] = "local"
     remote: ClassVar[bool] = False
@@ -488,6 +515,16 @@ class LocalProvider:
             raise ConfigError(f"environment local: shell must be an absolute path to an executable, got "
                               f"{shell!r}", field="environment.params.shell")
         self.shell = shell
+        self.pids_limit = int(self._param_number(params, "pids_limit", _DEFAULT_PIDS_LIMIT, integer=True,
+                                                 minimum=0))
+        if self.pids_limit > _MAX_PIDS_LIMIT:
+            raise ConfigError(f"environment local: pids_limit must be an integer from 1 to {_MAX_PIDS_LIMIT}, got "
+                              f"{self.pids_limit}", field="environment.params.pids_limit")
+        self._cgroups: Support | None = support()
+        if self._cgroups is None:
+            _warn_no_cgroup()
+        elif self._cgroups.pids is None:
+            _warn_no_cgroup(pids_only=True)
         self._envs: set[LocalEnvironment] = set()
         self._closed = False
         self._owner = owner_tag()
@@ -498,6 +535,10 @@ class LocalProvider:
         if removed:
             log.warning("removed %d workspaces of dead runs from %s", len(removed),
                         self.base_dir or tempfile.gettempdir())
+        if self._cgroups is not None:
+            swept = await asyncio.to_thread(sweep_stale, lambda pid, ticks: _start_ticks(pid) == ticks)
+            if swept:
+                log.warning("killed and removed %d cgroups of dead runs", len(swept))
 
     @staticmethod
     def _param_base_dir(value: Any) -> str | None:
@@ -546,10 +587,19 @@ class LocalProvider:
         root, workdir = _make_workspace(self.base_dir, f"agentcompass-{role}-{owner}-", workdir_rel, files)
         env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": workdir,
                "LANG": os.environ.get("LANG", "C.UTF-8"), **spec_env}
+        env_id = f"local-{role}-{owner}-{uuid.uuid4().hex[:12]}"
+        cgroup = None
+        if self._cgroups is not None:
+            try:  # named by the engine's tag even when kept: a crashed run's cgroups are always swept
+                cgroup = EnvCgroup.create(f"{self._owner}.{env_id}", pids_limit=self.pids_limit,
+                                          sup=self._cgroups)
+            except OSError as exc:
+                _remove_tree(root)
+                raise EnvironmentError_(f"cannot create the cgroup of environment {env_id}: {exc}") from None
         handle = LocalEnvironment(
-            env_id=f"local-{role}-{owner}-{uuid.uuid4().hex[:12]}", root=root, workdir=workdir, env=env,
+            env_id=env_id, root=root, workdir=workdir, env=env,
             shell=self.shell, default_timeout=self.default_timeout, output_limit=self.output_limit_bytes,
-            keep=spec.keep, on_close=self._envs.discard)
+            keep=spec.keep, on_close=self._envs.discard, cgroup=cgroup)
         self._envs.add(handle)
         log.debug("opened %s at %s for task %s", handle.id, root, spec.task_id)
         return handle

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -131,6 +132,19 @@ async def test_cwd_is_relative_to_workdir_and_env_is_minimal_plus_overrides(
         assert lines[1] == f"{handle.workdir}|spec|call|call|unset"
         with pytest.raises(EnvironmentError_, match="not a directory"):
             await handle.exec("true", cwd="nope")
+    finally:
+        await handle.close()
+
+
+async def test_the_engines_model_keys_never_reach_a_command(provider: LocalProvider,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("MODEL_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AGENTCOMPASS_MODEL_API_KEY"):
+        monkeypatch.setenv(var, "sk-engine-only-1234")
+    handle = await provider.open(_spec(env={"OPENAI_API_KEY": "acw1.envelope"}))  # what a grant puts there
+    try:
+        res = await handle.exec("env; tr '\\0' '\\n' < /proc/self/environ")
+        assert "sk-engine-only" not in res.output
+        assert "OPENAI_API_KEY=acw1.envelope" in res.stdout and "ANTHROPIC_API_KEY" not in res.stdout
     finally:
         await handle.close()
 
@@ -384,6 +398,131 @@ async def test_close_kills_running_commands_and_escaped_daemons(provider: LocalP
     assert await _wait_dead(pids) == []
 
 
+def _cgroup_or_skip(*, pids: bool = False) -> None:
+    from agentcompass.environments import _cgroup
+
+    sup = _cgroup.support()
+    if sup is None or (pids and sup.pids is None):
+        pytest.skip("no writable cgroup hierarchy (with the pids controller) here: the escapee/pids tests need "
+                    "one (see docs/environments.md)")
+
+
+async def test_close_kills_an_escapee_that_left_the_group_and_dropped_the_marker(provider: LocalProvider) -> None:
+    _cgroup_or_skip()
+    handle = await provider.open(_spec())
+    # env -i drops AGENTCOMPASS_LOCAL_ENV, setsid leaves the process group and session; the command returns.
+    res = await handle.exec("env -i setsid sleep 1000 & echo $! > d.pid")
+    assert res.exit_code == 0
+    [pid] = await _read_pids(handle, "d.pid")
+    assert _alive(pid) and MARKER_VAR.encode() not in Path(f"/proc/{pid}/environ").read_bytes()
+    await handle.close()
+    assert await _wait_dead([pid]) == []
+
+
+async def test_a_bounded_fork_storm_gets_at_most_pids_limit_processes_all_killed_at_close(
+        tmp_path: Path) -> None:
+    _cgroup_or_skip(pids=True)
+    prov = LocalProvider({"base_dir": str(tmp_path), "pids_limit": 50}, ComponentContext())
+    try:
+        handle = await prov.open(_spec())
+        # Bounded on purpose (500 tries, never an open-ended fork bomb on a shared machine).
+        storm = ("import subprocess\n"
+                 "ok = []\n"
+                 "for _ in range(500):\n"
+                 "    try:\n"
+                 "        ok.append(subprocess.Popen(['sleep', '60']).pid)\n"
+                 "    except OSError:\n"
+                 "        pass\n"
+                 "open('storm.pids', 'w').write(' '.join(map(str, ok)))\n"
+                 "print(len(ok))\n")
+        await handle.write_file("storm.py", storm)
+        res = await handle.exec([sys.executable, "storm.py"], timeout=60)
+        assert res.exit_code == 0, res.stderr
+        started = int(res.stdout)
+        pids = [int(p) for p in (await handle.read_file("storm.pids")).split()]
+        assert 0 < started == len(pids) < 50  # the python process itself holds one of the 50
+        assert any(_alive(p) for p in pids)  # the sleeps outlive the command: close must find them
+        await handle.close()
+        assert await _wait_dead(pids, within=10) == []
+    finally:
+        await prov.aclose()
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_command_that_cannot_join_the_cgroup_never_runs(tmp_path: Path, loop: str) -> None:
+    _cgroup_or_skip()
+
+    async def scenario() -> None:
+        prov = LocalProvider({"base_dir": str(tmp_path)}, ComponentContext())
+        try:
+            handle = await prov.open(_spec())
+            assert handle._cgroup is not None
+            assert handle._cgroup.close()  # gone under the environment (as when close() races an exec)
+            with pytest.raises(EnvironmentError_, match="cgroup"):
+                await handle.exec("touch ran")
+            assert not Path(handle.workdir, "ran").exists()
+        finally:
+            await prov.aclose()
+
+    if loop == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+        uvloop.run(scenario())
+    else:
+        asyncio.run(scenario())
+
+
+def test_a_crashed_runs_cgroup_is_swept_at_provider_start(tmp_path: Path) -> None:
+    _cgroup_or_skip()
+    from agentcompass.environments import _cgroup
+    from agentcompass.environments.local import owner_tag
+
+    dead = subprocess.Popen(["true"])
+    tag = owner_tag(dead.pid)  # names a process that is gone below (or already was)
+    dead.wait()
+    group = _cgroup.EnvCgroup.create(f"{tag}.local-agent-{tag}-0123456789ab", pids_limit=10)
+    assert group is not None
+    orphan = subprocess.Popen(group.wrap("/bin/sh", ["sleep", "1000"]), start_new_session=True)
+    try:
+        live = LocalProvider({"base_dir": str(tmp_path)}, ComponentContext())
+        ours = asyncio.run(live.open(_spec()))._cgroup  # a live engine's cgroup (this process) is left alone
+        assert ours is not None
+        asyncio.run(LocalProvider({"base_dir": str(tmp_path)}, ComponentContext()).start())
+        assert orphan.wait(timeout=10) == -9
+        assert not any(os.path.exists(d) for d in group.dirs)
+        assert all(os.path.isdir(d) for d in ours.dirs)
+        assert ours.close()
+    finally:
+        orphan.kill()
+        orphan.wait()
+        group.close()
+
+
+@pytest.mark.parametrize("mounts", ["v2", "v1"])
+def test_each_hierarchy_alone_kills_escapees(mounts: str) -> None:
+    """The pure-v2 path (cgroup.kill) and the v1 path (pids + freezer) each work without the other."""
+    from agentcompass.environments import _cgroup
+
+    full = _cgroup.support()
+    if full is None or full.v2 is None or full.pids is None or full.pids == full.v2:
+        pytest.skip("needs a hybrid host (cgroup2 and v1 pids both writable) to test each path alone")
+    table = Path("/proc/self/mounts").read_text().splitlines()
+    keep = [ln for ln in table if (" cgroup2 " in ln) == (mounts == "v2") and " cgroup" in ln]
+    sup = _cgroup.detect("\n".join(keep))
+    assert sup is not None and (sup.v2 is not None) == (mounts == "v2") and (sup.pids is not None) == (mounts == "v1")
+    group = _cgroup.EnvCgroup.create(f"p0s0.test-{mounts}-{os.getpid()}", pids_limit=20, sup=sup)
+    assert group is not None
+    try:
+        with tempfile.TemporaryDirectory() as d:
+            subprocess.run(group.wrap("/bin/sh", ["sh", "-c", "env -i setsid sleep 1000 & echo $! > d.pid"]),
+                           cwd=d, check=True, timeout=30)
+            pid = int(Path(d, "d.pid").read_text())
+        assert _alive(pid) and pid in group.pids()
+        assert group.close()
+        assert asyncio.run(_wait_dead([pid])) == []
+    finally:
+        group.close()
+
+
 async def test_cancelling_an_exec_kills_its_process_group(env: LocalEnvironment) -> None:
     task = asyncio.create_task(env.exec("echo $$ > sh.pid; (trap '' TERM; sleep 60) & echo $! > gc.pid; "
                                         "sleep 60", timeout=120))
@@ -435,6 +574,10 @@ async def test_network_policies_other_than_public_are_refused_naming_the_mode(
     ({"output_limit_bytes": 10.5}, "output_limit_bytes"),
     ({"shell": "/no/such/shell"}, "shell"),
     ({"base_dir": "/no/such/dir"}, "base_dir"),
+    ({"pids_limit": 0}, "pids_limit"),
+    ({"pids_limit": "512"}, "pids_limit"),
+    ({"pids_limit": True}, "pids_limit"),
+    ({"pids_limit": 10**12}, "pids_limit"),
 ])
 def test_bad_params_raise_config_error_naming_the_key(params: dict[str, object], field: str) -> None:
     with pytest.raises(ConfigError, match=field) as info:
