@@ -5,24 +5,25 @@ Tasks live in ``shell_tasks_data/<category>.json`` (categories ``files``, ``text
 verifier ``tests`` (file name -> content; ``test.sh`` is the entry point, run with POSIX ``sh``) and/or
 an ``expected_answer``. The tests never enter the agent's environment: ``collect`` takes a tar of the
 agent's workspace, and ``evaluate`` unpacks it in a fresh verifier environment and only then writes the
-tests there.
+tests there. The tar is streamed to disk under the environment's archive caps; files it left out are listed
+in the attempt's ``extra.workspace_skipped``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
-import io
 import posixpath
 import re
 import tarfile
 from collections.abc import Sequence
 from importlib import resources
-from typing import Any, ClassVar
+from typing import IO, Any, ClassVar
 
 import msgspec
 
 from .._errors import ConfigError
-from ..environments._tar import tar_from_files
+from ..environments._tar import SpooledArchive, archive_of, tar_from_files
 from ..interfaces import (
     ComponentContext,
     Environment,
@@ -102,15 +103,15 @@ def answer_matches(final_answer: str | None, expected: str | Sequence[str]) -> b
     return any(got == normalize_answer(o) for o in options)
 
 
-def portable_workspace(tar_bytes: bytes) -> tuple[bytes, list[str]]:
-    """The workspace tar without members that cannot be unpacked safely elsewhere: links that are absolute
-    or climb out of the workspace (a venv's ``bin/python`` -> ``/usr/bin/python3``), devices and fifos.
-    Returns the new tar and the dropped names."""
+def portable_workspace(src: IO[bytes], out: SpooledArchive) -> list[str]:
+    """Copy the workspace tar ``src`` (read from its start, as a stream) into ``out`` without members that
+    cannot be unpacked safely elsewhere: links that are absolute or climb out of the workspace (a venv's
+    ``bin/python`` -> ``/usr/bin/python3``), devices and fifos. Returns the dropped names."""
     dropped: list[str] = []
-    out = io.BytesIO()
-    with tarfile.open(fileobj=io.BytesIO(tar_bytes), mode="r:*") as src, \
-            tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as dst:
-        for member in src:
+    src.seek(0)
+    with tarfile.open(fileobj=src, mode="r|*") as tar_in, \
+            tarfile.open(fileobj=out.file, mode="w", format=tarfile.PAX_FORMAT) as dst:
+        for member in tar_in:
             if member.issym():
                 target = posixpath.normpath(posixpath.join(posixpath.dirname(member.name), member.linkname))
                 unsafe = posixpath.isabs(member.linkname) or target == ".." or target.startswith("../")
@@ -121,8 +122,20 @@ def portable_workspace(tar_bytes: bytes) -> tuple[bytes, list[str]]:
             if unsafe:
                 dropped.append(member.name)
                 continue
-            dst.addfile(member, src.extractfile(member) if member.isfile() else None)
-    return out.getvalue(), dropped
+            dst.addfile(member, tar_in.extractfile(member) if member.isfile() else None)
+    out.size = out.file.tell()
+    return dropped
+
+
+async def _portable(raw: SpooledArchive) -> tuple[SpooledArchive, list[str]]:
+    out = SpooledArchive(raw.dir)
+    try:
+        dropped = await asyncio.to_thread(portable_workspace, raw.file, out)
+    except BaseException:
+        out.close()
+        raise
+    out.skipped, out.skipped_count = raw.skipped, raw.skipped_count
+    return out, dropped
 
 
 class ShellTasks:
@@ -197,14 +210,24 @@ class ShellTasks:
                                       "graded_by_tests": bool(task.input.get("graded_by_tests", True))})
 
     async def collect(self, task: PreparedTask, env: Environment, result: HarnessResult) -> dict[str, Any]:
-        """A tar of the agent's workspace, taken before the engine closes the agent's environment."""
+        """A tar of the agent's workspace (on disk, capped), taken before the engine closes the agent's
+        environment. ``evaluate`` closes it."""
         if not task.metadata.get("graded_by_tests", True):
             return {}
-        workspace, dropped = portable_workspace(await env.get_archive(env.workdir))
+        with await archive_of(env, env.workdir) as raw:
+            workspace, dropped = await _portable(raw)
         return {"workspace": workspace, "dropped": dropped}
 
     async def evaluate(self, ctx: EvalContext) -> EvalResult:
         """Grade the answer against ``expected_answer`` and/or run the tests on a copy of the workspace."""
+        workspace = ctx.artifacts.get("workspace")
+        try:
+            return await self._evaluate(ctx)
+        finally:
+            if isinstance(workspace, SpooledArchive):
+                workspace.close()
+
+    async def _evaluate(self, ctx: EvalContext) -> EvalResult:
         truth: dict[str, Any] = ctx.task.ground_truth or {}
         tests: dict[str, str] = truth.get("tests") or {}
         expected = truth.get("expected_answer")
@@ -220,6 +243,11 @@ class ShellTasks:
             extra.update(exit_code=exit_code, output=truncate_middle(output, _OUTPUT_CAP))
             if ctx.artifacts.get("dropped"):
                 extra["dropped_from_workspace"] = ctx.artifacts["dropped"][:20]
+            workspace = ctx.artifacts.get("workspace")
+            if isinstance(workspace, SpooledArchive) and workspace.skipped_count:
+                # over the environment's archive caps: listed (name, size, reason), not copied
+                extra["workspace_skipped"] = workspace.skipped_report()
+                extra["workspace_skipped_count"] = workspace.skipped_count
             if timed_out:
                 extra["timed_out"] = True
             correct = correct and exit_code == 0
@@ -227,10 +255,13 @@ class ShellTasks:
 
     async def _run_tests(self, ctx: EvalContext, tests: dict[str, str]) -> tuple[int, str, bool]:
         workspace = ctx.artifacts.get("workspace")
-        if not isinstance(workspace, bytes):  # no agent environment (e.g. openai_chat): the initial files
-            workspace = tar_from_files(ctx.prepared.files)
+        tar: bytes | IO[bytes]
+        if isinstance(workspace, SpooledArchive):
+            tar = workspace.rewind()  # streamed from disk into the verifier
+        else:  # no agent environment (e.g. openai_chat): the initial files
+            tar = tar_from_files(ctx.prepared.files)
         async with ctx.open_verifier() as verifier:
-            await verifier.put_archive(verifier.workdir, workspace)
+            await verifier.put_archive(verifier.workdir, tar)
             # The tests go in last, into a directory made fresh, so nothing the agent left can shadow them.
             reset = await verifier.exec(["rm", "-rf", TESTS_DIR], cwd=verifier.workdir, timeout=60)
             if reset.exit_code != 0:
