@@ -23,7 +23,7 @@ from typing import IO, Any, ClassVar
 import msgspec
 
 from .._errors import ConfigError
-from ..environments._tar import SpooledArchive, archive_of, tar_from_files
+from ..environments._tar import SpooledArchive, archive_of, forget_members, tar_from_files
 from ..interfaces import (
     ComponentContext,
     Environment,
@@ -120,9 +120,12 @@ def portable_workspace(src: IO[bytes], out: SpooledArchive) -> list[str]:
             else:
                 unsafe = not (member.isfile() or member.isdir())
             if unsafe:
-                dropped.append(member.name)
+                if len(dropped) < 1000:
+                    dropped.append(member.name)
                 continue
             dst.addfile(member, tar_in.extractfile(member) if member.isfile() else None)
+            forget_members(tar_in)
+            forget_members(dst)
     out.size = out.file.tell()
     return dropped
 

@@ -30,6 +30,8 @@ DEFAULT_FILE_LIMIT = 100 << 20
 DEFAULT_TOTAL_LIMIT = 1 << 30
 #: how many skipped members are listed by name (the rest are only counted).
 _SKIPPED_LISTED = 100
+#: how many names of skipped files are remembered to drop hard links to them.
+_SKIPPED_REMEMBERED = 100_000
 _BLOCK = tarfile.BLOCKSIZE
 
 
@@ -151,6 +153,14 @@ class _Padded:
         return data if n < 0 or len(data) == n else data + bytes(n - len(data))
 
 
+def forget_members(tf: tarfile.TarFile) -> None:
+    """Drop the members ``tf`` remembers. Streaming reads and writes need only the current one, and a tree
+    of many small files would otherwise grow memory with the count."""
+    members = getattr(tf, "members", None)
+    if isinstance(members, list):
+        members.clear()
+
+
 def _round_up(n: int) -> int:
     return -(-n // _BLOCK) * _BLOCK
 
@@ -162,7 +172,8 @@ class _CappedWriter:
         self.out = out
         self.limits = limits
         self.tf = tarfile.open(fileobj=out.file, mode="w", format=tarfile.PAX_FORMAT)
-        self._skipped_files: set[str] = set()
+        self._skipped_files: dict[str, Literal["file_limit", "total_limit"]] = {}
+        self._past_total = False
 
     def _room_for(self, info: tarfile.TarInfo) -> bool:
         # header block, a PAX header (block + records) for long or non-ASCII names, the data, and the
@@ -173,8 +184,9 @@ class _CappedWriter:
 
     def admit(self, info: tarfile.TarInfo) -> bool:
         """Whether ``info`` may go in; records why not."""
-        if info.islnk() and info.linkname in self._skipped_files:
-            self.out.skip(info.name, info.size, "file_limit")
+        if info.islnk() and (self._past_total or info.linkname in self._skipped_files):
+            # a link to a file that is not in the archive would not extract
+            self.out.skip(info.name, info.size, self._skipped_files.get(info.linkname, "total_limit"))
             return False
         if info.isreg() and info.size > self.limits.file_bytes:
             reason: Literal["file_limit", "total_limit"] = "file_limit"
@@ -182,15 +194,20 @@ class _CappedWriter:
             reason = "total_limit"
         else:
             return True
-        if info.isreg():
-            self._skipped_files.add(info.name)
+        if info.isreg() and len(self._skipped_files) < _SKIPPED_REMEMBERED:
+            self._skipped_files[info.name] = reason
+        self._past_total = self._past_total or reason == "total_limit"
         self.out.skip(info.name, info.size, reason)
         return False
+
+    def write(self, info: tarfile.TarInfo, data: Any) -> None:
+        self.tf.addfile(info, data)
+        forget_members(self.tf)
 
     def add(self, info: tarfile.TarInfo, data: IO[bytes] | None) -> None:
         """Append ``info`` (and ``data`` for a regular file) when the limits allow."""
         if self.admit(info):
-            self.tf.addfile(info, _Padded(data) if info.isreg() and data is not None else None)  # type: ignore[arg-type,unused-ignore]
+            self.write(info, _Padded(data) if info.isreg() and data is not None else None)
 
     def close(self) -> None:
         self.tf.close()
@@ -256,7 +273,7 @@ def write_tree(src: str | os.PathLike[str], out: SpooledArchive, limits: Archive
                 out.skip(name, info.size, "unreadable")
                 continue
             with f:
-                w.tf.addfile(info, _Padded(f))  # type: ignore[arg-type,unused-ignore]
+                w.write(info, _Padded(f))
 
 
 def filter_tar_stream(src: IO[bytes], out: SpooledArchive, limits: ArchiveLimits, *,
@@ -279,9 +296,10 @@ def filter_tar_stream(src: IO[bytes], out: SpooledArchive, limits: ArchiveLimits
                         member.linkname = member.linkname[len(prefix):]
             if member.isreg():
                 if w.admit(member):
-                    w.tf.addfile(member, tf.extractfile(member))
+                    w.write(member, tf.extractfile(member))
             else:
                 w.add(member, None)
+            forget_members(tf)
 
 
 async def archive_of(env: Any, path: str) -> SpooledArchive:

@@ -129,3 +129,48 @@ def test_archive_limits_are_validated_naming_the_field(provider: Any, key: str, 
     with pytest.raises(ConfigError, match=key) as info:
         provider({key: value}, ComponentContext(run_id="caps"))
     assert info.value.field == f"environment.params.{key}"
+
+
+_TREE = ("mkdir sub && head -c 2M /dev/zero > sub/big-link.bin && ln sub/big-link.bin sub/big.bin && "
+         "echo hi > a.txt && ln a.txt b.txt && ln -s a.txt s.txt && "
+         "for i in 1 2 3 4 5; do head -c 900K /dev/urandom > m$i.bin; done")
+
+
+@pytest.fixture(params=["local", "docker"])
+def capped_provider(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    limits = {"archive_file_limit_bytes": MIB, "archive_total_limit_bytes": 4 * MIB}
+    if request.param == "local":
+        return LocalProvider({"base_dir": str(tmp_path), **limits}, ComponentContext(run_id="caps")), "caps"
+    run_id = request.getfixturevalue("docker_run_id")
+    image = request.getfixturevalue("base_image")
+    return DockerProvider({"image": image, **limits}, ComponentContext(run_id=run_id)), run_id
+
+
+async def test_caps_skip_files_and_their_hard_links_keep_links_and_stop_at_the_total(
+        capped_provider: Any, tmp_path: Path) -> None:
+    from agentcompass.environments._tar import extract_tar
+
+    provider, run_id = capped_provider
+    try:
+        env = await provider.open(EnvOpenSpec(run_id=run_id, task_id="t"))
+        res = await env.exec(["sh", "-c", _TREE])
+        assert res.exit_code == 0, res.output
+        with await env.get_archive_file(env.workdir) as archive:
+            assert archive.size <= 4 * MIB
+            skipped = {(s.name, s.reason) for s in archive.skipped}
+            assert skipped == {("sub/big-link.bin", "file_limit"), ("sub/big.bin", "file_limit"),
+                               ("m5.bin", "total_limit")}
+            assert archive.skipped_count == 3
+            out = tmp_path / "out"
+            out.mkdir()
+            extract_tar(archive.rewind(), out)
+        assert sorted(p.name for p in out.iterdir()) == ["a.txt", "b.txt", "m1.bin", "m2.bin", "m3.bin", "m4.bin",
+                                                         "s.txt", "sub"]
+        assert (out / "b.txt").read_text() == "hi\n" and os.readlink(out / "s.txt") == "a.txt"
+        assert list((out / "sub").iterdir()) == []
+        assert await env.read_file("s.txt") == b"hi\n"
+        with pytest.raises(OSError, match="archive_file_limit_bytes"):
+            await env.read_file("sub/big.bin")
+        await env.close()
+    finally:
+        await provider.aclose()
