@@ -75,6 +75,7 @@ _DEFAULTS: dict[str, Any] = {
     "output_limit_bytes": 1 << 20,
     "forwarder_image": DEFAULT_BASE_IMAGE,
     "disk_limit": None,
+    "tmpfs": None,
 }
 ALLOWED_PARAMS: tuple[str, ...] = (*_DEFAULTS, *ARCHIVE_PARAMS)
 
@@ -112,6 +113,22 @@ def _positive(params: dict[str, Any], key: str, *, integer: bool = False) -> Any
         kind = "a positive integer" if integer else "a positive number"
         raise ConfigError(f"environment docker: {key} must be {kind}, got {value!r}", field=_field(key))
     return value
+
+
+def _tmpfs(value: Any) -> dict[str, int]:
+    """``{"/tmp": "256m"}`` -> absolute mount point -> size in bytes (every tmpfs gets a bounded size)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"environment docker: tmpfs must be a mapping of absolute path to size (e.g. "
+                          f"{{'/tmp': '256m'}}), got {value!r}", field=_field("tmpfs"))
+    out: dict[str, int] = {}
+    for path, size in value.items():
+        if not isinstance(path, str) or not path.startswith("/") or "," in path or ":" in path:
+            raise ConfigError(f"environment docker: tmpfs mount point {path!r} must be an absolute path",
+                              field=_field("tmpfs"))
+        out[posixpath.normpath(path)] = parse_memory(size, f"tmpfs[{path!r}]")
+    return out
 
 
 def _string(params: dict[str, Any], key: str) -> str | None:
@@ -599,6 +616,7 @@ class DockerProvider:
             if p["disk_limit"] is not None else None
         self._disk_limit_checked = False
         self._disk_limit_param = p["disk_limit"]
+        self.tmpfs: dict[str, int] = _tmpfs(p["tmpfs"])
         self._owner = owner_labels()
         self._docker: aiodocker.Docker | None = None
         self._networks: DockerNetworks | None = None
@@ -778,6 +796,8 @@ class DockerProvider:
             host["PidsLimit"] = self.pids_limit
         if self.disk_limit is not None:
             host["StorageOpt"] = storage_opt(self.disk_limit)
+        if self.tmpfs:
+            host["Tmpfs"] = {path: f"size={size}" for path, size in self.tmpfs.items()}
         env = _check_env(spec.env, "env")
         return {
             "Image": image, "Entrypoint": _KEEPALIVE, "Cmd": None, "WorkingDir": workdir,

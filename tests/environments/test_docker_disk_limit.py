@@ -88,3 +88,28 @@ def test_a_run_with_an_unenforceable_disk_limit_fails_up_front_naming_it(
             results_dir=str(tmp_path), progress="none")
     assert driver in str(info.value)
     assert containers_of(docker_run_id) == []
+
+
+@pytest.mark.parametrize("value", [["/tmp"], {"tmp": "1m"}, {"/tmp": "lots"}, {"/tmp": 0}, {"/tmp": math.nan},
+                                   {"/a,b": "1m"}, "/tmp"], ids=repr)
+def test_tmpfs_is_validated_naming_the_field(value: Any) -> None:
+    with pytest.raises(ConfigError, match="tmpfs") as info:
+        DockerProvider({"tmpfs": value}, ComponentContext(run_id="disk"))
+    assert (info.value.field or "").startswith("environment.params.tmpfs")
+
+
+async def test_a_tmpfs_gets_its_bounded_size_on_any_driver(base_image: str, docker_run_id: str) -> None:
+    provider = DockerProvider({"image": base_image, "tmpfs": {"/scratch": "8m"}},
+                              ComponentContext(run_id=docker_run_id))
+    spec = EnvOpenSpec(run_id=docker_run_id, task_id="t")
+    assert provider._container_config(spec, "img", "/w", "bridge", {})["HostConfig"]["Tmpfs"] == {
+        "/scratch": f"size={8 << 20}"}
+    try:
+        env = await provider.open(spec)
+        size = await env.exec("df -B1 --output=size /scratch | tail -1")
+        assert size.stdout.strip() == str(8 << 20), size.output
+        fill = await env.exec("head -c 20M /dev/zero > /scratch/fill")
+        assert fill.exit_code != 0 and "No space left" in fill.stderr
+        await env.close()
+    finally:
+        await provider.aclose()
