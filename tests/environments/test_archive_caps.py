@@ -53,6 +53,7 @@ def run_engine(tmp_path: Path, environment: str, environment_params: dict[str, A
     assert report["status"] == "completed"
     run_dir = Path(report["run_dir"])
     detail = json.loads(next((run_dir / "details").glob("files_hello*")).read_text())
+    print(f"{environment}: engine peak RSS {report['hwm'] / MIB:.0f} MiB")  # shown with -s
     return report["hwm"], detail["attempts"]["1"], run_dir
 
 
