@@ -27,7 +27,15 @@ from aiodocker.containers import DockerContainer
 from .._errors import ConfigError, EnvironmentError_
 from ..interfaces import ComponentContext, EnvOpenSpec, ExecResult, ImageRecipe, NetworkPolicy
 from ._output import CappedBuffer
-from ._tar import ARCHIVE_PARAMS, ArchiveLimits, SpooledArchive, archive_limits, make_tar, safe_relpath
+from ._tar import (
+    ARCHIVE_PARAMS,
+    ArchiveLimits,
+    SpooledArchive,
+    archive_limits,
+    forget_members,
+    make_tar,
+    safe_relpath,
+)
 from .docker_api import (
     DEFAULT_BASE_IMAGE,
     LABEL_KEEP,
@@ -53,6 +61,9 @@ _EXEC_MARKER = "AGENTCOMPASS_EXEC"
 _WRAPPER = 'echo "$$" >&2; exec "$@"'
 _KEEPALIVE = ["tail", "-f", "/dev/null"]
 _KILL_GRACE_S = 5.0
+# One archive transfer may move up to archive_total_limit_bytes and read through members over the caps: it is
+# bounded as a whole by this, and a stalled stream much sooner (no data for daemon_timeout).
+_TRANSFER_TRY_S = 600.0
 _EXIT_POLL_S = 3.0
 
 _DEFAULTS: dict[str, Any] = {
@@ -183,6 +194,8 @@ def _chown_tar(tar: bytes | IO[bytes], owner: tuple[int, int]) -> IO[bytes]:
                 member.uid, member.gid = owner
                 member.uname = member.gname = ""
                 dst.addfile(member, src.extractfile(member) if member.isfile() else None)
+                forget_members(src)
+                forget_members(dst)
     except BaseException:
         out.close()
         raise
@@ -210,6 +223,7 @@ def _check_member_names(tar: bytes | IO[bytes]) -> None:
                 if member.ischr() or member.isblk() or member.isfifo():
                     raise ConfigError(f"archive member {member.name!r} is a device or fifo: refused",
                                       field="archive")
+                forget_members(tf)
     except tarfile.TarError as exc:
         raise ConfigError(f"archive: not a readable tar archive ({exc})", field="archive") from exc
 
@@ -251,9 +265,10 @@ class DockerEnvironment:
             raise ConfigError(f"{field}: expected a non-empty path str, got {path!r}", field=field)
         return posixpath.normpath(posixpath.join(self.workdir, path))
 
-    async def _daemon(self, op: Callable[[], Any], what: str, *, retry_timeouts: bool = True) -> Any:
+    async def _daemon(self, op: Callable[[], Any], what: str, *, retry_timeouts: bool = True,
+                      timeout_s: float | None = None) -> Any:
         try:
-            return await call(op, what=what, timeout_s=self._provider.daemon_timeout,
+            return await call(op, what=what, timeout_s=timeout_s or self._provider.daemon_timeout,
                               retry_timeouts=retry_timeouts)
         except aiodocker.DockerError as exc:
             gone = "No such container" in str(exc.message) or "is not running" in str(exc.message)
@@ -407,7 +422,9 @@ class DockerEnvironment:
                 pass
 
         try:
-            await self._daemon(op, "archive put")
+            # a file (a collected workspace) may be large: bounded as a transfer, not as one daemon call
+            await self._daemon(op, "archive put", timeout_s=None if isinstance(data, bytes) else
+                               max(_TRANSFER_TRY_S, self._provider.daemon_timeout))
         finally:
             if owned is not None:
                 owned.close()
@@ -419,7 +436,8 @@ class DockerEnvironment:
                                   read_timeout_s=self._provider.daemon_timeout)
 
         try:
-            await self._daemon(op, "archive get")
+            await self._daemon(op, "archive get", retry_timeouts=False,
+                               timeout_s=max(_TRANSFER_TRY_S, self._provider.daemon_timeout))
         except aiodocker.DockerError as exc:
             if exc.status == 404:
                 raise FileNotFoundError(f"no such file or directory in {self.name}: {path!r}") from exc

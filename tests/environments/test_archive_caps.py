@@ -74,7 +74,7 @@ def test_a_2g_sparse_file_in_a_local_workspace_is_listed_not_copied_and_the_engi
 def test_an_800m_file_in_a_container_is_listed_not_copied_and_the_engine_stays_small(
         base_image: str, docker_run_id: str, tmp_path: Path) -> None:
     hwm, attempt, run_dir = run_engine(tmp_path, "docker", {"image": base_image},
-                                       "head -c 800M /dev/zero > big.bin", docker_run_id)
+                                       "truncate -s 800M big.bin", docker_run_id)
     assert hwm < RSS_LIMIT, f"engine peak RSS {hwm / MIB:.0f} MiB"
     assert attempt["correct"] is True
     assert {"name": "big.bin", "size": 800 * MIB, "reason": "file_limit"} in attempt["extra"]["workspace_skipped"]
