@@ -12,11 +12,14 @@ only the inputs: it reports the values and outputs it observed, and the engine c
 expected values, which never leave the engine. The exit code of the agent's code is never the verdict, so
 ``os._exit(0)``, a replaced ``sys.exit`` or a forged report can at most claim values, and a claim is only a
 pass when the values are right.
+The workspace tar is streamed to disk under the environment's archive caps; files it left out are listed in
+the attempt's ``extra.workspace_skipped``.
 """
 
 from __future__ import annotations
 
 import ast
+import asyncio
 import fnmatch
 import functools
 import io
@@ -27,12 +30,12 @@ import secrets
 import tarfile
 from collections.abc import Sequence
 from importlib import resources
-from typing import Any, ClassVar
+from typing import IO, Any, ClassVar
 
 import msgspec
 
 from .._errors import ConfigError
-from ..environments._tar import tar_from_files
+from ..environments._tar import SpooledArchive, archive_of, forget_members, tar_from_files
 from ..interfaces import (
     ComponentContext,
     Environment,
@@ -204,15 +207,15 @@ def answer_matches(final_answer: str | None, expected: str | Sequence[str]) -> b
     return any(got == normalize_answer(o) for o in options)
 
 
-def portable_workspace(tar_bytes: bytes) -> tuple[bytes, list[str]]:
-    """The workspace tar without members that cannot be unpacked safely elsewhere: links that are absolute
-    or climb out of the workspace (a venv's ``bin/python`` -> ``/usr/bin/python3``), devices and fifos.
-    Returns the new tar and the dropped names."""
+def portable_workspace(src: IO[bytes], out: SpooledArchive) -> list[str]:
+    """Copy the workspace tar ``src`` (read from its start, as a stream) into ``out`` without members that
+    cannot be unpacked safely elsewhere: links that are absolute or climb out of the workspace (a venv's
+    ``bin/python`` -> ``/usr/bin/python3``), devices and fifos. Returns the dropped names."""
     dropped: list[str] = []
-    out = io.BytesIO()
-    with tarfile.open(fileobj=io.BytesIO(tar_bytes), mode="r:*") as src, \
-            tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as dst:
-        for member in src:
+    src.seek(0)
+    with tarfile.open(fileobj=src, mode="r|*") as tar_in, \
+            tarfile.open(fileobj=out.file, mode="w", format=tarfile.PAX_FORMAT) as dst:
+        for member in tar_in:
             if member.issym():
                 target = posixpath.normpath(posixpath.join(posixpath.dirname(member.name), member.linkname))
                 unsafe = posixpath.isabs(member.linkname) or target == ".." or target.startswith("../")
@@ -221,10 +224,25 @@ def portable_workspace(tar_bytes: bytes) -> tuple[bytes, list[str]]:
             else:
                 unsafe = not (member.isfile() or member.isdir())
             if unsafe:
-                dropped.append(member.name)
+                if len(dropped) < 1000:
+                    dropped.append(member.name)
                 continue
-            dst.addfile(member, src.extractfile(member) if member.isfile() else None)
-    return out.getvalue(), dropped
+            dst.addfile(member, tar_in.extractfile(member) if member.isfile() else None)
+            forget_members(tar_in)
+            forget_members(dst)
+    out.size = out.file.tell()
+    return dropped
+
+
+async def _portable(raw: SpooledArchive) -> tuple[SpooledArchive, list[str]]:
+    out = SpooledArchive(raw.dir)
+    try:
+        dropped = await asyncio.to_thread(portable_workspace, raw.file, out)
+    except BaseException:
+        out.close()
+        raise
+    out.skipped, out.skipped_count = raw.skipped, raw.skipped_count
+    return out, dropped
 
 
 class ShellTasks:
@@ -299,14 +317,24 @@ class ShellTasks:
                                       "graded_by_tests": bool(task.input.get("graded_by_tests", True))})
 
     async def collect(self, task: PreparedTask, env: Environment, result: HarnessResult) -> dict[str, Any]:
-        """A tar of the agent's workspace, taken before the engine closes the agent's environment."""
+        """A tar of the agent's workspace (on disk, capped), taken before the engine closes the agent's
+        environment. ``evaluate`` closes it."""
         if not task.metadata.get("graded_by_tests", True):
             return {}
-        workspace, dropped = portable_workspace(await env.get_archive(env.workdir))
+        with await archive_of(env, env.workdir) as raw:
+            workspace, dropped = await _portable(raw)
         return {"workspace": workspace, "dropped": dropped}
 
     async def evaluate(self, ctx: EvalContext) -> EvalResult:
         """Grade the answer against ``expected_answer`` and/or the checks against the agent's workspace."""
+        workspace = ctx.artifacts.get("workspace")
+        try:
+            return await self._evaluate(ctx)
+        finally:
+            if isinstance(workspace, SpooledArchive):
+                workspace.close()
+
+    async def _evaluate(self, ctx: EvalContext) -> EvalResult:
         truth: dict[str, Any] = ctx.task.ground_truth or {}
         checks = msgspec.convert(truth.get("checks") or [], type=list[Check])
         expected = truth.get("expected_answer")
@@ -319,28 +347,36 @@ class ShellTasks:
             correct = correct and answer_ok
         if checks:
             workspace = ctx.artifacts.get("workspace")
-            if not isinstance(workspace, bytes):  # no agent environment (e.g. openai_chat): the initial files
-                workspace = tar_from_files(ctx.prepared.files)
-            failures = _file_failures(checks, workspace)
+            spooled = workspace if isinstance(workspace, SpooledArchive) else None
+            initial = b"" if spooled else tar_from_files(ctx.prepared.files)  # no agent environment (openai_chat)
+
+            def tar() -> IO[bytes]:
+                return spooled.rewind() if spooled else io.BytesIO(initial)
+
+            failures = _file_failures(checks, tar())
             probed = [c for c in checks if isinstance(c, _PROBED)]
             if probed and not failures:
-                failures, timed_out = await self._probe(ctx, workspace, probed)
+                failures, timed_out = await self._probe(ctx, tar(), probed)
                 if timed_out:
                     extra["timed_out"] = True
             extra["failures"] = [truncate_middle(f, 500) for f in failures[:_MAX_FAILURES]]
             extra["output"] = truncate_middle("\n".join(f"FAIL: {f}" for f in extra["failures"]) or "ok", _OUTPUT_CAP)
             if ctx.artifacts.get("dropped"):
                 extra["dropped_from_workspace"] = ctx.artifacts["dropped"][:20]
+            if spooled and spooled.skipped_count:
+                # over the environment's archive caps: listed (name, size, reason), not copied
+                extra["workspace_skipped"] = spooled.skipped_report()
+                extra["workspace_skipped_count"] = spooled.skipped_count
             correct = correct and not failures
         return EvalResult(correct=correct, score=1.0 if correct else 0.0, extra=extra)
 
-    async def _probe(self, ctx: EvalContext, workspace: bytes,
+    async def _probe(self, ctx: EvalContext, workspace: IO[bytes],
                      checks: list[RunCheck | CallsCheck]) -> tuple[list[str], bool]:
         """Run the probe on a copy of the workspace; the failures found comparing its report with the checks."""
         marker = f"AGENTCOMPASS-PROBE-{secrets.token_hex(16)}"
         spec = {"timeout": self.eval_timeout, "checks": [_probe_input(c) for c in checks]}
         async with ctx.open_verifier() as verifier:
-            await verifier.put_archive(verifier.workdir, workspace)
+            await verifier.put_archive(verifier.workdir, workspace)  # streamed from disk
             # The probe goes in last, into a directory made fresh, so nothing the agent left can shadow it.
             reset = await verifier.exec(["rm", "-rf", TESTS_DIR], cwd=verifier.workdir, timeout=60)
             if reset.exit_code != 0:
@@ -422,8 +458,8 @@ def _probed_failures(check: RunCheck | CallsCheck, observed: dict[str, Any]) -> 
 class _Workspace:
     """Read-only view of the workspace tar, for the checks the engine makes itself (no agent code runs)."""
 
-    def __init__(self, tar_bytes: bytes) -> None:
-        self._tar = tarfile.open(fileobj=io.BytesIO(tar_bytes), mode="r:*")
+    def __init__(self, tar: IO[bytes]) -> None:
+        self._tar = tarfile.open(fileobj=tar, mode="r:*")
         self.members: dict[str, tarfile.TarInfo] = {}
         for m in self._tar.getmembers():
             name = posixpath.normpath(m.name)
@@ -450,9 +486,9 @@ def _text(ws: _Workspace, path: str) -> str | None:
     return None if data is None else data.decode("utf-8", "replace")
 
 
-def _file_failures(checks: list[Check], tar_bytes: bytes) -> list[str]:
+def _file_failures(checks: list[Check], tar: IO[bytes]) -> list[str]:
     """Failures of the checks read straight from the workspace tar."""
-    ws = _Workspace(tar_bytes)
+    ws = _Workspace(tar)
     out: list[str] = []
     for c in checks:
         if isinstance(c, LinesCheck):

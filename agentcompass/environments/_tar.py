@@ -3,6 +3,11 @@
 Member names are relative to the archived directory (``a.txt``, ``sub/b.txt``), never absolute.
 Extraction refuses absolute names, ``..`` components, links that point outside the target, device
 files, and writing through an existing symlink that leads outside the target.
+
+What comes back from an environment is streamed into a :class:`SpooledArchive` (an unlinked temp file)
+under :class:`ArchiveLimits`: a file over the per-file cap, or one that would take the archive past the
+total cap, is listed (name, size, reason) instead of copied, so neither memory nor disk grows with what
+an agent leaves in its workspace.
 """
 
 from __future__ import annotations
@@ -11,10 +16,23 @@ import io
 import os
 import posixpath
 import tarfile
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import IO, Any, Literal
+
+import msgspec
 
 from .._errors import ConfigError
+
+#: default caps on what an environment hands back: per file, and for the whole archive.
+DEFAULT_FILE_LIMIT = 100 << 20
+DEFAULT_TOTAL_LIMIT = 1 << 30
+#: how many skipped members are listed by name (the rest are only counted).
+_SKIPPED_LISTED = 100
+#: how many names of skipped files are remembered to drop hard links to them.
+_SKIPPED_REMEMBERED = 100_000
+_BLOCK = tarfile.BLOCKSIZE
 
 
 class UnsafeArchiveError(ConfigError):
@@ -34,6 +52,268 @@ def safe_relpath(path: str, *, field: str = "path") -> str:
     if not parts:
         raise ConfigError(f"{field}: {path!r} names the workspace itself, not a file in it", field=field)
     return "/".join(parts)
+
+
+FILE_LIMIT_PARAM = "archive_file_limit_bytes"
+TOTAL_LIMIT_PARAM = "archive_total_limit_bytes"
+#: the environment params (local and docker) that set :class:`ArchiveLimits`.
+ARCHIVE_PARAMS = (FILE_LIMIT_PARAM, TOTAL_LIMIT_PARAM)
+
+
+class ArchiveLimits(msgspec.Struct, frozen=True):
+    """Caps on an archive taken out of an environment: bytes per file, bytes for the whole tar."""
+
+    file_bytes: int = DEFAULT_FILE_LIMIT
+    total_bytes: int = DEFAULT_TOTAL_LIMIT
+
+
+def archive_limits(params: Mapping[str, Any], where: str) -> ArchiveLimits:
+    """The caps from an environment's params (integers > 0; defaults 100 MiB per file, 1 GiB in all).
+    ConfigError naming the field for anything else (NaN, infinities, bools, floats, strings, null)."""
+    values: list[int] = []
+    for key, default in ((FILE_LIMIT_PARAM, DEFAULT_FILE_LIMIT), (TOTAL_LIMIT_PARAM, DEFAULT_TOTAL_LIMIT)):
+        value = params.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ConfigError(f"{where}: {key} must be an integer number of bytes > 0 (default {default}), "
+                              f"got {value!r}", field=f"environment.params.{key}")
+        values.append(value)
+    return ArchiveLimits(*values)
+
+
+class SkippedMember(msgspec.Struct, frozen=True):
+    """A member left out of an archive: over the per-file cap, past the total cap, or unreadable."""
+
+    name: str
+    size: int
+    reason: Literal["file_limit", "total_limit", "unreadable"]
+
+
+class SpooledArchive:
+    """A tar in an unlinked temp file, and what was left out of it.
+
+    The file has no name, so its space is freed when it is closed, garbage-collected, or when the process
+    ends however it ends; nothing is left to clean up on any path. Use as a context manager.
+    """
+
+    def __init__(self, dir: str | None = None) -> None:
+        self.dir = dir
+        self.file: IO[bytes] = tempfile.TemporaryFile(dir=dir)
+        #: bytes of tar in ``file``
+        self.size = 0
+        #: the first members left out (at most 100 listed); ``skipped_count`` counts them all
+        self.skipped: list[SkippedMember] = []
+        self.skipped_count = 0
+
+    def skip(self, name: str, size: int, reason: Literal["file_limit", "total_limit", "unreadable"]) -> None:
+        """Record a member left out."""
+        self.skipped_count += 1
+        if len(self.skipped) < _SKIPPED_LISTED:
+            self.skipped.append(SkippedMember(name, size, reason))
+
+    def reset(self) -> None:
+        """Empty it (before a retried transfer)."""
+        self.file.seek(0)
+        self.file.truncate()
+        self.size, self.skipped, self.skipped_count = 0, [], 0
+
+    def rewind(self) -> IO[bytes]:
+        """The file, positioned at the start of the tar."""
+        self.file.seek(0)
+        return self.file
+
+    def read_bytes(self) -> bytes:
+        """The whole tar in memory (at most the total cap): for small archives and the bytes API."""
+        return self.rewind().read()
+
+    def skipped_report(self) -> list[dict[str, Any]]:
+        """The skipped members as JSON-able dicts (name, size, reason)."""
+        out: list[dict[str, Any]] = msgspec.to_builtins(self.skipped)
+        return out
+
+    def close(self) -> None:
+        """Free the file's space. Idempotent."""
+        self.file.close()
+
+    def __enter__(self) -> SpooledArchive:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Padded:
+    """Reads exactly what tarfile asks for: zeros once the file ends early (it shrank after the stat), so a
+    file changing under us cannot corrupt the archive; never more than the stat'ed size is read."""
+
+    def __init__(self, f: IO[bytes]) -> None:
+        self._f = f
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._f.read(n)
+        return data if n < 0 or len(data) == n else data + bytes(n - len(data))
+
+
+def forget_members(tf: tarfile.TarFile) -> None:
+    """Drop the members ``tf`` remembers. Streaming reads and writes need only the current one, and a tree
+    of many small files would otherwise grow memory with the count."""
+    members = getattr(tf, "members", None)
+    if isinstance(members, list):
+        members.clear()
+
+
+def _round_up(n: int) -> int:
+    return -(-n // _BLOCK) * _BLOCK
+
+
+class _CappedWriter:
+    """Writes members into a SpooledArchive, leaving out (and listing) what the limits do not allow."""
+
+    def __init__(self, out: SpooledArchive, limits: ArchiveLimits) -> None:
+        self.out = out
+        self.limits = limits
+        self.tf = tarfile.open(fileobj=out.file, mode="w", format=tarfile.PAX_FORMAT)
+        self._skipped_files: dict[str, Literal["file_limit", "total_limit"]] = {}
+        self._past_total = False
+
+    def _room_for(self, info: tarfile.TarInfo) -> bool:
+        # header block, a PAX header (block + records) for long or non-ASCII names, the data, and the
+        # end-of-archive record tarfile pads to on close.
+        names = len(info.name.encode(errors="surrogateescape")) + len(info.linkname.encode(errors="surrogateescape"))
+        need = 3 * _BLOCK + _round_up(2 * names + 512) + (_round_up(info.size) if info.isreg() else 0)
+        return self.tf.offset + need + tarfile.RECORDSIZE <= self.limits.total_bytes
+
+    def admit(self, info: tarfile.TarInfo) -> bool:
+        """Whether ``info`` may go in; records why not."""
+        if info.islnk() and (self._past_total or info.linkname in self._skipped_files):
+            # a link to a file that is not in the archive would not extract
+            self.out.skip(info.name, info.size, self._skipped_files.get(info.linkname, "total_limit"))
+            return False
+        if info.isreg() and info.size > self.limits.file_bytes:
+            reason: Literal["file_limit", "total_limit"] = "file_limit"
+        elif not self._room_for(info):
+            reason = "total_limit"
+        else:
+            return True
+        if info.isreg() and len(self._skipped_files) < _SKIPPED_REMEMBERED:
+            self._skipped_files[info.name] = reason
+        self._past_total = self._past_total or reason == "total_limit"
+        self.out.skip(info.name, info.size, reason)
+        return False
+
+    def write(self, info: tarfile.TarInfo, data: Any) -> None:
+        self.tf.addfile(info, data)
+        forget_members(self.tf)
+
+    def add(self, info: tarfile.TarInfo, data: IO[bytes] | None) -> None:
+        """Append ``info`` (and ``data`` for a regular file) when the limits allow."""
+        if self.admit(info):
+            self.write(info, _Padded(data) if info.isreg() and data is not None else None)
+
+    def close(self) -> None:
+        self.tf.close()
+        self.out.size = self.out.file.tell()
+
+    def __enter__(self) -> _CappedWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _walk(src_path: Path) -> Iterator[tuple[str, str]]:
+    """(host path, member name) of everything under directory ``src_path``, parents first, in name order;
+    symlinks are not followed. Unreadable directories are yielded (and their contents cannot be)."""
+    for dirpath, dirnames, filenames in os.walk(src_path):
+        dirnames.sort()
+        rel = os.path.relpath(dirpath, src_path)
+        for name in sorted(dirnames + filenames):
+            yield os.path.join(dirpath, name), name if rel == "." else f"{rel}/{name}"
+
+
+def _forget_inode(tf: tarfile.TarFile, st: os.stat_result) -> None:
+    # gettarinfo remembers each multiply-linked inode so later names become hard links to the first;
+    # when the first was left out, a later one must carry the data itself.
+    inodes = getattr(tf, "inodes", None)
+    if isinstance(inodes, dict):
+        inodes.pop((st.st_ino, st.st_dev), None)
+
+
+def write_tree(src: str | os.PathLike[str], out: SpooledArchive, limits: ArchiveLimits) -> None:
+    """Stream a tar of ``src`` into ``out`` under ``limits``: the contents of a directory (names relative
+    to it) or a single file (its base name). Symlinks are stored as links; a file is read in chunks, so a
+    sparse or huge file never sits in memory; one over a cap, or unreadable, is listed in ``out.skipped``."""
+    src_path = Path(src)
+    if src_path.is_dir() and not src_path.is_symlink():
+        entries: Iterator[tuple[str, str]] = _walk(src_path)
+    elif src_path.exists() or src_path.is_symlink():
+        entries = iter([(str(src_path), src_path.name)])
+    else:
+        raise FileNotFoundError(f"no such file or directory: {str(src_path)!r}")
+    with _CappedWriter(out, limits) as w:
+        for path, name in entries:
+            try:
+                st = os.lstat(path)
+                info = w.tf.gettarinfo(path, arcname=name)
+            except OSError:
+                out.skip(name, 0, "unreadable")
+                continue
+            if info is None:  # a socket: nothing to archive
+                out.skip(name, 0, "unreadable")
+                continue
+            if not info.isreg():
+                w.add(info, None)
+                continue
+            if not w.admit(info):
+                _forget_inode(w.tf, st)  # a later hard link to it is then a file of its own
+                continue
+            try:
+                f = open(path, "rb")
+            except OSError:
+                _forget_inode(w.tf, st)
+                out.skip(name, info.size, "unreadable")
+                continue
+            with f:
+                w.write(info, _Padded(f))
+
+
+def filter_tar_stream(src: IO[bytes], out: SpooledArchive, limits: ArchiveLimits, *,
+                      strip_top_dir: bool = False) -> None:
+    """Copy the tar stream ``src`` into ``out`` under ``limits``, reading it once, front to back (members
+    over a cap are read through and dropped, never held). ``strip_top_dir``: an archive of directory ``d``
+    whose members are named ``d/...`` (Docker's) is renamed relative to ``d``; a single file is kept."""
+    with tarfile.open(fileobj=src, mode="r|*") as tf, _CappedWriter(out, limits) as w:
+        prefix: str | None = None
+        for index, member in enumerate(tf):
+            if strip_top_dir:
+                if index == 0 and member.isdir():
+                    prefix = member.name.rstrip("/") + "/"
+                    continue
+                if prefix is not None:
+                    if not member.name.startswith(prefix):
+                        continue
+                    member.name = member.name[len(prefix):]
+                    if member.islnk() and member.linkname.startswith(prefix):
+                        member.linkname = member.linkname[len(prefix):]
+            if member.isreg():
+                if w.admit(member):
+                    w.write(member, tf.extractfile(member))
+            else:
+                w.add(member, None)
+            forget_members(tf)
+
+
+async def archive_of(env: Any, path: str) -> SpooledArchive:
+    """``env.get_archive_file(path)`` (capped, on disk) when the environment has it, else its
+    ``get_archive`` bytes spooled to a file."""
+    get_file = getattr(env, "get_archive_file", None)
+    if get_file is not None:
+        archive: SpooledArchive = await get_file(path)
+        return archive
+    data: bytes = await env.get_archive(path)
+    archive = SpooledArchive()
+    archive.file.write(data)
+    archive.size = len(data)
+    return archive
 
 
 def make_tar(src: str | os.PathLike[str]) -> bytes:
@@ -102,8 +382,9 @@ def _check_member(member: tarfile.TarInfo, dest_real: str) -> None:
                                      field="archive")
 
 
-def extract_tar(tar_bytes: bytes, dest: str | os.PathLike[str]) -> None:
-    """Extract ``tar_bytes`` into the existing directory ``dest``; UnsafeArchiveError on an escaping member.
+def extract_tar(tar_bytes: bytes | IO[bytes], dest: str | os.PathLike[str]) -> None:
+    """Extract ``tar_bytes`` (or a tar file object, read from its start) into the existing directory
+    ``dest``; UnsafeArchiveError on an escaping member.
 
     Members are checked one by one right before each is extracted, so a symlink planted by an earlier
     member cannot be used to escape by a later one.
@@ -113,7 +394,12 @@ def extract_tar(tar_bytes: bytes, dest: str | os.PathLike[str]) -> None:
         raise FileNotFoundError(f"extraction target is not a directory: {str(dest)!r}")
 
     try:
-        with tarfile.open(fileobj=io.BytesIO(tar_bytes), mode="r:*") as tf:
+        if isinstance(tar_bytes, bytes | bytearray | memoryview):
+            source: IO[bytes] = io.BytesIO(tar_bytes)
+        else:
+            source = tar_bytes
+            source.seek(0)
+        with tarfile.open(fileobj=source, mode="r:*") as tf:
             if _HAS_DATA_FILTER:
                 def _filter(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
                     _check_member(member, dest_real)

@@ -15,19 +15,27 @@ import os
 import posixpath
 import re
 import tarfile
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from typing import IO, Any, ClassVar
 
 import aiodocker
 from aiodocker.containers import DockerContainer
-from yarl import URL
 
 from .._errors import ConfigError, EnvironmentError_
 from ..interfaces import ComponentContext, EnvOpenSpec, ExecResult, ImageRecipe, NetworkPolicy
 from ._output import CappedBuffer
-from ._tar import make_tar, safe_relpath
+from ._tar import (
+    ARCHIVE_PARAMS,
+    ArchiveLimits,
+    SpooledArchive,
+    archive_limits,
+    forget_members,
+    make_tar,
+    safe_relpath,
+)
 from .docker_api import (
     DEFAULT_BASE_IMAGE,
     LABEL_KEEP,
@@ -40,8 +48,10 @@ from .docker_api import (
     owner_labels,
     settled,
 )
+from .docker_archive import receive_archive
 from .docker_images import build_lock
 from .docker_network import DockerNetworks, check_policy, run_labels
+from .docker_storage import refusal, size_unsupported, storage_opt
 
 log = logging.getLogger("agentcompass.environments.docker")
 
@@ -51,6 +61,9 @@ _EXEC_MARKER = "AGENTCOMPASS_EXEC"
 _WRAPPER = 'echo "$$" >&2; exec "$@"'
 _KEEPALIVE = ["tail", "-f", "/dev/null"]
 _KILL_GRACE_S = 5.0
+# One archive transfer may move up to archive_total_limit_bytes and read through members over the caps: it is
+# bounded as a whole by this, and a stalled stream much sooner (no data for daemon_timeout).
+_TRANSFER_TRY_S = 600.0
 _EXIT_POLL_S = 3.0
 
 _DEFAULTS: dict[str, Any] = {
@@ -72,8 +85,10 @@ _DEFAULTS: dict[str, Any] = {
     "build_timeout": 1800.0,
     "output_limit_bytes": 1 << 20,
     "forwarder_image": DEFAULT_BASE_IMAGE,
+    "disk_limit": None,
+    "tmpfs": None,
 }
-ALLOWED_PARAMS: tuple[str, ...] = tuple(_DEFAULTS)
+ALLOWED_PARAMS: tuple[str, ...] = (*_DEFAULTS, *ARCHIVE_PARAMS)
 
 _MEMORY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
 _NAME_RE = re.compile(r"[^a-zA-Z0-9_.-]+")
@@ -87,14 +102,15 @@ def _field(key: str) -> str:
     return f"environment.params.{key}"
 
 
-def parse_memory(value: Any) -> int:
-    """``"2g"``, ``"512m"``, ``"1.5GiB"`` or an int of bytes -> bytes (powers of 1024)."""
+def parse_memory(value: Any, key: str = "memory") -> int:
+    """``"2g"``, ``"512m"``, ``"1.5GiB"`` or an int of bytes -> bytes (powers of 1024); ``key`` names the
+    param in the error."""
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return value
     match = _MEMORY_RE.match(value) if isinstance(value, str) else None
     if not match or float(match.group(1)) <= 0:
-        raise ConfigError(f"environment docker: memory must be a size like '512m' or '2g' (units k, m, g, t) "
-                          f"or a positive int of bytes, got {value!r}", field=_field("memory"))
+        raise ConfigError(f"environment docker: {key} must be a size like '512m' or '2g' (units k, m, g, t) "
+                          f"or a positive int of bytes, got {value!r}", field=_field(key))
     scale = 1024 ** " kmgt".index(match.group(2).lower() or " ")
     return int(float(match.group(1)) * scale)
 
@@ -108,6 +124,22 @@ def _positive(params: dict[str, Any], key: str, *, integer: bool = False) -> Any
         kind = "a positive integer" if integer else "a positive number"
         raise ConfigError(f"environment docker: {key} must be {kind}, got {value!r}", field=_field(key))
     return value
+
+
+def _tmpfs(value: Any) -> dict[str, int]:
+    """``{"/tmp": "256m"}`` -> absolute mount point -> size in bytes (every tmpfs gets a bounded size)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"environment docker: tmpfs must be a mapping of absolute path to size (e.g. "
+                          f"{{'/tmp': '256m'}}), got {value!r}", field=_field("tmpfs"))
+    out: dict[str, int] = {}
+    for path, size in value.items():
+        if not isinstance(path, str) or not path.startswith("/") or "," in path or ":" in path:
+            raise ConfigError(f"environment docker: tmpfs mount point {path!r} must be an absolute path",
+                              field=_field("tmpfs"))
+        out[posixpath.normpath(path)] = parse_memory(size, f"tmpfs[{path!r}]")
+    return out
 
 
 def _string(params: dict[str, Any], key: str) -> str | None:
@@ -145,16 +177,29 @@ def _files_tar(files: dict[str, bytes]) -> bytes:
     return buf.getvalue()
 
 
-def _chown_tar(tar_bytes: bytes, owner: tuple[int, int]) -> bytes:
-    """The same archive with every member owned by ``owner`` (uid, gid)."""
-    out = io.BytesIO()
-    with tarfile.open(fileobj=io.BytesIO(tar_bytes), mode="r:*") as src, \
-            tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as dst:
-        for member in src:
-            member.uid, member.gid = owner
-            member.uname = member.gname = ""
-            dst.addfile(member, src.extractfile(member) if member.isfile() else None)
-    return out.getvalue()
+def _tar_source(tar: bytes | IO[bytes]) -> IO[bytes]:
+    if isinstance(tar, bytes | bytearray | memoryview):
+        return io.BytesIO(tar)
+    tar.seek(0)
+    return tar
+
+
+def _chown_tar(tar: bytes | IO[bytes], owner: tuple[int, int]) -> IO[bytes]:
+    """The same archive, in an unlinked temp file, with every member owned by ``owner`` (uid, gid)."""
+    out = tempfile.TemporaryFile()
+    try:
+        with tarfile.open(fileobj=_tar_source(tar), mode="r|*") as src, \
+                tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as dst:
+            for member in src:
+                member.uid, member.gid = owner
+                member.uname = member.gname = ""
+                dst.addfile(member, src.extractfile(member) if member.isfile() else None)
+                forget_members(src)
+                forget_members(dst)
+    except BaseException:
+        out.close()
+        raise
+    return out
 
 
 def numeric_owner(user: str | None) -> tuple[int, int] | None:
@@ -166,10 +211,10 @@ def numeric_owner(user: str | None) -> tuple[int, int] | None:
     return uid, int(match.group(2)) if match.group(2) is not None else uid
 
 
-def _check_member_names(tar_bytes: bytes) -> None:
+def _check_member_names(tar: bytes | IO[bytes]) -> None:
     """Refuse members with absolute names or ``..``: an archive lands inside its target directory."""
     try:
-        with tarfile.open(fileobj=io.BytesIO(tar_bytes), mode="r:*") as tf:
+        with tarfile.open(fileobj=_tar_source(tar), mode="r|*") as tf:
             for member in tf:
                 parts = member.name.split("/")
                 if member.name.startswith("/") or ".." in parts:
@@ -178,31 +223,9 @@ def _check_member_names(tar_bytes: bytes) -> None:
                 if member.ischr() or member.isblk() or member.isfifo():
                     raise ConfigError(f"archive member {member.name!r} is a device or fifo: refused",
                                       field="archive")
+                forget_members(tf)
     except tarfile.TarError as exc:
         raise ConfigError(f"archive: not a readable tar archive ({exc})", field="archive") from exc
-
-
-def _reroot(tar_bytes: bytes) -> bytes:
-    """Docker's archive of ``dir`` names members ``dir/...``: rename them relative to ``dir``."""
-    src = tarfile.open(fileobj=io.BytesIO(tar_bytes), mode="r:*")
-    members = src.getmembers()
-    if not members:
-        return tar_bytes
-    top = members[0]
-    if not top.isdir():
-        return tar_bytes  # a single file: keep its base name, as the local provider does
-    prefix = top.name.rstrip("/") + "/"
-    out = io.BytesIO()
-    with src, tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as dst:
-        for member in members[1:]:
-            if not member.name.startswith(prefix):
-                continue
-            data = src.extractfile(member) if member.isfile() else None
-            member.name = member.name[len(prefix):]
-            if member.islnk() and member.linkname.startswith(prefix):
-                member.linkname = member.linkname[len(prefix):]
-            dst.addfile(member, data)
-    return out.getvalue()
 
 
 # ----------------------------------------------------------------------------- environment
@@ -242,9 +265,10 @@ class DockerEnvironment:
             raise ConfigError(f"{field}: expected a non-empty path str, got {path!r}", field=field)
         return posixpath.normpath(posixpath.join(self.workdir, path))
 
-    async def _daemon(self, op: Callable[[], Any], what: str, *, retry_timeouts: bool = True) -> Any:
+    async def _daemon(self, op: Callable[[], Any], what: str, *, retry_timeouts: bool = True,
+                      timeout_s: float | None = None) -> Any:
         try:
-            return await call(op, what=what, timeout_s=self._provider.daemon_timeout,
+            return await call(op, what=what, timeout_s=timeout_s or self._provider.daemon_timeout,
                               retry_timeouts=retry_timeouts)
         except aiodocker.DockerError as exc:
             gone = "No such container" in str(exc.message) or "is not running" in str(exc.message)
@@ -378,36 +402,46 @@ class DockerEnvironment:
 
     # ------------------------------------------------------------------ files
 
-    async def _put(self, path: str, tar_bytes: bytes) -> None:
+    async def _put(self, path: str, tar: bytes | IO[bytes]) -> None:
         params: dict[str, str] = {"path": path}
         owner = numeric_owner(self._provider.user)
+        owned: IO[bytes] | None = None
         if owner is not None:
-            tar_bytes = await asyncio.to_thread(_chown_tar, tar_bytes, owner)
+            owned = await asyncio.to_thread(_chown_tar, tar, owner)
         elif self._provider.user and self._provider.user not in ("0", "root"):
             # A named user: the daemon looks it up in the container's /etc/passwd.
             params["copyUIDGID"] = "1"
+        data = owned if owned is not None else tar
 
         async def op() -> None:
+            if not isinstance(data, bytes):
+                data.seek(0)  # a file is streamed from its start, on every try
             async with self._container.docker._query(
-                    f"containers/{self.id}/archive", method="PUT", params=params, data=tar_bytes,
+                    f"containers/{self.id}/archive", method="PUT", params=params, data=data,
                     headers={"Content-Type": "application/x-tar"}):
                 pass
 
-        await self._daemon(op, "archive put")
+        try:
+            # a file (a collected workspace) may be large: bounded as a transfer, not as one daemon call
+            await self._daemon(op, "archive put", timeout_s=None if isinstance(data, bytes) else
+                               max(_TRANSFER_TRY_S, self._provider.daemon_timeout))
+        finally:
+            if owned is not None:
+                owned.close()
 
-    async def _get(self, path: str) -> bytes:
-        async def op() -> bytes:
-            async with self._container.docker._query(
-                    URL(f"containers/{self.id}/archive").with_query({"path": path}), method="GET") as resp:
-                return await resp.read()
+    async def _get(self, path: str, out: SpooledArchive, limits: ArchiveLimits, *, strip_top_dir: bool) -> None:
+        """Stream the archive of ``path`` into ``out`` under ``limits`` (never held in memory)."""
+        async def op() -> None:
+            await receive_archive(self._container.docker, self.id, path, out, limits, strip_top_dir=strip_top_dir,
+                                  read_timeout_s=self._provider.daemon_timeout)
 
         try:
-            data: bytes = await self._daemon(op, "archive get")
+            await self._daemon(op, "archive get", retry_timeouts=False,
+                               timeout_s=max(_TRANSFER_TRY_S, self._provider.daemon_timeout))
         except aiodocker.DockerError as exc:
             if exc.status == 404:
                 raise FileNotFoundError(f"no such file or directory in {self.name}: {path!r}") from exc
             raise
-        return data
 
     async def _mkdir(self, path: str) -> None:
         res = await self.exec(["mkdir", "-p", path], timeout=self._provider.daemon_timeout)
@@ -432,34 +466,50 @@ class DockerEnvironment:
             await self._put(parent, tar_bytes)
 
     async def read_file(self, path: str) -> bytes:
-        """The bytes of ``path``; FileNotFoundError if it does not exist, IsADirectoryError for a dir."""
+        """The bytes of ``path``; FileNotFoundError if it does not exist, IsADirectoryError for a dir, OSError
+        if it is larger than ``archive_file_limit_bytes``."""
         self._check_open()
         return await self._read_file(self._path(path), path, hops=0)
 
     async def _read_file(self, target: str, path: str, hops: int) -> bytes:
-        raw = await self._get(target)
-        with tarfile.open(fileobj=io.BytesIO(raw), mode="r:*") as tf:
+        cap = self._provider.archive_limits.file_bytes
+        with SpooledArchive() as archive:
+            # one file: the total only needs room for its headers (a directory's contents are cut short)
+            await self._get(target, archive, ArchiveLimits(cap, cap + (1 << 20)), strip_top_dir=False)
+            if archive.skipped and archive.skipped[0].name == posixpath.basename(target) \
+                    and archive.skipped[0].reason == "file_limit":
+                raise OSError(f"{path!r} in {self.name} is larger than archive_file_limit_bytes ({cap}); "
+                              "read it in parts with a command instead")
+            data, link = await asyncio.to_thread(self._first_member, archive, path)
+        if link is None:
+            return data
+        # get_archive does not follow a final symlink: read its target instead.
+        if hops >= 16:
+            raise OSError(f"too many levels of symbolic links reading {path!r} in {self.name}")
+        return await self._read_file(posixpath.normpath(posixpath.join(posixpath.dirname(target), link)), path,
+                                     hops + 1)
+
+    def _first_member(self, archive: SpooledArchive, path: str) -> tuple[bytes, str | None]:
+        """(content, None) of the archive's single file, or (b"", link target) for a symlink."""
+        with tarfile.open(fileobj=archive.rewind(), mode="r:*") as tf:
             member = tf.next()
             if member is None:
                 raise FileNotFoundError(f"no such file in {self.name}: {path!r}")
             if member.isdir():
                 raise IsADirectoryError(f"{path!r} is a directory in {self.name}")
             if member.issym():
-                # get_archive does not follow a final symlink: read its target instead.
-                if hops >= 16:
-                    raise OSError(f"too many levels of symbolic links reading {path!r} in {self.name}")
-                link = posixpath.normpath(posixpath.join(posixpath.dirname(target), member.linkname))
-                return await self._read_file(link, path, hops + 1)
+                return b"", member.linkname
             fh = tf.extractfile(member)
             if fh is None:
                 raise EnvironmentError_(f"{path!r} in {self.name} is not a regular file")
-            return fh.read()
+            return fh.read(), None
 
-    async def put_archive(self, path: str, tar_bytes: bytes) -> None:
-        """Extract a tar (of a directory's contents) into directory ``path``, creating it if needed."""
+    async def put_archive(self, path: str, tar_bytes: bytes | IO[bytes]) -> None:
+        """Extract a tar (bytes, or a file object streamed from its start) of a directory's contents into
+        directory ``path``, creating it if needed."""
         self._check_open()
         target = self._path(path)
-        _check_member_names(tar_bytes)
+        await asyncio.to_thread(_check_member_names, tar_bytes)
         try:
             await self._put(target, tar_bytes)
         except aiodocker.DockerError as exc:
@@ -469,11 +519,23 @@ class DockerEnvironment:
             await self._mkdir(target)
             await self._put(target, tar_bytes)
 
-    async def get_archive(self, path: str) -> bytes:
-        """A tar of directory ``path``'s contents (names relative to it) or of the single file ``path``."""
+    async def get_archive_file(self, path: str) -> SpooledArchive:
+        """A tar of directory ``path``'s contents (names relative to it) or of the single file ``path``,
+        streamed from the daemon to an unlinked temp file under the archive limits (``skipped`` lists what
+        they left out)."""
         self._check_open()
-        raw = await self._get(self._path(path))
-        return await asyncio.to_thread(_reroot, raw)
+        archive = SpooledArchive()
+        try:
+            await self._get(self._path(path), archive, self._provider.archive_limits, strip_top_dir=True)
+        except BaseException:
+            archive.close()
+            raise
+        return archive
+
+    async def get_archive(self, path: str) -> bytes:
+        """``get_archive_file``'s tar as bytes (at most ``archive_total_limit_bytes``)."""
+        with await self.get_archive_file(path) as archive:
+            return await asyncio.to_thread(archive.read_bytes)
 
     # ------------------------------------------------------------------ network, lifecycle
 
@@ -566,6 +628,13 @@ class DockerProvider:
             raise ConfigError(f"environment docker: output_limit_bytes must be an integer >= 64, "
                               f"got {limit!r}", field=_field("output_limit_bytes"))
         self.output_limit_bytes: int = limit
+        self.archive_limits = archive_limits(raw, "environment docker")
+        #: the writable layer's size cap (``HostConfig.StorageOpt``), when the storage driver allows one
+        self.disk_limit: int | None = parse_memory(p["disk_limit"], "disk_limit") \
+            if p["disk_limit"] is not None else None
+        self._disk_limit_checked = False
+        self._disk_limit_param = p["disk_limit"]
+        self.tmpfs: dict[str, int] = _tmpfs(p["tmpfs"])
         self._owner = owner_labels()
         self._docker: aiodocker.Docker | None = None
         self._networks: DockerNetworks | None = None
@@ -629,6 +698,18 @@ class DockerProvider:
         report = await sweep_orphans(docker_url=self.docker_host, timeout_s=self.daemon_timeout)
         for err in report.errors:
             log.warning("orphan sweep: %s", err)
+        await self.check_disk_limit()
+
+    async def check_disk_limit(self) -> None:
+        """ConfigError (naming ``environment_params.disk_limit``) when a disk limit is set and the daemon's
+        storage driver cannot enforce it. Asks the daemon once."""
+        if self.disk_limit is None or self._disk_limit_checked:
+            return
+        info = await call(self.docker.system.info, what="system info", timeout_s=self.daemon_timeout)
+        unsupported = size_unsupported(info)
+        if unsupported is not None:
+            raise refusal(self._disk_limit_param, unsupported)
+        self._disk_limit_checked = True
 
     # ------------------------------------------------------------------ images
 
@@ -731,6 +812,10 @@ class DockerProvider:
             host["MemorySwap"] = self.memory  # no swap beyond the limit
         if self.pids_limit is not None:
             host["PidsLimit"] = self.pids_limit
+        if self.disk_limit is not None:
+            host["StorageOpt"] = storage_opt(self.disk_limit)
+        if self.tmpfs:
+            host["Tmpfs"] = {path: f"size={size}" for path, size in self.tmpfs.items()}
         env = _check_env(spec.env, "env")
         return {
             "Image": image, "Entrypoint": _KEEPALIVE, "Cmd": None, "WorkingDir": workdir,
@@ -748,6 +833,7 @@ class DockerProvider:
             else self.workdir
         files = {safe_relpath(n, field=f"files[{n!r}]"): c.encode() if isinstance(c, str) else bytes(c)
                  for n, c in spec.files.items()}
+        await self.check_disk_limit()
         image = await self.ensure_image(spec.image or self.image, spec.image_recipe)
         name = "-".join(["ac", _safe_name(spec.run_id, 20), _safe_name(spec.task_id, 40), spec.role[:1],
                          uuid.uuid4().hex[:10]])
@@ -812,6 +898,9 @@ class DockerProvider:
                 if exc.status == 409 and "already in use" in str(exc.message):
                     # An earlier try of ours went through before its connection broke: adopt it.
                     return self.docker.containers.container(name)
+                if self.disk_limit is not None and "storage-opt" in str(exc.message).lower():
+                    # e.g. overlay2 on xfs without the pquota mount option
+                    raise refusal(self._disk_limit_param, f"as configured ({exc.message})") from exc
                 raise
 
         container: DockerContainer = await call(op, what="container create", timeout_s=self.daemon_timeout)

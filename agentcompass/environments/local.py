@@ -26,14 +26,21 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
-from typing import Any, ClassVar
+from typing import IO, Any, ClassVar
 
 from .._errors import ConfigError, EnvironmentError_
 from ..interfaces import ComponentContext, EnvOpenSpec, ExecResult, NetworkPolicy
 from ._cgroup import JOIN_FAILED_EXIT, EnvCgroup, Support, support, sweep_stale
 from ._output import CappedBuffer
-from ._tar import extract_tar, make_tar, safe_relpath
+from ._tar import (
+    ARCHIVE_PARAMS,
+    ArchiveLimits,
+    SpooledArchive,
+    archive_limits,
+    extract_tar,
+    safe_relpath,
+    write_tree,
+)
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +49,7 @@ TIMEOUT_EXIT_CODE = 124
 #: environment variable carrying the environment id into every process it starts.
 MARKER_VAR = "AGENTCOMPASS_LOCAL_ENV"
 
-_ALLOWED_PARAMS = ("base_dir", "output_limit_bytes", "default_timeout", "shell", "pids_limit")
+_ALLOWED_PARAMS = ("base_dir", "output_limit_bytes", "default_timeout", "shell", "pids_limit", *ARCHIVE_PARAMS)
 _DEFAULT_PIDS_LIMIT = 512
 _MAX_PIDS_LIMIT = 4_194_304  # the kernel's PID_MAX_LIMIT
 _DEFAULT_OUTPUT_LIMIT = 128 * 1024  # per stream: 256 KiB kept per command at most
@@ -260,7 +267,8 @@ class LocalEnvironment:
 
     def __init__(self, *, env_id: str, root: str, workdir: str, env: dict[str, str], shell: str,
                  default_timeout: float, output_limit: int, keep: bool,
-                 on_close: Callable[[LocalEnvironment], None], cgroup: EnvCgroup | None = None) -> None:
+                 on_close: Callable[[LocalEnvironment], None], cgroup: EnvCgroup | None = None,
+                 archive_limits: ArchiveLimits = ArchiveLimits(), spool_dir: str | None = None) -> None:
         self.id = env_id
         self.root = root
         self.workdir = workdir
@@ -271,6 +279,8 @@ class LocalEnvironment:
         self._keep = keep
         self._on_close = on_close
         self._cgroup = cgroup  # every process of this environment is in it (None: marker + groups only)
+        self._archive_limits = archive_limits
+        self._spool_dir = spool_dir
         self._running: dict[int, asyncio.SubprocessTransport] = {}  # pgid -> leader's transport
         self._lingering: set[int] = set()  # groups whose leader exited while members lived on
         self._closed = False
@@ -410,12 +420,25 @@ class LocalEnvironment:
         await asyncio.to_thread(_write)
 
     async def read_file(self, path: str) -> bytes:
-        """The bytes of ``path``; FileNotFoundError if it does not exist."""
+        """The bytes of ``path``; FileNotFoundError if it does not exist, OSError if it is larger than
+        ``archive_file_limit_bytes``."""
         self._check_open()
-        return await asyncio.to_thread(Path(self._resolve(path)).read_bytes)
+        target = self._resolve(path)
+        cap = self._archive_limits.file_bytes
 
-    async def put_archive(self, path: str, tar_bytes: bytes) -> None:
-        """Extract a tar (of a directory's contents) into directory ``path``, creating it if needed."""
+        def _read() -> bytes:
+            with open(target, "rb") as f:
+                data = f.read(cap + 1)
+            if len(data) > cap:
+                raise OSError(f"{path!r} in environment {self.id} is larger than archive_file_limit_bytes "
+                              f"({cap}); read it in parts with a command instead")
+            return data
+
+        return await asyncio.to_thread(_read)
+
+    async def put_archive(self, path: str, tar_bytes: bytes | IO[bytes]) -> None:
+        """Extract a tar (bytes, or a file object read from its start) of a directory's contents into
+        directory ``path``, creating it if needed."""
         self._check_open()
         target = self._resolve(path)
 
@@ -425,10 +448,23 @@ class LocalEnvironment:
 
         await asyncio.to_thread(_put)
 
-    async def get_archive(self, path: str) -> bytes:
-        """A tar of directory ``path``'s contents (names relative to it) or of the single file ``path``."""
+    async def get_archive_file(self, path: str) -> SpooledArchive:
+        """A tar of directory ``path``'s contents (names relative to it) or of the single file ``path``,
+        streamed to an unlinked temp file under the archive limits; what they left out is in ``skipped``."""
         self._check_open()
-        return await asyncio.to_thread(make_tar, self._resolve(path))
+        source = self._resolve(path)
+        archive = SpooledArchive(self._spool_dir)
+        try:
+            await asyncio.to_thread(write_tree, source, archive, self._archive_limits)
+        except BaseException:
+            archive.close()
+            raise
+        return archive
+
+    async def get_archive(self, path: str) -> bytes:
+        """``get_archive_file``'s tar as bytes (at most ``archive_total_limit_bytes``)."""
+        with await self.get_archive_file(path) as archive:
+            return await asyncio.to_thread(archive.read_bytes)
 
     async def set_network_policy(self, policy: NetworkPolicy) -> None:
         """Only ``public`` is possible locally; anything else raises ConfigError."""
@@ -494,7 +530,8 @@ def _warn_no_cgroup(*, pids_only: bool = False) -> None:
 
 
 class LocalProvider:
-    """Opens ``LocalEnvironment``s. Params: base_dir, output_limit_bytes, default_timeout, shell, pids_limit."""
+    """Opens ``LocalEnvironment``s. Params: base_dir, output_limit_bytes, default_timeout, shell, pids_limit,
+    archive_file_limit_bytes, archive_total_limit_bytes."""
 
     name: ClassVar[str] = "local"
     remote: ClassVar[bool] = False
@@ -525,6 +562,7 @@ class LocalProvider:
             _warn_no_cgroup()
         elif self._cgroups.pids is None:
             _warn_no_cgroup(pids_only=True)
+        self.archive_limits = archive_limits(params, "environment local")
         self._envs: set[LocalEnvironment] = set()
         self._closed = False
         self._owner = owner_tag()
@@ -599,7 +637,8 @@ class LocalProvider:
         handle = LocalEnvironment(
             env_id=env_id, root=root, workdir=workdir, env=env,
             shell=self.shell, default_timeout=self.default_timeout, output_limit=self.output_limit_bytes,
-            keep=spec.keep, on_close=self._envs.discard, cgroup=cgroup)
+            keep=spec.keep, on_close=self._envs.discard, cgroup=cgroup, archive_limits=self.archive_limits,
+            spool_dir=self.base_dir)
         self._envs.add(handle)
         log.debug("opened %s at %s for task %s", handle.id, root, spec.task_id)
         return handle
