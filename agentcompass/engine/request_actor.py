@@ -100,6 +100,7 @@ class RequestActor:
         self.errors_by_kind: dict[str, int] = {}
         self._attempts_counted = 0  # attempts that ran (not skipped), for "did anything reach a result"
         self._first_error: str | None = None
+        self._first_engine_error: str | None = None
         #: details dir of ``reuse_run_id``, checked in _resolve before anything is written.
         self._reuse_source: Path | None = None
         self.analysis_counts: dict[str, int] = {}
@@ -431,6 +432,9 @@ class RequestActor:
                     self.counts.errors += 1
                     if self._first_error is None:
                         self._first_error = f"{detail.task_id}: {a.error or a.error_kind or a.status}"
+                if a.error_kind == "engine_error":
+                    self.counts.engine_errors += 1
+                    self._first_engine_error = self._first_engine_error or f"{detail.task_id}: {a.error}"
             if a.error_kind:
                 self.errors_by_kind[a.error_kind] = self.errors_by_kind.get(a.error_kind, 0) + 1
             u = a.meta.get("usage")
@@ -560,6 +564,12 @@ class RequestActor:
             kinds = ", ".join(f"{k} x{n}" for k, n in sorted(self.errors_by_kind.items()))
             status = "failed"
             err_text = err_text or (f"every attempt failed ({kinds}); first: {(self._first_error or '')[:500]}")
+        if status == "completed" and self.counts.engine_errors:
+            # A bug in the code running the attempts (e.g. a broken install): their 0s are not the agent's score.
+            n = self.counts.engine_errors
+            status = "failed"
+            err_text = (f"{n} attempt{'s' if n > 1 else ''} ended with an engine error (a bug in the code running "
+                        f"the attempt, not the agent's result); first: {(self._first_engine_error or '')[:500]}")
         rt = self.rt
         if self.run_dir is not None:
             try:

@@ -29,7 +29,7 @@ from ..interfaces import (
     TaskSpec,
 )
 from ..records import AttemptFinished, AttemptRecord, AttemptStarted, TryRecord, TryRetrying
-from .failures import policy
+from .failures import kind_of, policy
 from .messages import AttemptDone, WorkItem
 from .model_access import AttemptSpend, gateway_usage_of, try_usage
 from .redact import RedactingFormatter
@@ -60,7 +60,11 @@ class _Failure(Exception):
 
 
 class _VerifierOpenFailed(EnvironmentError_):
-    """The verifier environment could not be opened."""
+    """The verifier environment could not be opened (``kind``: ``env_open_failed``, or ``engine_error``)."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class TaskActor:
@@ -151,7 +155,7 @@ class TaskActor:
             raise _Failure("run_error", "env_lost", f"setting up the agent environment: {describe(exc)}") from None
         except Exception as exc:
             log.error("setup failed: %s", traceback.format_exc())
-            raise _Failure("run_error", "setup_error", f"setting up the agent environment: "
+            raise _Failure("run_error", kind_of(exc, "setup_error"), f"setting up the agent environment: "
                            f"{describe(exc)}") from None
 
     def _retryable(self, record: AttemptRecord) -> bool:
@@ -181,7 +185,8 @@ class TaskActor:
             prepared = rt.benchmark.prepare(task.public())
         except Exception as exc:
             log.error("prepare failed: %s", traceback.format_exc())
-            return AttemptRecord(status="run_error", error_kind="prepare_error", error=describe(exc), meta=meta)
+            return AttemptRecord(status="run_error", error_kind=kind_of(exc, "prepare_error"), error=describe(exc),
+                                 meta=meta)
         try:
             result, artifacts = await self._agent_phase(task, prepared, attempt, try_no, log, meta)
         except _Failure as f:
@@ -212,11 +217,11 @@ class TaskActor:
             return record
         except _VerifierOpenFailed as exc:
             # The world was flaky, not the grading: retryable like any environment that would not open.
-            record.status, record.error_kind, record.error = "eval_error", "env_open_failed", str(exc)
+            record.status, record.error_kind, record.error = "eval_error", exc.kind, str(exc)
             return record
         except Exception as exc:
             log.error("evaluation failed: %s", traceback.format_exc())
-            record.status, record.error_kind, record.error = "eval_error", "eval_error", describe(exc)
+            record.status, record.error_kind, record.error = "eval_error", kind_of(exc, "eval_error"), describe(exc)
             return record
         finally:
             meta["verify_s"] = round(time.monotonic() - t0, 6)
@@ -243,8 +248,8 @@ class TaskActor:
                     try:
                         await env.set_network_policy(rt.network.run)
                     except Exception as exc:
-                        raise _Failure("run_error", "env_lost", f"setting run_network_policy: {describe(exc)}"
-                                       ) from None
+                        raise _Failure("run_error", kind_of(exc, "env_lost"),
+                                       f"setting run_network_policy: {describe(exc)}") from None
             ctx = RunContext(request=rt.name, run_id=rt.run_id, task_id=task.task_id, attempt=attempt,
                              try_no=try_no, model_env=grant.host_env if grant is not None else {})
             t0 = time.monotonic()
@@ -266,7 +271,7 @@ class TaskActor:
                 raise _Failure("run_error", "env_lost", describe(exc)) from None
             except Exception as exc:
                 log.error("harness crashed: %s", traceback.format_exc())
-                raise _Failure("run_error", "harness_crash", describe(exc)) from None
+                raise _Failure("run_error", kind_of(exc, "harness_crash"), describe(exc)) from None
             finally:
                 meta["agent_s"] = round(time.monotonic() - t0, 6)
             if result.error_kind and not policy(result.error_kind).grade:
@@ -281,7 +286,7 @@ class TaskActor:
                                    result) from None
                 except Exception as exc:
                     log.error("collect failed: %s", traceback.format_exc())
-                    raise _Failure("eval_error", "eval_error", f"collecting the attempt: {describe(exc)}",
+                    raise _Failure("eval_error", kind_of(exc, "eval_error"), f"collecting the attempt: {describe(exc)}",
                                    result) from None
             return result, artifacts
         finally:
@@ -307,8 +312,8 @@ class TaskActor:
                            f"opening the {role} environment timed out after {rt.timeouts.env_open:g}s") from None
         except Exception as exc:
             log.error("opening %s environment failed: %s", role, traceback.format_exc())
-            raise _Failure("run_error", "env_open_failed", f"opening the {role} environment: {describe(exc)}"
-                           ) from None
+            raise _Failure("run_error", kind_of(exc, "env_open_failed"),
+                           f"opening the {role} environment: {describe(exc)}") from None
         entry: dict[str, Any] = {"role": role, "id": env.id, "workdir": env.workdir, "provider": rt.provider.name}
         if rt.keep_environment:
             entry["kept"] = True
@@ -329,7 +334,7 @@ class TaskActor:
                 env = await self._open(task.task_id, "verifier", prepared, image or prepared.image, workdir, {},
                                        files, meta, log)
             except _Failure as f:
-                raise _VerifierOpenFailed(f.error) from None
+                raise _VerifierOpenFailed(f.error, f.kind) from None
             try:
                 yield env
             finally:

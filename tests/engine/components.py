@@ -147,3 +147,49 @@ class SlowSetupHarness:
     async def run(self, task: PreparedTask, env: Environment | None, model: ModelClient, ctx: RunContext,
                   log: logging.Logger) -> HarnessResult:
         return HarnessResult(final_answer="")
+
+
+class _BrokenInstall:
+    """What a missing attribute of the stdlib on this Python looks like (``tarfile.FilterError`` before 3.11.4)."""
+
+    @staticmethod
+    def touch_missing_attribute() -> None:
+        import tarfile
+
+        tarfile.NoSuchFilterError  # noqa: B018  (a real AttributeError, raised by Python itself)
+
+
+class BrokenCollectBenchmark:
+    """``shell_tasks`` whose ``collect`` hits a real AttributeError on tasks graded by tests (a broken install)."""
+
+    version: ClassVar[str] = "1"
+
+    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
+        from agentcompass.benchmarks.shell_tasks import ShellTasks
+
+        self.inner = ShellTasks(params, ctx)
+        self.k = self.inner.k
+
+    def load_tasks(self) -> Any:
+        return self.inner.load_tasks()
+
+    def prepare(self, task: Any) -> Any:
+        return self.inner.prepare(task)
+
+    async def collect(self, task: PreparedTask, env: Environment, result: HarnessResult) -> dict[str, Any]:
+        if task.metadata.get("graded_by_tests", True):
+            _BrokenInstall.touch_missing_attribute()
+        return await self.inner.collect(task, env, result)
+
+    async def evaluate(self, ctx: Any) -> Any:
+        return await self.inner.evaluate(ctx)
+
+
+class BrokenEvaluateBenchmark(BrokenCollectBenchmark):
+    """``shell_tasks`` whose ``evaluate`` hits a real AttributeError on every task."""
+
+    async def collect(self, task: PreparedTask, env: Environment, result: HarnessResult) -> dict[str, Any]:
+        return await self.inner.collect(task, env, result)
+
+    async def evaluate(self, ctx: Any) -> Any:
+        _BrokenInstall.touch_missing_attribute()
