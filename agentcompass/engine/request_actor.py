@@ -226,7 +226,8 @@ class RequestActor:
         # price_per_million / max_concurrency are the engine's: they never reach the client or the upstream
         engine_params = split_engine_params(spec.model.params)
         self.model_spec = msgspec.structs.replace(spec.model, params=engine_params.client_params)
-        model = create_model_client(self.model_spec, max_connections=max(concurrency, 1), on_retry=on_model_retry)
+        model = create_model_client(self.model_spec, max_connections=max(concurrency, 1), on_retry=on_model_retry,
+                                    max_backoff_s=spec.max_backoff_s)
         self._closers.append(model.aclose)
         if spec.model.base_url:
             # one adaptive limit per endpoint for the launch, shared with the gateway and other requests
@@ -243,7 +244,8 @@ class RequestActor:
         self.rt = RequestRuntime(
             index=self.index, name=self.name, run_id=self.run_id, benchmark=benchmark, harness=harness,
             provider=provider, model=model, pool=sup.pool, run_dir=run_dir, log=log, emit=sup.bus.emit,
-            k=int(getattr(benchmark, "k", 1) or 1), max_retries=spec.max_retries,
+            k=int(getattr(benchmark, "k", 1) or 1), max_retries=spec.max_retries, max_backoff_s=spec.max_backoff_s,
+            deadline=sup.deadline,
             retry_patterns=[re.compile(p) for p in spec.retry_pattern_list],
             keep_environment=spec.keep_environment, file_log_level=level, timeouts=timeouts, network=network,
             price=engine_params.price)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
 import time
 import traceback
@@ -97,8 +98,7 @@ class TaskActor:
                                        usage=spent.add_try(record.meta)))
                 if record.status != "completed" and record.status != "skipped" and try_no <= rt.max_retries \
                         and self._retryable(record):
-                    backoff = min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** (try_no - 1)) * random.uniform(0.5, 1.0)
-                    backoff = max(backoff, float(record.meta.get("retry_after") or 0.0))
+                    backoff = self._backoff(try_no, record)
                     log.warning("try %d failed (%s): %s; retrying in %.2fs", try_no, record.error_kind,
                                 record.error, backoff)
                     rt.emit(TryRetrying(ts=time.time(), request=rt.name, run_id=rt.run_id, task_id=task.task_id,
@@ -157,6 +157,19 @@ class TaskActor:
             log.error("setup failed: %s", traceback.format_exc())
             raise _Failure("run_error", kind_of(exc, "setup_error"), f"setting up the agent environment: "
                            f"{describe(exc)}") from None
+
+    def _backoff(self, try_no: int, record: AttemptRecord) -> float:
+        """Seconds before the next try: exponential with jitter, at least the model's Retry-After, at most
+        ``max_backoff_s`` and never past the launch's deadline."""
+        rt = self.rt
+        backoff = min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** min(try_no - 1, 62)) * random.uniform(0.5, 1.0)
+        retry_after = record.meta.get("retry_after")
+        if isinstance(retry_after, int | float) and math.isfinite(retry_after):
+            backoff = max(backoff, float(retry_after))
+        backoff = min(backoff, rt.max_backoff_s)
+        if rt.deadline is not None:
+            backoff = min(backoff, max(0.0, rt.deadline - time.monotonic()))
+        return backoff
 
     def _retryable(self, record: AttemptRecord) -> bool:
         if policy(record.error_kind).retry:
