@@ -69,7 +69,7 @@ class _InFlight:
 
 def _pop_float(params: dict[str, Any], key: str, default: float, field: str) -> float:
     value = params.pop(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):  # NaN too
         raise ConfigError(f"Invalid `{field}.{key}`: expected a positive number of seconds, got {value!r}.",
                           field=f"{field}.{key}")
     return float(value)
@@ -184,6 +184,7 @@ class RequestActor:
             env_close=_pop_float(env_params, "close_timeout", 60.0, "environment_params"),
             setup=_pop_float(harness_params, "setup_timeout", 600.0, "harness_params"),
             agent=_pop_float(harness_params, "agent_timeout", 3600.0, "harness_params"),
+            stall=_pop_float(harness_params, "stall_timeout", 900.0, "harness_params"),
             verify=_pop_float(bench_params, "verify_timeout", 1800.0, "benchmark_params"),
         )
         net = {k: parse_network_policy(env_params.pop(k), k) for k in _NET_KEYS if k in env_params}

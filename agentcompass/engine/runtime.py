@@ -32,6 +32,8 @@ class PhaseTimeouts:
     setup: float = 600.0
     agent: float = 3600.0
     verify: float = 1800.0
+    #: the harness made no progress (no step, no command or model call started or finished) for this long.
+    stall: float = 900.0
 
 
 @dataclass

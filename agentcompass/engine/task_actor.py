@@ -35,6 +35,7 @@ from .messages import AttemptDone, WorkItem
 from .model_access import AttemptSpend, gateway_usage_of, try_usage
 from .redact import RedactingFormatter
 from .runtime import CURRENT_TASK, RequestRuntime
+from .watchdog import Activity, Stalled, WatchedEnvironment, WatchedModel, run_watched
 
 BACKOFF_BASE_S = 0.5
 BACKOFF_MAX_S = 30.0
@@ -232,6 +233,10 @@ class TaskActor:
             # The world was flaky, not the grading: retryable like any environment that would not open.
             record.status, record.error_kind, record.error = "eval_error", exc.kind, str(exc)
             return record
+        except EnvironmentError_ as exc:  # the verifier's sandbox broke (e.g. a fork failed): retryable
+            record.status, record.error_kind = "eval_error", "env_lost"
+            record.error = f"verifying the attempt: {describe(exc)}"
+            return record
         except Exception as exc:
             log.error("evaluation failed: %s", traceback.format_exc())
             record.status, record.error_kind, record.error = "eval_error", kind_of(exc, "eval_error"), describe(exc)
@@ -266,8 +271,22 @@ class TaskActor:
             ctx = RunContext(request=rt.name, run_id=rt.run_id, task_id=task.task_id, attempt=attempt,
                              try_no=try_no, model_env=grant.host_env if grant is not None else {})
             t0 = time.monotonic()
+            activity = Activity()  # stamped by every env/model call of the harness; read by the watchdog
+            watched_env = WatchedEnvironment(env, activity) if env is not None else None
             try:
-                result = await asyncio.wait_for(rt.harness.run(prepared, env, rt.model, ctx, log), rt.timeouts.agent)
+                result = await run_watched(
+                    rt.harness.run(prepared, watched_env, WatchedModel(rt.model, activity), ctx, log),  # type: ignore[arg-type]
+                    activity, ctx.trajectory, timeout_s=rt.timeouts.agent, stall_s=rt.timeouts.stall)
+            except Stalled:
+                # Not the agent's doing (a lost wakeup, a wedged sandbox): retryable; the steps so far are kept.
+                log.error("no progress for %gs: the attempt is stalled", rt.timeouts.stall)
+                partial = ctx.trajectory
+                partial.finished_at = time.time()
+                partial.stop_reason = "stalled"
+                error = (f"no progress (no step, no command or model call started or finished) for "
+                         f"{rt.timeouts.stall:g}s (harness_params.stall_timeout)")
+                raise _Failure("run_error", "stalled", error,
+                               HarnessResult(error=error, error_kind="stalled", trajectory=partial)) from None
             except TimeoutError:
                 # Still graded: the agent's work so far may be enough; the steps it streamed into ctx are kept.
                 log.warning("agent timed out after %gs", rt.timeouts.agent)

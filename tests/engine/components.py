@@ -193,3 +193,28 @@ class BrokenEvaluateBenchmark(BrokenCollectBenchmark):
 
     async def evaluate(self, ctx: Any) -> Any:
         _BrokenInstall.touch_missing_attribute()
+
+
+class StallingHarness:
+    """Takes one step, then stops making progress: ``mode`` ``wakeup`` awaits a future nobody resolves (a lost
+    wakeup); ``exec`` runs a command that never ends nor prints, with no timeout of its own."""
+
+    evaluates: ClassVar[bool] = True
+    needs_environment: ClassVar[bool] = True
+
+    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
+        self.mode = params.get("mode", "wakeup")
+
+    async def run(self, task: PreparedTask, env: Environment | None, model: ModelClient, ctx: RunContext,
+                  log: logging.Logger) -> HarnessResult:
+        from agentcompass.records import Step
+
+        assert env is not None
+        res = await env.exec("echo step one")
+        ctx.trajectory.steps.append(Step(index=0, action="echo step one", observation=res.output))
+        log.info("step 0 done")
+        if self.mode == "exec":
+            await env.exec("exec sleep 100000")
+        else:
+            await asyncio.get_running_loop().create_future()
+        return HarnessResult(final_answer="")
