@@ -8,6 +8,7 @@ from typing import Any
 
 from ._errors import ConfigError, NotSupportedYet, RunInsideLoopError
 from .engine.progress import OnProgress
+from .engine.workers import DaemonThreadPool
 from .results import EvaluationResult, LaunchResult
 from .specs import OrchestrationSpec, parse_orchestration, parse_orchestration_isolated, parse_request
 
@@ -58,6 +59,8 @@ def launch(spec: OrchestrationSpec | dict[str, Any], *, on_progress: OnProgress 
         # closed and the run recorded as cancelled, then the process exits 143. Only when nobody else handles it.
         nonlocal terminated
         loop, me = asyncio.get_running_loop(), asyncio.current_task()
+        # a worker thread stuck in a blocking call must not hold the process after the run (see workers.py)
+        loop.set_default_executor(DaemonThreadPool())
         installed = False
         if me is not None and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
             def on_term() -> None:

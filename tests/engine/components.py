@@ -218,3 +218,25 @@ class StallingHarness:
         else:
             await asyncio.get_running_loop().create_future()
         return HarnessResult(final_answer="")
+
+
+class StuckHarness:
+    """Gets stuck in ways a cancel cannot interrupt: tasks in ``files/`` block a worker thread (a blocking
+    ``to_thread`` call), the others wait on a command whose background child holds the output pipe open."""
+
+    evaluates: ClassVar[bool] = True
+    needs_environment: ClassVar[bool] = True
+
+    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
+        self.seconds = float(params.get("seconds", 600))
+
+    async def run(self, task: PreparedTask, env: Environment | None, model: ModelClient, ctx: RunContext,
+                  log: logging.Logger) -> HarnessResult:
+        import time
+
+        assert env is not None
+        if task.task_id.startswith("files/"):
+            await asyncio.to_thread(time.sleep, self.seconds)
+        else:
+            await env.exec(f"sleep {self.seconds} & sleep {self.seconds}", timeout=self.seconds + 30)
+        return HarnessResult(final_answer="")
