@@ -18,6 +18,9 @@ from ..faults.test_engine_faults import _marked_processes
 
 REPO = Path(__file__).resolve().parents[2]
 HANG_GUARD_S = 60.0
+# three attempts block a worker thread each, three wait on a pipe held by a background child
+SAMPLES = ["files/hello_world", "files/append_line", "files/mkdir_tree", "answer/count_lines", "answer/sum_range",
+           "answer/primes_below"]
 
 
 def _started(progress: Path) -> int:
@@ -31,9 +34,9 @@ def test_a_signal_stops_a_run_whose_attempts_are_stuck(tmp_path: Path, sig: sign
     envs = tmp_path / "envs"
     envs.mkdir()
     cmd = [sys.executable, "-m", "agentcompass.cli", "run", "shell_tasks", "tests.engine.components:StuckHarness",
-           "scripted", "--benchmark-params", json.dumps({"categories": ["files", "answer"], "limit": 8}),
-           "--env-params", json.dumps({"base_dir": str(envs)}), "--task-concurrency", "8", "--run-id", "sig",
-           "--results-dir", str(tmp_path / "r"), "--progress", "none"]
+           "scripted", "--benchmark-params", json.dumps({"sample_ids": SAMPLES}),
+           "--env-params", json.dumps({"base_dir": str(envs)}), "--task-concurrency", str(len(SAMPLES)),
+           "--run-id", "sig", "--results-dir", str(tmp_path / "r"), "--progress", "none"]
     # SIGINT as a terminal delivers it: a test runner started in the background inherits it ignored
     proc = subprocess.Popen(cmd, cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
@@ -43,7 +46,7 @@ def test_a_signal_stops_a_run_whose_attempts_are_stuck(tmp_path: Path, sig: sign
         guard = time.monotonic() + HANG_GUARD_S
         while proc.poll() is None and time.monotonic() < guard:  # every attempt is in flight (by progress)
             progress = next(run_dir.glob("*/*/sig/progress.jsonl"), None) if run_dir.exists() else None
-            if progress is not None and _started(progress) >= 8:
+            if progress is not None and _started(progress) >= len(SAMPLES):
                 break
             time.sleep(0.05)
         time.sleep(0.5)  # let the commands and threads get stuck
