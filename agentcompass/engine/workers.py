@@ -4,13 +4,16 @@
 hung filesystem) cannot be cancelled; with the stdlib pool it would still hold the process at exit, since the
 loop's shutdown and the interpreter both join every worker. Here the shutdown waits ``grace_s`` at most and
 the workers are daemons, so Ctrl-C or SIGTERM ends the process once the run is recorded.
+
+The pool is elastic (a worker is started whenever none is idle, up to ``max_workers``, 256 by default; idle
+ones retire after ``idle_s``): with the stdlib's ``cpu + 4`` workers, a few calls stuck in blocking reads
+starve everything else that needs a thread, e.g. closing the environments of a cancelled run.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import itertools
-import os
 import queue
 import threading
 import time
@@ -25,9 +28,10 @@ _ids = itertools.count()
 class DaemonThreadPool(concurrent.futures.Executor):
     """A thread pool whose workers are daemon threads and whose ``shutdown`` waits ``grace_s`` at most."""
 
-    def __init__(self, max_workers: int | None = None, *, grace_s: float = 5.0) -> None:
-        self._max = max_workers or min(32, (os.cpu_count() or 1) + 4)
+    def __init__(self, max_workers: int = 256, *, grace_s: float = 5.0, idle_s: float = 30.0) -> None:
+        self._max = max_workers
         self._grace_s = grace_s
+        self._idle_s = idle_s
         self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._idle = threading.Semaphore(0)
         self._lock = threading.Lock()
@@ -48,7 +52,14 @@ class DaemonThreadPool(concurrent.futures.Executor):
 
     def _work(self) -> None:
         while True:
-            item = self._queue.get()
+            try:
+                item = self._queue.get(timeout=self._idle_s)
+            except queue.Empty:
+                with self._lock:
+                    if self._idle.acquire(blocking=False):  # still counted idle, so nobody is relying on us
+                        self._threads.remove(threading.current_thread())
+                        return
+                continue
             if item is None:
                 return
             fut, fn, args, kwargs = item

@@ -14,13 +14,16 @@ from pathlib import Path
 
 import pytest
 
+from agentcompass.benchmarks.shell_tasks import all_tasks
+
 from ..faults.test_engine_faults import _marked_processes
 
 REPO = Path(__file__).resolve().parents[2]
 HANG_GUARD_S = 60.0
-# three attempts block a worker thread each, three wait on a pipe held by a background child
-SAMPLES = ["files/hello_world", "files/append_line", "files/mkdir_tree", "answer/count_lines", "answer/sum_range",
-           "answer/primes_below"]
+# the nine files/ attempts block a worker thread each (more than the stdlib pool's cpu + 4 threads here, so the
+# environments' close would starve for a thread), the three answer/ ones wait on a pipe held by a background child
+SAMPLES = [t.id for t in all_tasks() if t.category == "files"] + ["answer/count_lines", "answer/sum_range",
+                                                                  "answer/primes_below"]
 
 
 def _started(progress: Path) -> int:
