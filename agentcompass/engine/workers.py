@@ -46,8 +46,14 @@ class DaemonThreadPool(concurrent.futures.Executor):
             self._queue.put((fut, fn, args, kwargs))
             if not self._idle.acquire(blocking=False) and len(self._threads) < self._max:
                 t = threading.Thread(target=self._work, name=f"agentcompass-worker-{next(_ids)}", daemon=True)
-                t.start()
-                self._threads.append(t)
+                try:
+                    t.start()
+                except RuntimeError:  # no thread to be had (process-table pressure): a busy worker gets to it
+                    if not self._threads:
+                        fut.cancel()
+                        raise
+                else:
+                    self._threads.append(t)
             return fut
 
     def _work(self) -> None:
