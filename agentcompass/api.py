@@ -8,6 +8,7 @@ from typing import Any
 
 from ._errors import ConfigError, NotSupportedYet, RunInsideLoopError
 from .engine.progress import OnProgress
+from .engine.workers import DaemonThreadPool
 from .results import EvaluationResult, LaunchResult
 from .specs import OrchestrationSpec, parse_orchestration, parse_orchestration_isolated, parse_request
 
@@ -66,6 +67,8 @@ def launch(spec: OrchestrationSpec | dict[str, Any], *, on_progress: OnProgress 
         # closed and the run recorded as cancelled, then the process exits 143. Only when nobody else handles it.
         nonlocal terminated
         loop, me = asyncio.get_running_loop(), asyncio.current_task()
+        # a worker thread stuck in a blocking call must not hold the process after the run (see workers.py)
+        loop.set_default_executor(DaemonThreadPool())
         installed = False
         if me is not None and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
             def on_term() -> None:
@@ -110,6 +113,7 @@ def run_evaluation(
     wrap_api_key: bool = False,
     task_concurrency: int = 8,
     max_retries: int = 0,
+    max_backoff_s: float = 120.0,
     retry_pattern_list: list[str] | None = None,
     provider_limits: dict[str, int] | None = None,
     env_open_qps: float | dict[str, float] | None = None,
@@ -142,8 +146,8 @@ def run_evaluation(
         "model": {"id": model, "base_url": model_base_url, "api_key": model_api_key,
                   "api_protocol": model_api_protocol, "params": model_params or {}},
         "name": run_name, "run_id": run_id, "wrap_api_key": wrap_api_key, "task_concurrency": task_concurrency,
-        "max_retries": max_retries, "retry_pattern_list": retry_pattern_list or [], "reuse": reuse,
-        "reuse_run_id": reuse_run_id, "overwrite": overwrite, "keep_environment": keep_environment,
+        "max_retries": max_retries, "max_backoff_s": max_backoff_s, "retry_pattern_list": retry_pattern_list or [],
+        "reuse": reuse, "reuse_run_id": reuse_run_id, "overwrite": overwrite, "keep_environment": keep_environment,
         "auto_install_dependencies": auto_install_dependencies, "results_dir": results_dir, "data_dir": data_dir,
         "file_log_level": file_log_level, "enable_analysis": enable_analysis,
     })

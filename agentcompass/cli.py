@@ -82,6 +82,7 @@ def _add_run_parser(sub: Any) -> None:
     p.add_argument("--wrap-api-key", action="store_true")
     p.add_argument("--task-concurrency", type=int, default=8)
     p.add_argument("--max-retries", type=int, default=0)
+    p.add_argument("--max-backoff-s", type=float, default=120.0, help="cap on any one retry wait, seconds")
     p.add_argument("--retry-pattern", action="append", default=[], metavar="REGEX")
     p.add_argument("--env-open-qps", type=float)
     p.add_argument("--timeout-seconds", type=float)
@@ -183,6 +184,7 @@ def _cmd_run(a: argparse.Namespace) -> int:
         provider_limits=_json_obj("--provider-limits", a.provider_limits),
         model_base_url=a.model_base_url, model_api_key=_api_key_arg(a), model_api_protocol=a.model_api_protocol,
         wrap_api_key=a.wrap_api_key, task_concurrency=a.task_concurrency, max_retries=a.max_retries,
+        max_backoff_s=a.max_backoff_s,
         retry_pattern_list=a.retry_pattern, env_open_qps=a.env_open_qps, timeout_seconds=a.timeout_seconds,
         reuse=a.reuse, reuse_run_id=a.reuse_run_id, overwrite=a.overwrite,
         keep_environment=a.keep_environment,

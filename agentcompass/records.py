@@ -127,6 +127,8 @@ class RequestCounts(msgspec.Struct):
     skipped: int = 0
     reused: int = 0
     retries: int = 0
+    #: attempts that ended with ``engine_error`` (a bug in the code running them): the run is failed.
+    engine_errors: int = 0
 
 
 class RunPaths(msgspec.Struct, omit_defaults=True):

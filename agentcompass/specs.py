@@ -16,6 +16,8 @@ NetworkPolicyName = Literal["public", "none", "model", "allowlist"]
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
 NonNegInt = Annotated[int, msgspec.Meta(ge=0)]
 NonNegFloat = Annotated[float, msgspec.Meta(ge=0)]
+#: a cap on one backoff wait, seconds: > 0 and at most a day (so NaN and infinity are refused too).
+BackoffSeconds = Annotated[float, msgspec.Meta(gt=0, le=86400)]
 
 
 class ComponentSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -47,6 +49,8 @@ class RunRequestSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=T
     wrap_api_key: bool = False
     task_concurrency: PositiveInt = 8
     max_retries: NonNegInt = 0
+    #: the cap on any one backoff wait, seconds: task-level retries and the model client's (Retry-After included).
+    max_backoff_s: BackoffSeconds = 120.0
     retry_pattern_list: list[str] = []
     reuse: bool = False
     reuse_run_id: str | None = None

@@ -5,11 +5,18 @@
 ``valid``: the attempt counts as a normal result (a later run may reuse it).
 Unknown kinds get the conservative default (no retry, not graded, not valid) unless a
 ``retry_pattern_list`` regex matches the error text.
+
+An exception of a programming-error type (``PROGRAMMING_ERRORS``) raised anywhere in an attempt (opening an
+environment, prepare, setup, the harness, collect, evaluate) is an ``engine_error`` whatever the phase: the
+code running the attempt is broken (a missing attribute on this Python, a wrong call), so the attempt says
+nothing about the agent, and the run that had one is failed (``request_actor``).
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
+
+from .._errors import AgentCompassError
 
 
 class FailurePolicy(NamedTuple):
@@ -50,6 +57,7 @@ POLICIES: dict[str, FailurePolicy] = {
     "eval_error": _FINAL,
     "eval_timeout": _FINAL,
     # the run
+    "stalled": _TRANSIENT,  # no progress for stall_timeout: a lost wakeup or a wedged sandbox, not the agent
     "cancelled": _FINAL,
     "run_timeout": _FINAL,
     "engine_error": _FINAL,
@@ -63,3 +71,17 @@ def policy(kind: str | None) -> FailurePolicy:
     if kind is None:
         return _GRADED
     return POLICIES.get(kind, DEFAULT_POLICY)
+
+
+#: exception types that mean the code running an attempt is broken, not the agent, the sandbox or the model.
+PROGRAMMING_ERRORS: tuple[type[BaseException], ...] = (
+    AttributeError, NameError, TypeError, ImportError, AssertionError, NotImplementedError, SyntaxError)
+
+
+def kind_of(exc: BaseException, default: str) -> str:
+    """``engine_error`` for a programming error (``PROGRAMMING_ERRORS``, subclasses such as
+    ``UnboundLocalError`` and ``ModuleNotFoundError`` included), else ``default``, the phase's own kind.
+    Errors raised on purpose (``AgentCompassError``, e.g. ``NotSupportedYet``) keep the phase's kind."""
+    if isinstance(exc, PROGRAMMING_ERRORS) and not isinstance(exc, AgentCompassError):
+        return "engine_error"
+    return default

@@ -16,6 +16,8 @@ OPERATIONAL_MODEL_PARAMS = frozenset({"timeout", "connect_timeout", "total_timeo
                                       "retry_backoff", "retry_max_wait", "price_per_million", "max_concurrency"})
 #: environment params that change where or how patiently an environment is opened, not what runs in it.
 OPERATIONAL_ENV_PARAMS = frozenset({"base_dir", "open_timeout", "close_timeout"})
+#: harness params that only bound how long the engine waits for a stuck attempt (a stalled try is never reused).
+OPERATIONAL_HARNESS_PARAMS = frozenset({"stall_timeout"})
 _encoder = msgspec.json.Encoder(order="sorted")
 
 
@@ -30,7 +32,7 @@ def request_identity(*, benchmark: str, benchmark_params: dict[str, Any], benchm
     doc = {
         "benchmark": [benchmark, benchmark_version,
                       {k: v for k, v in benchmark_params.items() if k not in SELECTION_PARAMS}],
-        "harness": [harness, harness_params],
+        "harness": [harness, {k: v for k, v in harness_params.items() if k not in OPERATIONAL_HARNESS_PARAMS}],
         "model": [model, api_protocol, {k: v for k, v in model_params.items() if k not in OPERATIONAL_MODEL_PARAMS}],
         "environment": [environment,
                         {k: v for k, v in environment_params.items() if k not in OPERATIONAL_ENV_PARAMS}],

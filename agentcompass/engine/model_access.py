@@ -222,9 +222,9 @@ async def open_model_access(services: ModelServices, rt: RequestRuntime, model: 
         raise ConfigError(f'network_policy "model": environment {rt.provider.name!r} cannot route its sandboxes '
                           "to the model gateway.", field="environment_params.network_policy")
     from ..models.gateway import Upstream
-    from ..models.retry import split_retry_params
+    from ..models.retry import RetryPolicy, split_retry_params
 
-    policy, params = split_retry_params(model.params)
+    policy, params = split_retry_params(model.params, RetryPolicy(max_backoff=rt.max_backoff_s))
     extra = params.get("extra_headers") or {}
     timeout = float(params.get("timeout", 600.0))
     gw = await services.gateway()

@@ -31,8 +31,8 @@ log = logging.getLogger("agentcompass.progress")
 class RequestStats:
     """Live counters of one request, fed by events."""
 
-    __slots__ = ("correct", "done", "errors", "finished_at", "model_limits", "model_retries", "name", "retries",
-                 "running", "started_at", "status", "total")
+    __slots__ = ("correct", "done", "engine_errors", "errors", "finished_at", "model_limits", "model_retries",
+                 "name", "retries", "running", "started_at", "status", "total")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -41,6 +41,7 @@ class RequestStats:
         self.running = 0
         self.correct = 0
         self.errors = 0
+        self.engine_errors = 0  # attempts that ended with engine_error: the run is failed, shown apart
         self.retries = 0
         self.model_retries = 0
         #: the adaptive concurrency limit of each model endpoint this request uses
@@ -56,6 +57,8 @@ class RequestStats:
             self.running = max(0, self.running - 1)
             if ev.status in ("run_error", "eval_error", "run_error_or_eval_error"):
                 self.errors += 1
+            if ev.error_kind == "engine_error":
+                self.engine_errors += 1
         elif isinstance(ev, TryRetrying):
             self.running = max(0, self.running - 1)
             self.retries += 1
@@ -87,12 +90,19 @@ class RequestStats:
         """The model concurrency limit(s), ``-`` when none is known."""
         return "/".join(str(v) for v in self.model_limits.values()) or "-"
 
+    def status_text(self) -> str:
+        """The status, with the engine errors when there were any (they fail the run)."""
+        if self.engine_errors:
+            return f"{self.status} ({self.engine_errors} engine error{'s' if self.engine_errors > 1 else ''})"
+        return self.status
+
     def line(self) -> str:
         eta = self.eta_s()
         eta_s = f" eta {eta:.0f}s" if eta is not None else ""
         queued = max(0, self.total - self.done - self.running)
         limit = f" model limit {self.limit_text()}," if self.model_limits else ""
-        return (f"[{self.name}] {self.status}: {self.done}/{self.total} done, {self.running} running, {queued} queued,"
+        return (f"[{self.name}] {self.status_text()}: {self.done}/{self.total} done, {self.running} running,"
+                f" {queued} queued,"
                 f" {self.correct} correct, {self.errors} errors, {self.retries} retries,"
                 f" {self.model_retries} model retries,{limit}"
                 f" {self.rate():.1f} tasks/s{eta_s}")
@@ -174,7 +184,7 @@ class RichDisplay(Display):
             table.add_column(col, justify="right", no_wrap=True)
         for st in list(self.stats.values()):
             eta = st.eta_s()
-            table.add_row(st.name, st.status, f"{st.done}/{st.total}", str(st.running),
+            table.add_row(st.name, st.status_text(), f"{st.done}/{st.total}", str(st.running),
                           str(max(0, st.total - st.done - st.running)), str(st.correct), str(st.errors),
                           str(st.retries), str(st.model_retries), st.limit_text(), f"{st.rate():.1f}",
                           f"{eta:.0f}s" if eta is not None else "-")

@@ -79,7 +79,7 @@ class _InFlight:
 
 def _pop_float(params: dict[str, Any], key: str, default: float, field: str) -> float:
     value = params.pop(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):  # NaN too
         raise ConfigError(f"Invalid `{field}.{key}`: expected a positive number of seconds, got {value!r}.",
                           field=f"{field}.{key}")
     return float(value)
@@ -110,6 +110,7 @@ class RequestActor:
         self.errors_by_kind: dict[str, int] = {}
         self._attempts_counted = 0  # attempts that ran (not skipped), for "did anything reach a result"
         self._first_error: str | None = None
+        self._first_engine_error: str | None = None
         #: (label, details dir) of ``reuse_run_id`` (or of the latest run, see _pick_run_dir), checked in _resolve
         #: before anything is written.
         self._reuse_source: tuple[str, Path] | None = None
@@ -206,6 +207,7 @@ class RequestActor:
             env_close=_pop_float(env_params, "close_timeout", 60.0, "environment_params"),
             setup=_pop_float(harness_params, "setup_timeout", 600.0, "harness_params"),
             agent=_pop_float(harness_params, "agent_timeout", 3600.0, "harness_params"),
+            stall=_pop_float(harness_params, "stall_timeout", 900.0, "harness_params"),
             verify=_pop_float(bench_params, "verify_timeout", 1800.0, "benchmark_params"),
         )
         net = {k: parse_network_policy(env_params.pop(k), k) for k in _NET_KEYS if k in env_params}
@@ -239,7 +241,8 @@ class RequestActor:
         # price_per_million / max_concurrency are the engine's: they never reach the client or the upstream
         engine_params = split_engine_params(spec.model.params)
         self.model_spec = msgspec.structs.replace(spec.model, params=engine_params.client_params)
-        model = create_model_client(self.model_spec, max_connections=max(concurrency, 1), on_retry=on_model_retry)
+        model = create_model_client(self.model_spec, max_connections=max(concurrency, 1), on_retry=on_model_retry,
+                                    max_backoff_s=spec.max_backoff_s)
         self._closers.append(model.aclose)
         if spec.model.base_url:
             # one adaptive limit per endpoint for the launch, shared with the gateway and other requests
@@ -256,7 +259,8 @@ class RequestActor:
         self.rt = RequestRuntime(
             index=self.index, name=self.name, run_id=self.run_id, benchmark=benchmark, harness=harness,
             provider=provider, model=model, pool=sup.pool, run_dir=run_dir, log=log, emit=sup.bus.emit,
-            k=int(getattr(benchmark, "k", 1) or 1), max_retries=spec.max_retries,
+            k=int(getattr(benchmark, "k", 1) or 1), max_retries=spec.max_retries, max_backoff_s=spec.max_backoff_s,
+            deadline=sup.deadline,
             retry_patterns=[re.compile(p) for p in spec.retry_pattern_list],
             keep_environment=spec.keep_environment, file_log_level=level, timeouts=timeouts, network=network,
             price=engine_params.price)
@@ -469,6 +473,9 @@ class RequestActor:
                     self.counts.errors += 1
                     if self._first_error is None:
                         self._first_error = f"{detail.task_id}: {a.error or a.error_kind or a.status}"
+                if a.error_kind == "engine_error":
+                    self.counts.engine_errors += 1
+                    self._first_engine_error = self._first_engine_error or f"{detail.task_id}: {a.error}"
             if a.error_kind:
                 self.errors_by_kind[a.error_kind] = self.errors_by_kind.get(a.error_kind, 0) + 1
             u = a.meta.get("usage")
@@ -603,6 +610,12 @@ class RequestActor:
             kinds = ", ".join(f"{k} x{n}" for k, n in sorted(self.errors_by_kind.items()))
             status = "failed"
             err_text = err_text or (f"every attempt failed ({kinds}); first: {(self._first_error or '')[:500]}")
+        if status == "completed" and self.counts.engine_errors:
+            # A bug in the code running the attempts (e.g. a broken install): their 0s are not the agent's score.
+            n = self.counts.engine_errors
+            status = "failed"
+            err_text = (f"{n} attempt{'s' if n > 1 else ''} ended with an engine error (a bug in the code running "
+                        f"the attempt, not the agent's result); first: {(self._first_engine_error or '')[:500]}")
         rt = self.rt
         if self.run_dir is not None:
             self.run_dir.release_reserve()  # room for the last two files, even on a full disk

@@ -32,6 +32,8 @@ class PhaseTimeouts:
     setup: float = 600.0
     agent: float = 3600.0
     verify: float = 1800.0
+    #: the harness made no progress (no step, no command or model call started or finished) for this long.
+    stall: float = 900.0
 
 
 @dataclass
@@ -60,6 +62,10 @@ class RequestRuntime:
     emit: Callable[[ProgressEvent], None]
     k: int = 1
     max_retries: int = 0
+    #: the cap on one backoff wait between tries (and the model client's), seconds.
+    max_backoff_s: float = 120.0
+    #: when the launch must end (``time.monotonic()``; from ``timeout_seconds``): no backoff sleeps past it.
+    deadline: float | None = None
     retry_patterns: list[re.Pattern[str]] = field(default_factory=list)
     keep_environment: bool = False
     file_log_level: int = logging.INFO

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
 import time
 import traceback
@@ -29,11 +30,12 @@ from ..interfaces import (
     TaskSpec,
 )
 from ..records import AttemptFinished, AttemptRecord, AttemptStarted, TryRecord, TryRetrying
-from .failures import policy
+from .failures import kind_of, policy
 from .messages import AttemptDone, WorkItem
 from .model_access import AttemptSpend, gateway_usage_of, try_usage
 from .redact import RedactingFormatter
 from .runtime import CURRENT_TASK, RequestRuntime
+from .watchdog import Activity, Stalled, WatchedEnvironment, WatchedModel, run_watched
 
 BACKOFF_BASE_S = 0.5
 BACKOFF_MAX_S = 30.0
@@ -60,7 +62,11 @@ class _Failure(Exception):
 
 
 class _VerifierOpenFailed(EnvironmentError_):
-    """The verifier environment could not be opened."""
+    """The verifier environment could not be opened (``kind``: ``env_open_failed``, or ``engine_error``)."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class TaskActor:
@@ -93,8 +99,7 @@ class TaskActor:
                                        usage=spent.add_try(record.meta)))
                 if record.status != "completed" and record.status != "skipped" and try_no <= rt.max_retries \
                         and self._retryable(record):
-                    backoff = min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** (try_no - 1)) * random.uniform(0.5, 1.0)
-                    backoff = max(backoff, float(record.meta.get("retry_after") or 0.0))
+                    backoff = self._backoff(try_no, record)
                     log.warning("try %d failed (%s): %s; retrying in %.2fs", try_no, record.error_kind,
                                 record.error, backoff)
                     rt.emit(TryRetrying(ts=time.time(), request=rt.name, run_id=rt.run_id, task_id=task.task_id,
@@ -151,8 +156,21 @@ class TaskActor:
             raise _Failure("run_error", "env_lost", f"setting up the agent environment: {describe(exc)}") from None
         except Exception as exc:
             log.error("setup failed: %s", traceback.format_exc())
-            raise _Failure("run_error", "setup_error", f"setting up the agent environment: "
+            raise _Failure("run_error", kind_of(exc, "setup_error"), f"setting up the agent environment: "
                            f"{describe(exc)}") from None
+
+    def _backoff(self, try_no: int, record: AttemptRecord) -> float:
+        """Seconds before the next try: exponential with jitter, at least the model's Retry-After, at most
+        ``max_backoff_s`` and never past the launch's deadline."""
+        rt = self.rt
+        backoff = min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** min(try_no - 1, 62)) * random.uniform(0.5, 1.0)
+        retry_after = record.meta.get("retry_after")
+        if isinstance(retry_after, int | float) and math.isfinite(retry_after):
+            backoff = max(backoff, float(retry_after))
+        backoff = min(backoff, rt.max_backoff_s)
+        if rt.deadline is not None:
+            backoff = min(backoff, max(0.0, rt.deadline - time.monotonic()))
+        return backoff
 
     def _retryable(self, record: AttemptRecord) -> bool:
         if policy(record.error_kind).retry:
@@ -181,7 +199,8 @@ class TaskActor:
             prepared = rt.benchmark.prepare(task.public())
         except Exception as exc:
             log.error("prepare failed: %s", traceback.format_exc())
-            return AttemptRecord(status="run_error", error_kind="prepare_error", error=describe(exc), meta=meta)
+            return AttemptRecord(status="run_error", error_kind=kind_of(exc, "prepare_error"), error=describe(exc),
+                                 meta=meta)
         try:
             result, artifacts = await self._agent_phase(task, prepared, attempt, try_no, log, meta)
         except _Failure as f:
@@ -212,11 +231,15 @@ class TaskActor:
             return record
         except _VerifierOpenFailed as exc:
             # The world was flaky, not the grading: retryable like any environment that would not open.
-            record.status, record.error_kind, record.error = "eval_error", "env_open_failed", str(exc)
+            record.status, record.error_kind, record.error = "eval_error", exc.kind, str(exc)
+            return record
+        except EnvironmentError_ as exc:  # the verifier's sandbox broke (e.g. a fork failed): retryable
+            record.status, record.error_kind = "eval_error", "env_lost"
+            record.error = f"verifying the attempt: {describe(exc)}"
             return record
         except Exception as exc:
             log.error("evaluation failed: %s", traceback.format_exc())
-            record.status, record.error_kind, record.error = "eval_error", "eval_error", describe(exc)
+            record.status, record.error_kind, record.error = "eval_error", kind_of(exc, "eval_error"), describe(exc)
             return record
         finally:
             meta["verify_s"] = round(time.monotonic() - t0, 6)
@@ -243,13 +266,27 @@ class TaskActor:
                     try:
                         await env.set_network_policy(rt.network.run)
                     except Exception as exc:
-                        raise _Failure("run_error", "env_lost", f"setting run_network_policy: {describe(exc)}"
-                                       ) from None
+                        raise _Failure("run_error", kind_of(exc, "env_lost"),
+                                       f"setting run_network_policy: {describe(exc)}") from None
             ctx = RunContext(request=rt.name, run_id=rt.run_id, task_id=task.task_id, attempt=attempt,
                              try_no=try_no, model_env=grant.host_env if grant is not None else {})
             t0 = time.monotonic()
+            activity = Activity()  # stamped by every env/model call of the harness; read by the watchdog
+            watched_env = WatchedEnvironment(env, activity) if env is not None else None
             try:
-                result = await asyncio.wait_for(rt.harness.run(prepared, env, rt.model, ctx, log), rt.timeouts.agent)
+                result = await run_watched(
+                    rt.harness.run(prepared, watched_env, WatchedModel(rt.model, activity), ctx, log),  # type: ignore[arg-type]
+                    activity, ctx.trajectory, timeout_s=rt.timeouts.agent, stall_s=rt.timeouts.stall)
+            except Stalled:
+                # Not the agent's doing (a lost wakeup, a wedged sandbox): retryable; the steps so far are kept.
+                log.error("no progress for %gs: the attempt is stalled", rt.timeouts.stall)
+                partial = ctx.trajectory
+                partial.finished_at = time.time()
+                partial.stop_reason = "stalled"
+                error = (f"no progress (no step, no command or model call started or finished) for "
+                         f"{rt.timeouts.stall:g}s (harness_params.stall_timeout)")
+                raise _Failure("run_error", "stalled", error,
+                               HarnessResult(error=error, error_kind="stalled", trajectory=partial)) from None
             except TimeoutError:
                 # Still graded: the agent's work so far may be enough; the steps it streamed into ctx are kept.
                 log.warning("agent timed out after %gs", rt.timeouts.agent)
@@ -266,7 +303,7 @@ class TaskActor:
                 raise _Failure("run_error", "env_lost", describe(exc)) from None
             except Exception as exc:
                 log.error("harness crashed: %s", traceback.format_exc())
-                raise _Failure("run_error", "harness_crash", describe(exc)) from None
+                raise _Failure("run_error", kind_of(exc, "harness_crash"), describe(exc)) from None
             finally:
                 meta["agent_s"] = round(time.monotonic() - t0, 6)
             if result.error_kind and not policy(result.error_kind).grade:
@@ -281,7 +318,7 @@ class TaskActor:
                                    result) from None
                 except Exception as exc:
                     log.error("collect failed: %s", traceback.format_exc())
-                    raise _Failure("eval_error", "eval_error", f"collecting the attempt: {describe(exc)}",
+                    raise _Failure("eval_error", kind_of(exc, "eval_error"), f"collecting the attempt: {describe(exc)}",
                                    result) from None
             return result, artifacts
         finally:
@@ -307,8 +344,8 @@ class TaskActor:
                            f"opening the {role} environment timed out after {rt.timeouts.env_open:g}s") from None
         except Exception as exc:
             log.error("opening %s environment failed: %s", role, traceback.format_exc())
-            raise _Failure("run_error", "env_open_failed", f"opening the {role} environment: {describe(exc)}"
-                           ) from None
+            raise _Failure("run_error", kind_of(exc, "env_open_failed"),
+                           f"opening the {role} environment: {describe(exc)}") from None
         entry: dict[str, Any] = {"role": role, "id": env.id, "workdir": env.workdir, "provider": rt.provider.name}
         if rt.keep_environment:
             entry["kept"] = True
@@ -329,7 +366,7 @@ class TaskActor:
                 env = await self._open(task.task_id, "verifier", prepared, image or prepared.image, workdir, {},
                                        files, meta, log)
             except _Failure as f:
-                raise _VerifierOpenFailed(f.error) from None
+                raise _VerifierOpenFailed(f.error, f.kind) from None
             try:
                 yield env
             finally:

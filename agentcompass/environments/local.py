@@ -348,16 +348,26 @@ class LocalEnvironment:
         start = time.monotonic()
         try:
             try:
-                transport, _ = await loop.subprocess_exec(
-                    lambda: capture, *spawn_argv, stdin=asyncio.subprocess.DEVNULL,
-                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                    cwd=run_cwd, env=run_env, start_new_session=True)
+                # Bounded: the spawn is part of the command (a spawn that never reports back must not hang).
+                async with asyncio.timeout(limit):
+                    transport, _ = await loop.subprocess_exec(
+                        lambda: capture, *spawn_argv, stdin=asyncio.subprocess.DEVNULL,
+                        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                        cwd=run_cwd, env=run_env, start_new_session=True)
+            except TimeoutError:
+                raise EnvironmentError_(f"starting a command in environment {self.id} did not complete within "
+                                        f"{limit:g}s") from None
             except FileNotFoundError as exc:
                 return ExecResult(exit_code=127, stderr=f"{argv[0]}: command not found ({exc.strerror})",
                                   duration_s=time.monotonic() - start)
             except PermissionError as exc:
                 return ExecResult(exit_code=126, stderr=f"{argv[0]}: cannot execute ({exc.strerror})",
                                   duration_s=time.monotonic() - start)
+            except (OSError, RuntimeError) as exc:
+                # fork/pipe failed (EAGAIN/ENOMEM/EMFILE under process-table or fd pressure): the host, not the
+                # command; retryable as a lost environment.
+                raise EnvironmentError_(f"could not start a command in environment {self.id}: "
+                                        f"{type(exc).__name__}: {exc}") from None
             pid = transport.get_pid()
             self._running[pid] = transport
             if self._closed:  # close() ran while we were spawning

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.utils
+import math
 import ssl
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
@@ -59,18 +60,22 @@ def _load(shard: _Shard) -> int:
 
 
 def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` / ``Retry-After`` (seconds or an HTTP date), else None."""
+    """Seconds to wait from ``retry-after-ms`` / ``Retry-After`` (seconds or an HTTP date), else None.
+
+    Not capped here (the retry policy's ``max_backoff`` is); ``nan``/``inf`` are ignored."""
     ms = headers.get("retry-after-ms")
     if ms:
         try:
-            return max(0.0, float(ms) / 1000.0)
+            if math.isfinite(seconds := float(ms) / 1000.0):
+                return max(0.0, seconds)
         except ValueError:
             pass
     value = headers.get("retry-after")
     if not value:
         return None
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
+        return max(0.0, seconds) if math.isfinite(seconds) else None
     except ValueError:
         pass
     try:

@@ -21,7 +21,7 @@ import importlib
 from .._errors import ConfigError
 from ..interfaces import ModelClient
 from ..specs import ModelSpec
-from .retry import OnRetry, split_retry_params
+from .retry import DEFAULT_MAX_BACKOFF_S, OnRetry, RetryPolicy, split_retry_params
 
 #: api_protocol -> (module, class) of its client.
 _CLIENTS = {
@@ -38,12 +38,13 @@ def is_scripted(spec: ModelSpec) -> bool:
 
 
 def create_model_client(spec: ModelSpec, *, max_connections: int = 100, timeout: float = 600.0,
-                        on_retry: OnRetry | None = None) -> ModelClient:
-    """The client for ``spec``; size ``max_connections`` to the request's concurrency.
+                        on_retry: OnRetry | None = None, max_backoff_s: float = DEFAULT_MAX_BACKOFF_S) -> ModelClient:
+    """The client for ``spec``; size ``max_connections`` to the request's concurrency; ``max_backoff_s`` caps
+    each retry wait (the request's ``max_backoff_s``).
 
     ``on_retry(kind, backoff_s, try_no)`` is called before each retry of a failed model call.
     """
-    policy, params = split_retry_params(spec.params)
+    policy, params = split_retry_params(spec.params, RetryPolicy(max_backoff=max_backoff_s))
     if is_scripted(spec):
         from .scripted import ScriptedClient
 

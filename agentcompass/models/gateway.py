@@ -512,7 +512,7 @@ class Gateway:
                     continue
                 if resp.status_code != 429 and resp.status_code < 500:
                     return _Answer(resp, ticket, deadline, "ok" if resp.status_code < 400 else "error")
-                retry_after = parse_retry_after(resp.headers)
+                retry_after = up.policy.cap(parse_retry_after(resp.headers))  # max_backoff_s bounds the pause too
                 kind = "model_rate_limit" if resp.status_code == 429 else "model_server_error"
                 outcome: Outcome = "rate_limited" if resp.status_code == 429 else "error"
                 if not up.policy.allows(kind, failures + 1, 0):

@@ -13,7 +13,9 @@ a transient kind:
 Auth, bad-request and other kinds are raised at once. Waits use exponential backoff with full jitter,
 ``uniform(0, min(max_wait, backoff * 2**(n-1)))`` after the n-th failure; when the server sent
 ``Retry-After`` the wait is that value plus ``uniform(0, min(backoff, max_wait))`` (so callers that got the
-same header do not all come back at once), capped at ``max(max_wait, 120 s)``. Each wait is a plain
+same header do not all come back at once). Every wait is capped at ``max_backoff`` (default 120 s; the
+request's ``max_backoff_s``), so a ``Retry-After: 99999999`` or an HTTP date in year 9999 cannot park a
+call for days. Each wait is a plain
 ``asyncio.sleep``, so cancelling the caller ends it at once. When the tries are used up the last
 ``ModelError`` is re-raised (with a note saying how many tries were made).
 
@@ -44,27 +46,35 @@ OnRetry = Callable[[str, float, int], None]
 RETRYABLE_KINDS = frozenset({"model_rate_limit", "model_server_error", "model_connection_error",
                              "model_bad_response"})
 RETRY_PARAMS = frozenset({"retries", "retry_backoff", "retry_max_wait"})
-#: a Retry-After longer than ``max_wait`` is still honoured, up to this many seconds.
-RETRY_AFTER_CEILING_S = 120.0
+#: the default cap on any one wait, Retry-After included (a Retry-After longer than ``max_wait`` is honoured
+#: up to it); a request's ``max_backoff_s`` sets it.
+DEFAULT_MAX_BACKOFF_S = 120.0
+RETRY_AFTER_CEILING_S = DEFAULT_MAX_BACKOFF_S
 
 _log = logging.getLogger("agentcompass.models")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """How often and how long to retry: ``retries`` extra tries, backoff base and cap in seconds."""
+    """How often and how long to retry: ``retries`` extra tries, backoff base and cap in seconds, and
+    ``max_backoff``, the cap on any one wait (Retry-After included)."""
 
     retries: int = 6
     backoff: float = 0.5
     max_wait: float = 30.0
     bad_response_retries: int = 2
+    max_backoff: float = DEFAULT_MAX_BACKOFF_S
 
     def wait_s(self, failures: int, retry_after: float | None, rng: random.Random) -> float:
         """Seconds to wait after the ``failures``-th failed try."""
         if retry_after is not None:
             wait = retry_after + rng.uniform(0.0, min(self.backoff, self.max_wait))
-            return min(wait, max(self.max_wait, RETRY_AFTER_CEILING_S))
-        return rng.uniform(0.0, min(self.max_wait, self.backoff * 2.0 ** min(failures - 1, 62)))
+            return min(wait, self.max_backoff)
+        return rng.uniform(0.0, min(self.max_wait, self.max_backoff, self.backoff * 2.0 ** min(failures - 1, 62)))
+
+    def cap(self, retry_after: float | None) -> float | None:
+        """A server's Retry-After as the endpoint's limiter may honour it: at most ``max_backoff``."""
+        return None if retry_after is None else min(retry_after, self.max_backoff)
 
     def allows(self, kind: str, failures: int, bad_responses: int) -> bool:
         """Whether a call that has failed ``failures`` times (the last with ``kind``) may try again."""
@@ -141,7 +151,7 @@ class RetryingModelClient:
                 resp = await self.inner.complete(messages, tools=tools, **params)
             except ModelError as exc:
                 if ticket is not None and self.limiter is not None:
-                    self.limiter.release(ticket, outcome_of(exc.kind), exc.retry_after)
+                    self.limiter.release(ticket, outcome_of(exc.kind), policy.cap(exc.retry_after))
                     ticket = None
                 failures += 1
                 if exc.kind == "model_bad_response":

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import email.utils
 import hmac
 import random
 import signal
@@ -131,7 +132,8 @@ class ScriptedServer:
 
     ``fail_status``/``fail_every``/``retry_after`` make every ``fail_every``-th completion fail with that
     status (and a ``Retry-After`` header). ``faults``/``fault_seed`` inject faults from a ``FaultPlan``
-    (a 429 gets ``Retry-After: retry_after`` when set); ``faults_injected`` counts them by kind;
+    (a 429 gets ``Retry-After: retry_after`` when set: seconds, or a str sent as is, e.g. an HTTP date);
+    ``faults_injected`` counts them by kind;
     ``fault_interval_s`` paces the ``ping`` and ``trickle`` faults. ``stream_interval_s`` waits that long
     between the events of every streamed answer (a slow but steadily progressing model).
     ``requests_served`` counts every HTTP request answered,
@@ -142,7 +144,7 @@ class ScriptedServer:
     def __init__(self, params: Mapping[str, Any] | None = None, *, host: str = "127.0.0.1", port: int = 0,
                  require_api_key: str | None = None, latency_s: float | None = None,
                  model_id: str = "scripted", fail_status: int | None = None, fail_every: int = 1,
-                 retry_after: float | None = None, faults: Mapping[str | int, float] | None = None,
+                 retry_after: float | str | None = None, faults: Mapping[str | int, float] | None = None,
                  fault_seed: int = 0, fault_interval_s: float = 0.1, stream_interval_s: float = 0.0,
                  record_requests: int = 32,
                  max_body_bytes: int = 16 * 1024 * 1024, idle_timeout: float = 120.0,
@@ -169,9 +171,13 @@ class ScriptedServer:
             raise ConfigError(f"fail_every must be >= 1, got {fail_every}.", field="fail_every")
         self.fail_status = fail_status
         self.fail_every = fail_every
-        if retry_after is not None and (isinstance(retry_after, bool) or not isinstance(retry_after, int | float)
-                                        or retry_after < 0):
-            raise ConfigError(f"retry_after must be a number of seconds >= 0, got {retry_after!r}.",
+        if isinstance(retry_after, str):
+            if email.utils.parsedate_tz(retry_after) is None:
+                raise ConfigError(f"retry_after must be a number of seconds >= 0 or an HTTP date, got "
+                                  f"{retry_after!r}.", field="retry_after")
+        elif retry_after is not None and (isinstance(retry_after, bool) or not isinstance(retry_after, int | float)
+                                          or not 0 <= retry_after < float("inf")):
+            raise ConfigError(f"retry_after must be a number of seconds >= 0 or an HTTP date, got {retry_after!r}.",
                               field="retry_after")
         self.retry_after = retry_after
         for name, value, low in (("fault_interval_s", fault_interval_s, "> 0"),
@@ -429,9 +435,9 @@ class ScriptedServer:
         """``_chat`` behind the ``max_concurrent`` gate (a rate-limited endpoint's behaviour)."""
         if self.max_concurrent is not None and self.active_completions >= self.max_concurrent:
             self.rejected_concurrent += 1
-            ra = 1.0 if self.retry_after is None else self.retry_after
             raise _Reply(429, f"Too many concurrent requests (limit {self.max_concurrent}).",
-                         type_="rate_limit_exceeded", code="rate_limit_exceeded", headers={"Retry-After": f"{ra:g}"})
+                         type_="rate_limit_exceeded", code="rate_limit_exceeded",
+                         headers={"Retry-After": self._retry_after_header(1.0)})
         self.active_completions += 1
         self.peak_active_completions = max(self.peak_active_completions, self.active_completions)
         try:
@@ -439,9 +445,15 @@ class ScriptedServer:
         finally:
             self.active_completions -= 1
 
+    def _retry_after_header(self, default: float) -> str:
+        ra = default if self.retry_after is None else self.retry_after
+        if isinstance(ra, str):
+            return ra
+        return str(int(ra)) if float(ra).is_integer() else f"{ra:g}"
+
     def _injected_status(self, status: int, what: str, *, always_retry_after: bool = False) -> _Reply:
         send = self.retry_after is not None and (status == 429 or always_retry_after)
-        extra = {"Retry-After": f"{self.retry_after:g}"} if send else {}
+        extra = {"Retry-After": self._retry_after_header(0.0)} if send else {}
         kind = ("rate_limit_exceeded" if status == 429 else "server_error" if status >= 500
                 else "invalid_request_error")
         return _Reply(status, f"Injected {what} ({status}).", type_=kind, headers=extra)

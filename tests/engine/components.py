@@ -147,3 +147,96 @@ class SlowSetupHarness:
     async def run(self, task: PreparedTask, env: Environment | None, model: ModelClient, ctx: RunContext,
                   log: logging.Logger) -> HarnessResult:
         return HarnessResult(final_answer="")
+
+
+class _BrokenInstall:
+    """What a missing attribute of the stdlib on this Python looks like (``tarfile.FilterError`` before 3.11.4)."""
+
+    @staticmethod
+    def touch_missing_attribute() -> None:
+        import tarfile
+
+        tarfile.NoSuchFilterError  # noqa: B018  (a real AttributeError, raised by Python itself)
+
+
+class BrokenCollectBenchmark:
+    """``shell_tasks`` whose ``collect`` hits a real AttributeError on tasks graded by tests (a broken install)."""
+
+    version: ClassVar[str] = "1"
+
+    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
+        from agentcompass.benchmarks.shell_tasks import ShellTasks
+
+        self.inner = ShellTasks(params, ctx)
+        self.k = self.inner.k
+
+    def load_tasks(self) -> Any:
+        return self.inner.load_tasks()
+
+    def prepare(self, task: Any) -> Any:
+        return self.inner.prepare(task)
+
+    async def collect(self, task: PreparedTask, env: Environment, result: HarnessResult) -> dict[str, Any]:
+        if task.metadata.get("graded_by_tests", True):
+            _BrokenInstall.touch_missing_attribute()
+        return await self.inner.collect(task, env, result)
+
+    async def evaluate(self, ctx: Any) -> Any:
+        return await self.inner.evaluate(ctx)
+
+
+class BrokenEvaluateBenchmark(BrokenCollectBenchmark):
+    """``shell_tasks`` whose ``evaluate`` hits a real AttributeError on every task."""
+
+    async def collect(self, task: PreparedTask, env: Environment, result: HarnessResult) -> dict[str, Any]:
+        return await self.inner.collect(task, env, result)
+
+    async def evaluate(self, ctx: Any) -> Any:
+        _BrokenInstall.touch_missing_attribute()
+
+
+class StallingHarness:
+    """Takes one step, then stops making progress: ``mode`` ``wakeup`` awaits a future nobody resolves (a lost
+    wakeup); ``exec`` runs a command that never ends nor prints, with no timeout of its own."""
+
+    evaluates: ClassVar[bool] = True
+    needs_environment: ClassVar[bool] = True
+
+    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
+        self.mode = params.get("mode", "wakeup")
+
+    async def run(self, task: PreparedTask, env: Environment | None, model: ModelClient, ctx: RunContext,
+                  log: logging.Logger) -> HarnessResult:
+        from agentcompass.records import Step
+
+        assert env is not None
+        res = await env.exec("echo step one")
+        ctx.trajectory.steps.append(Step(index=0, action="echo step one", observation=res.output))
+        log.info("step 0 done")
+        if self.mode == "exec":
+            await env.exec("exec sleep 100000")
+        else:
+            await asyncio.get_running_loop().create_future()
+        return HarnessResult(final_answer="")
+
+
+class StuckHarness:
+    """Gets stuck in ways a cancel cannot interrupt: tasks in ``files/`` block a worker thread (a blocking
+    ``to_thread`` call), the others wait on a command whose background child holds the output pipe open."""
+
+    evaluates: ClassVar[bool] = True
+    needs_environment: ClassVar[bool] = True
+
+    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
+        self.seconds = float(params.get("seconds", 600))
+
+    async def run(self, task: PreparedTask, env: Environment | None, model: ModelClient, ctx: RunContext,
+                  log: logging.Logger) -> HarnessResult:
+        import time
+
+        assert env is not None
+        if task.task_id.startswith("files/"):
+            await asyncio.to_thread(time.sleep, self.seconds)
+        else:
+            await env.exec(f"sleep {self.seconds} & sleep {self.seconds}", timeout=self.seconds + 30)
+        return HarnessResult(final_answer="")

@@ -98,8 +98,11 @@ async def test_retry_after_is_honoured_even_beyond_retry_max_wait() -> None:
 def test_a_retry_after_longer_than_the_ceiling_is_capped() -> None:
     rng = random.Random(0)
     assert RetryPolicy(max_wait=30).wait_s(1, 10_000, rng) == RETRY_AFTER_CEILING_S
-    assert RetryPolicy(max_wait=300, backoff=0).wait_s(1, 10_000, rng) == 300
+    assert RetryPolicy(max_wait=300, backoff=0).wait_s(1, 10_000, rng) == RETRY_AFTER_CEILING_S
     assert RetryPolicy(max_wait=30, backoff=0).wait_s(1, 45, rng) == 45
+    # max_backoff (the request's max_backoff_s) caps every wait: Retry-After and exponential alike
+    assert RetryPolicy(max_backoff=5).wait_s(1, 99_999_999, rng) == 5
+    assert RetryPolicy(backoff=100, max_wait=1000, max_backoff=2).wait_s(9, None, rng) <= 2
 
 
 def test_backoff_is_full_jitter_growing_exponentially_up_to_max_wait() -> None:

@@ -1,0 +1,141 @@
+"""The stall watchdog: an attempt's harness that makes no progress for ``stall_timeout`` is ended.
+
+Progress is cheap to see centrally: the harness gets its environment and model through thin wrappers that
+stamp ``Activity.last`` whenever a call starts or finishes, and the watchdog counts the steps streamed into
+``RunContext.trajectory``. A call in flight with its own timeout (``env.exec(..., timeout=t)``) holds the clock
+until ``t`` (plus a grace) has passed, so a long command is not a stall while its own bound still runs; one
+that never returns (a lost wakeup, a spawn that never completes) is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import itertools
+import math
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from ..interfaces import HarnessResult
+from ..records import Trajectory
+
+#: what a call in flight may overrun its own timeout by before the watchdog stops waiting for it.
+HOLD_GRACE_S = 60.0
+#: how long a cancelled harness gets to unwind before the attempt moves on without it.
+CANCEL_GRACE_S = 10.0
+
+T = TypeVar("T")
+
+
+class Stalled(Exception):
+    """The harness made no progress for ``stall_timeout`` seconds."""
+
+
+class Activity:
+    """When a try last showed progress (``time.monotonic()``), and the calls in flight with their own bound."""
+
+    __slots__ = ("_holds", "_ids", "last")
+
+    def __init__(self) -> None:
+        self.last = time.monotonic()
+        self._holds: dict[int, float] = {}
+        self._ids = itertools.count()
+
+    def bump(self) -> None:
+        self.last = time.monotonic()
+
+    def stall_at(self, stall_s: float) -> float:
+        """When the try counts as stalled unless something happens first."""
+        return max([self.last + stall_s, *self._holds.values()])
+
+    async def call(self, fn: Callable[..., Awaitable[T]], *args: Any, own_timeout: float | None = None,
+                   **kwargs: Any) -> T:
+        """``await fn(*args, **kwargs)``, stamping its start and end; ``own_timeout`` holds the clock."""
+        key = next(self._ids)
+        self.bump()
+        if own_timeout is not None and math.isfinite(own_timeout) and own_timeout > 0:
+            self._holds[key] = time.monotonic() + own_timeout + HOLD_GRACE_S
+        try:
+            return await fn(*args, **kwargs)
+        finally:
+            self._holds.pop(key, None)
+            self.bump()
+
+
+class WatchedEnvironment:
+    """The harness's view of its environment: the same object, with every async call stamped."""
+
+    def __init__(self, env: Any, activity: Activity) -> None:
+        self._env = env
+        self._activity = activity
+
+    def __repr__(self) -> str:
+        return repr(self._env)
+
+    async def exec(self, cmd: Any, *, timeout: float | None = None, **kwargs: Any) -> Any:
+        own = timeout if isinstance(timeout, int | float) and not isinstance(timeout, bool) else None
+        return await self._activity.call(self._env.exec, cmd, timeout=timeout, own_timeout=own, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._env, name)
+        if inspect.iscoroutinefunction(attr):
+            activity = self._activity
+
+            async def stamped(*args: Any, **kwargs: Any) -> Any:
+                return await activity.call(attr, *args, **kwargs)
+
+            return stamped
+        return attr
+
+
+class WatchedModel:
+    """The harness's model client, with every ``complete`` stamped."""
+
+    def __init__(self, model: Any, activity: Activity) -> None:
+        self._model = model
+        self._activity = activity
+        self.model_id = getattr(model, "model_id", None)
+
+    def __repr__(self) -> str:
+        return repr(self._model)
+
+    async def complete(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._activity.call(self._model.complete, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._model, name)
+
+
+async def run_watched(coro: Awaitable[HarnessResult], activity: Activity, trajectory: Trajectory, *,
+                      timeout_s: float, stall_s: float) -> HarnessResult:
+    """The harness's result; ``TimeoutError`` after ``timeout_s``, ``Stalled`` after ``stall_s`` without
+    progress. The harness task is cancelled on every way out, and waited for at most ``CANCEL_GRACE_S``: one
+    that ignores the cancel cannot hold the attempt (or a Ctrl-C) hostage."""
+    task = asyncio.ensure_future(coro)
+    deadline = time.monotonic() + timeout_s
+    steps = len(trajectory.steps)
+    try:
+        while True:
+            wake = min(deadline, activity.stall_at(stall_s))
+            done, _ = await asyncio.wait({task}, timeout=max(0.0, wake - time.monotonic()))
+            if done:
+                return task.result()
+            now = time.monotonic()
+            if now >= deadline:
+                raise TimeoutError
+            if len(trajectory.steps) != steps:  # a step was streamed: progress
+                steps = len(trajectory.steps)
+                activity.bump()
+            elif now >= activity.stall_at(stall_s):
+                raise Stalled
+    finally:
+        if not task.done():
+            task.add_done_callback(_retrieve)
+            task.cancel()
+            await asyncio.wait({task}, timeout=CANCEL_GRACE_S)
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # an abandoned harness's error is not "never retrieved"

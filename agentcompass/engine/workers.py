@@ -1,0 +1,99 @@
+"""The default executor of ``launch()``'s event loop: daemon worker threads and a bounded shutdown.
+
+``asyncio.to_thread`` / ``run_in_executor(None, ...)`` calls run here. A call stuck in one (a blocking read, a
+hung filesystem) cannot be cancelled; with the stdlib pool it would still hold the process at exit, since the
+loop's shutdown and the interpreter both join every worker. Here the shutdown waits ``grace_s`` at most and
+the workers are daemons, so Ctrl-C or SIGTERM ends the process once the run is recorded.
+
+The pool is elastic (a worker is started whenever none is idle, up to ``max_workers``, 256 by default; idle
+ones retire after ``idle_s``): with the stdlib's ``cpu + 4`` workers, a few calls stuck in blocking reads
+starve everything else that needs a thread, e.g. closing the environments of a cancelled run.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import itertools
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+_Item = tuple[concurrent.futures.Future[Any], Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+_ids = itertools.count()
+
+
+class DaemonThreadPool(concurrent.futures.Executor):
+    """A thread pool whose workers are daemon threads and whose ``shutdown`` waits ``grace_s`` at most."""
+
+    def __init__(self, max_workers: int = 256, *, grace_s: float = 5.0, idle_s: float = 30.0) -> None:
+        self._max = max_workers
+        self._grace_s = grace_s
+        self._idle_s = idle_s
+        self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
+        self._idle = threading.Semaphore(0)
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._shutdown = False
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[T]:
+        with self._lock:
+            if self._shutdown:
+                raise RuntimeError("cannot schedule new futures after shutdown")
+            fut: concurrent.futures.Future[T] = concurrent.futures.Future()
+            self._queue.put((fut, fn, args, kwargs))
+            if not self._idle.acquire(blocking=False) and len(self._threads) < self._max:
+                t = threading.Thread(target=self._work, name=f"agentcompass-worker-{next(_ids)}", daemon=True)
+                try:
+                    t.start()
+                except RuntimeError:  # no thread to be had (process-table pressure): a busy worker gets to it
+                    if not self._threads:
+                        fut.cancel()
+                        raise
+                else:
+                    self._threads.append(t)
+            return fut
+
+    def _work(self) -> None:
+        while True:
+            try:
+                item = self._queue.get(timeout=self._idle_s)
+            except queue.Empty:
+                with self._lock:
+                    if self._idle.acquire(blocking=False):  # still counted idle, so nobody is relying on us
+                        self._threads.remove(threading.current_thread())
+                        return
+                continue
+            if item is None:
+                return
+            fut, fn, args, kwargs = item
+            if fut.set_running_or_notify_cancel():
+                try:
+                    result = fn(*args, **kwargs)
+                except BaseException as exc:
+                    fut.set_exception(exc)
+                else:
+                    fut.set_result(result)
+            del item, fut, fn, args, kwargs
+            self._idle.release()
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        with self._lock:
+            self._shutdown = True
+            threads = list(self._threads)
+        if cancel_futures:
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None:
+                    item[0].cancel()
+        for _ in threads:
+            self._queue.put(None)
+        if wait:
+            deadline = time.monotonic() + self._grace_s
+            for t in threads:
+                t.join(max(0.0, deadline - time.monotonic()))

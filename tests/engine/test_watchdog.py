@@ -1,0 +1,90 @@
+"""The stall watchdog: an attempt that makes no progress for ``stall_timeout`` ends as a classified, retryable
+``stalled`` error with its partial trajectory, whatever it was stuck on; and a spawn that fails under
+process-table pressure ends the try classified, never hangs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import msgspec
+import pytest
+
+import agentcompass
+from agentcompass.records import TaskDetail
+
+from ..faults.test_engine_faults import _marked_processes
+
+REPO = Path(__file__).resolve().parents[2]
+STALLER = "tests.engine.components:StallingHarness"
+PIDS_CGROUP = Path("/sys/fs/cgroup/pids")
+
+
+@pytest.mark.parametrize("mode", ["wakeup", "exec"])
+def test_a_stalled_attempt_is_ended_classified_retried_and_keeps_its_steps(tmp_path: Path, mode: str) -> None:
+    envs = tmp_path / "envs"
+    envs.mkdir()
+    out = agentcompass.run_evaluation(
+        "shell_tasks", STALLER, "scripted", max_retries=1,
+        harness_params={"mode": mode, "stall_timeout": 1.0, "agent_timeout": 120},
+        environment_params={"base_dir": str(envs)}, benchmark_params={"sample_ids": ["files/hello_world"]},
+        results_dir=str(tmp_path / "r"), progress="none")
+    assert out.errors_by_kind == {"stalled": 1} and out.counts.retries == 1  # stalled is retryable
+    assert out.run_dir is not None
+    (path,) = (out.run_dir / "details").glob("*.json")
+    a = msgspec.json.decode(path.read_bytes(), type=TaskDetail).attempts["1"]
+    assert [t.error_kind for t in a.tries] == ["stalled", "stalled"]
+    assert "stall_timeout" in (a.error or "")
+    assert a.trajectory is not None and a.trajectory.stop_reason == "stalled"
+    assert [s.action for s in a.trajectory.steps] == ["echo step one"]
+    assert not list(envs.iterdir()) and _marked_processes(envs) == []
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), 0, -5])
+def test_stall_timeout_must_be_a_positive_finite_number(tmp_path: Path, bad: float) -> None:
+    out = agentcompass.launch({"requests": [{"benchmark": "shell_tasks", "harness": {
+        "id": "shell_agent", "params": {"stall_timeout": bad}}, "model": "scripted",
+        "results_dir": str(tmp_path)}], "progress": "none"}).outcomes[0]
+    assert out.status == "failed" and out.error_field == "harness_params.stall_timeout", out.error
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.access(PIDS_CGROUP, os.W_OK), reason="needs a writable pids cgroup")
+def test_spawn_failures_under_process_table_pressure_end_classified_never_hang(tmp_path: Path) -> None:
+    # RLIMIT_NPROC is not enforced for root, so the engine runs in its own pids cgroup with room for a few
+    # processes only: most forks fail with EAGAIN.
+    cg = PIDS_CGROUP / f"agentcompass-test-{uuid.uuid4().hex[:8]}"
+    cg.mkdir()
+    envs = tmp_path / "envs"
+    envs.mkdir()
+    try:
+        (cg / "pids.max").write_text("12\n")
+        cmd = [sys.executable, "-m", "agentcompass.cli", "run", "shell_tasks", "shell_agent", "scripted",
+               "--benchmark-params", json.dumps({"categories": ["files", "python"]}),
+               "--env-params", json.dumps({"base_dir": str(envs)}), "--task-concurrency", "16",
+               "--max-retries", "1", "--run-id", "pressure", "--results-dir", str(tmp_path / "r"),
+               "--progress", "none"]
+        proc = subprocess.Popen(["sh", "-c", f'echo $$ > {cg}/cgroup.procs && exec "$@"', "sh", *cmd],
+                                cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            stdout, stderr = proc.communicate(timeout=240)  # a hang guard only
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            pytest.fail("the run hung under process-table pressure")
+    finally:
+        for pid in (cg / "cgroup.procs").read_text().split():
+            os.kill(int(pid), 9)
+        cg.rmdir()
+    run_dir = next((tmp_path / "r").glob("*/*/*/pressure"))
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["counts"]["done"] == summary["counts"]["total"] > 0, (stdout, stderr)
+    kinds = set(summary["errors_by_kind"])
+    assert kinds, "the pressure should have made some forks fail"
+    # the host failed, not the agent, nor our code: classified as a lost environment (retryable)
+    assert kinds <= {"env_lost", "env_open_failed", "stalled"}, summary["errors_by_kind"]
+    assert not list(envs.iterdir())
