@@ -13,7 +13,9 @@ in its parent's cgroup and only a privileged write moves it out. Each environmen
 A command runs through a tiny shell prelude (``EnvCgroup.wrap``) that writes its own pid into the cgroup and
 then ``exec``s the command, so the command is inside before it can fork. (A ``preexec_fn`` would do the same
 but forces a full ``fork()`` of the engine, tens of ms per command for a large heap, on the event loop; the
-prelude keeps ``vfork``.) Names start with the engine's owner tag so a later run can sweep the cgroups of a
+prelude keeps ``vfork``.) In v1 hierarchies the ``agentcompass`` parent is made inside the engine's own
+cgroup, so limits put on the engine (a container's, a service manager's, a test's) hold for its agents too.
+Names start with the engine's owner tag so a later run can sweep the cgroups of a
 crashed one.
 """
 
@@ -92,6 +94,16 @@ def _mounts(text: str) -> tuple[str | None, str | None, str | None]:
     return v2, pids, freezer
 
 
+def _own_v1_dir(mount: str, controller: str, proc_cgroup: str) -> str:
+    """The engine's own cgroup directory in the v1 hierarchy of ``controller`` (the mount itself if unknown)."""
+    for line in proc_cgroup.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3 and controller in parts[1].split(","):
+            own = os.path.join(mount, parts[2].lstrip("/"))
+            return own if os.path.isdir(own) else mount
+    return mount
+
+
 def _usable(hierarchy: str) -> bool:
     """True if we can make (or already have) a writable ``agentcompass`` parent in ``hierarchy``."""
     parent = os.path.join(hierarchy, PARENT)
@@ -117,9 +129,12 @@ def _enable_v2_pids(root: str) -> bool:
     return True
 
 
-def detect(mounts_text: str) -> Support | None:
-    """The hierarchies usable by this process, given the mount table; None when there is none."""
+def detect(mounts_text: str, proc_cgroup: str = "") -> Support | None:
+    """The hierarchies usable by this process, given the mount table (and ``/proc/self/cgroup``, to nest the
+    v1 ones inside the engine's own cgroup); None when there is none."""
     v2, pids, freezer = _mounts(mounts_text)
+    pids = _own_v1_dir(pids, "pids", proc_cgroup) if pids is not None else None
+    freezer = _own_v1_dir(freezer, "freezer", proc_cgroup) if freezer is not None else None
     v2 = v2 if v2 is not None and _usable(v2) else None
     pids = pids if pids is not None and _usable(pids) else None
     freezer = freezer if freezer is not None and _usable(freezer) else None
@@ -140,7 +155,11 @@ def support() -> Support | None:
             text = _read("/proc/self/mounts")
         except OSError:
             text = ""
-        _SUPPORT.append(detect(text))
+        try:
+            own = _read("/proc/self/cgroup")
+        except OSError:
+            own = ""
+        _SUPPORT.append(detect(text, own))
     return _SUPPORT[0]
 
 

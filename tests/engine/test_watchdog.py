@@ -79,6 +79,9 @@ def test_spawn_failures_under_process_table_pressure_end_classified_never_hang(t
     finally:
         for pid in (cg / "cgroup.procs").read_text().split():
             os.kill(int(pid), 9)
+        for nested in sorted(cg.rglob("*/"), key=lambda d: len(d.parts), reverse=True):  # our envs' cgroups
+            if nested.is_dir():
+                nested.rmdir()
         cg.rmdir()
     run_dir = next((tmp_path / "r").glob("*/*/*/pressure"))
     summary = json.loads((run_dir / "summary.json").read_text())
