@@ -27,6 +27,7 @@ import httpx
 import msgspec
 
 from .._errors import ConfigError, ModelError
+from .._validate import seconds
 from ..interfaces import ModelResponse
 from ._deadline import KEEPALIVE_EVENTS, Deadline, default_total_timeout
 from ._sse import sse_events
@@ -84,11 +85,8 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
 
 
 def positive(value: Any, field: str) -> float:
-    """``value`` as a float > 0, else ``ConfigError`` naming ``model_params.<field>``."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:  # NaN too
-        raise ConfigError(f"Model param `{field}` must be a number > 0, got {value!r}.",
-                          field=f"model_params.{field}")
-    return float(value)
+    """``value`` as seconds > 0 (finite, capped), else ``ConfigError`` naming ``model_params.<field>``."""
+    return seconds(value, f"model_params.{field}")
 
 
 def status_kind(status: int) -> str:
