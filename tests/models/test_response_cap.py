@@ -1,0 +1,63 @@
+"""A model answering 200 with an endless body: the engine reads at most ``max_response_bytes`` of it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentcompass import ConfigError
+from agentcompass.models.openai_chat import OpenAIChatClient
+from tests.conftest import REPO, start_server_process, stop_process
+
+# runs the engine and reports its peak RSS (KiB) as the last line
+_MEASURE = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]); "
+            "print('RC', r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_a_huge_200_body_is_cut_at_the_cap_and_classified(tmp_path: Path, stream: bool) -> None:
+    proc, url = start_server_process("--fault", "huge=1")  # 1 GiB per answer, generated on the fly
+    try:
+        env = dict(os.environ, PYTHONPATH=str(REPO))
+        params = {"retries": 0, "stream": stream}
+        res = subprocess.run(
+            [sys.executable, "-c", _MEASURE, sys.executable, "-m", "agentcompass.cli", "run", "shell_tasks",
+             "openai_chat", "scripted", "--model-base-url", url, "--model-params", json.dumps(params),
+             "--benchmark-params", '{"limit": 1}', "--results-dir", str(tmp_path), "--progress", "none"],
+            capture_output=True, text=True, timeout=280, env=env)
+    finally:
+        stop_process(proc)
+    _, rc, peak_kib = res.stdout.strip().splitlines()[-1].split()
+    details = list(tmp_path.rglob("details/*.json"))
+    assert len(details) == 1, (res.stdout[-2000:], res.stderr[-2000:])
+    detail = json.loads(details[0].read_text())
+    kinds = {a["error_kind"] for a in detail["attempts"].values()}
+    assert kinds == {"model_response_too_large"}, kinds
+    assert sum(p.stat().st_size for p in tmp_path.rglob("*") if p.is_file()) < 5 << 20
+    assert int(peak_kib) < 400 * 1024, f"engine peak RSS {int(peak_kib) >> 10} MiB"
+    assert int(rc) == 1
+
+
+async def test_the_cap_is_a_model_param(scripted_base_url: str) -> None:
+    from agentcompass import ModelError
+
+    proc, url = start_server_process("--fault", "huge=1")
+    try:
+        async with OpenAIChatClient("scripted", url, params={"max_response_bytes": 1 << 20}) as client:
+            with pytest.raises(ModelError) as info:
+                await client.complete([{"role": "user", "content": "hi"}])
+    finally:
+        stop_process(proc)
+    assert info.value.kind == "model_response_too_large" and "1048576" in str(info.value)
+
+
+@pytest.mark.parametrize("value", [0, -1, float("nan"), True, "big", 1 << 40])
+def test_max_response_bytes_is_validated(value: object) -> None:
+    with pytest.raises(ConfigError) as info:
+        OpenAIChatClient("m", "http://127.0.0.1:9/v1", params={"max_response_bytes": value})
+    assert info.value.field == "model_params.max_response_bytes"
