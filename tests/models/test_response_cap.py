@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 from agentcompass import ConfigError
@@ -61,3 +62,37 @@ def test_max_response_bytes_is_validated(value: object) -> None:
     with pytest.raises(ConfigError) as info:
         OpenAIChatClient("m", "http://127.0.0.1:9/v1", params={"max_response_bytes": value})
     assert info.value.field == "model_params.max_response_bytes"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+async def test_the_gateway_cuts_a_relayed_answer_at_the_cap(stream: bool) -> None:
+    from agentcompass.models.adaptive import AdaptiveLimiter
+    from agentcompass.models.envelope import EnvelopeSigner
+    from agentcompass.models.gateway import Gateway, Upstream
+    from tests.fixtures_scripted import running_scripted_server
+
+    from .gateway_helpers import FAST_RETRIES, KEY
+
+    cap = 2 << 20
+    async with running_scripted_server({}, faults={"huge": 1.0}) as server:
+        gw = Gateway(EnvelopeSigner(), revoke_grace_s=0.3, max_buffered_bytes=1 << 20)
+        await gw.start()
+        try:
+            gw.add_upstream(Upstream(request="req", model_id="scripted", base_url=server.base_url or "", api_key=None,
+                                     api_protocol="openai-chat", limiter=AdaptiveLimiter("test", 4),
+                                     policy=FAST_RETRIES, timeout_s=30.0, max_response_bytes=cap))
+            assert gw.base_url is not None
+            grant = gw.open_grant(KEY)
+            url = gw.url_for(gw.base_url, grant) + "/chat/completions"
+            got = 0
+            async with httpx.AsyncClient(timeout=60) as http:
+                with pytest.raises(httpx.HTTPError):
+                    async with http.stream("POST", url, headers={"Authorization": f"Bearer {grant.api_key}"},
+                                           json={"model": "m", "stream": stream,
+                                                 "messages": [{"role": "user", "content": "hi"}]}) as resp:
+                        assert resp.status_code == 200
+                        async for chunk in resp.aiter_raw():
+                            got += len(chunk)
+        finally:
+            await gw.aclose()
+    assert got <= cap + (1 << 20), got
