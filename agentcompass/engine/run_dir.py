@@ -16,6 +16,7 @@ import msgspec
 
 from .._errors import ConfigError
 from ..records import RunInfo, RunPaths, Summary, TaskDetail
+from .detail_caps import clip_detail
 from .redact import Redactor
 
 try:
@@ -151,6 +152,7 @@ class RunDir:
         return self.task_logs / f"{safe_name(task_id)}.log"
 
     def write_detail(self, detail: TaskDetail) -> None:
+        clip_detail(detail)  # one step's text is capped: no detail file of hundreds of MB
         write_atomic(self.detail_path(detail.task_id), self.redactor.bytes(_encoder.encode(detail)))
 
     def read_detail(self, task_id: str) -> TaskDetail | None:

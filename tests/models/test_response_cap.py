@@ -96,3 +96,21 @@ async def test_the_gateway_cuts_a_relayed_answer_at_the_cap(stream: bool) -> Non
         finally:
             await gw.aclose()
     assert got <= cap + (1 << 20), got
+
+
+def test_one_step_cannot_make_a_detail_file_huge(tmp_path: Path) -> None:
+    from agentcompass.engine.detail_caps import STEP_TEXT_LIMIT
+    from agentcompass.engine.redact import Redactor
+    from agentcompass.engine.run_dir import RunDir
+    from agentcompass.records import AttemptRecord, Step, TaskDetail, ToolCall, Trajectory
+
+    big = "x" * (40 << 20)
+    step = Step(index=1, content=big, observation=big, tool_calls=[ToolCall(id="1", name="sh", arguments=big)])
+    detail = TaskDetail(task_id="t", k=1, attempts={"1": AttemptRecord(
+        status="completed", final_answer=big, trajectory=Trajectory(steps=[step]))})
+    run_dir = RunDir(tmp_path, Redactor([]))
+    (tmp_path / "details").mkdir()
+    run_dir.write_detail(detail)
+    [written] = (tmp_path / "details").iterdir()
+    assert written.stat().st_size < 5 * STEP_TEXT_LIMIT + (1 << 20)
+    assert "characters omitted" in written.read_text()
