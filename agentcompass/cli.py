@@ -32,6 +32,8 @@ def _json_arg(flag: str, text: str | None) -> Any:
     except json.JSONDecodeError as exc:
         raise ConfigError(f"Invalid `{flag}`: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}). "
                           f"Example: {flag} '{{\"key\": 1}}'.", field=flag) from None
+    except RecursionError:
+        raise ConfigError(f"Invalid `{flag}`: JSON nested too deeply to read.", field=flag) from None
 
 
 def _json_obj(flag: str, text: str | None) -> dict[str, Any] | None:
@@ -44,25 +46,12 @@ def _json_obj(flag: str, text: str | None) -> dict[str, Any] | None:
 
 def load_spec_file(path: str) -> Any:
     """Read an OrchestrationSpec from YAML or JSON, with a readable error naming the file and position."""
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"Spec file {path!r} does not exist (or is not a file).", field="spec")
-    text = p.read_text(encoding="utf-8")
-    if p.suffix == ".json":
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"Spec file {path!r} is not valid JSON: {exc.msg} at line {exc.lineno} column "
-                              f"{exc.colno}.", field="spec") from None
-    import yaml
+    from ._bounded_load import load_json, load_yaml, read_spec_text
 
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"Spec file {path!r} is not valid YAML{where}: {problem}.", field="spec") from None
+    text = read_spec_text(path)  # size-capped
+    if Path(path).suffix == ".json":
+        return load_json(text, f"Spec file {path!r}", "spec")
+    return load_yaml(text, f"Spec file {path!r}")  # alias expansion bounded
 
 
 def _add_run_parser(sub: Any) -> None:

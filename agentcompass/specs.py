@@ -7,17 +7,26 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from ._errors import ConfigError
+from ._validate import MAX_SECONDS, check_number
+
+#: the most concurrent tasks / environments / retries one setting may ask for (a typo, not a plan, beyond).
+MAX_CONCURRENCY = 10_000
+MAX_RETRIES = 100
+#: environment opens per second, per provider.
+MAX_QPS = 10_000.0
 
 ApiProtocol = Literal["openai-chat", "openai-responses", "anthropic-messages"]
 ProgressMode = Literal["auto", "rich", "plain", "none"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 NetworkPolicyName = Literal["public", "none", "model", "allowlist"]
 
-PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
-NonNegInt = Annotated[int, msgspec.Meta(ge=0)]
-NonNegFloat = Annotated[float, msgspec.Meta(ge=0)]
 #: a cap on one backoff wait, seconds: > 0 and at most a day (so NaN and infinity are refused too).
 BackoffSeconds = Annotated[float, msgspec.Meta(gt=0, le=86400)]
+Concurrency = Annotated[int, msgspec.Meta(ge=1, le=MAX_CONCURRENCY)]
+RetryCount = Annotated[int, msgspec.Meta(ge=0, le=MAX_RETRIES)]
+# the upper bound also refuses infinity (and msgspec refuses NaN against any bound)
+Qps = Annotated[float, msgspec.Meta(ge=0, le=MAX_QPS)]
+Seconds = Annotated[float, msgspec.Meta(gt=0, le=MAX_SECONDS)]
 
 
 class ComponentSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -47,8 +56,8 @@ class RunRequestSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=T
     name: str | None = None
     run_id: str | None = None
     wrap_api_key: bool = False
-    task_concurrency: PositiveInt = 8
-    max_retries: NonNegInt = 0
+    task_concurrency: Concurrency = 8
+    max_retries: RetryCount = 0
     #: the cap on any one backoff wait, seconds: task-level retries and the model client's (Retry-After included).
     max_backoff_s: BackoffSeconds = 120.0
     retry_pattern_list: list[str] = []
@@ -69,16 +78,46 @@ class OrchestrationSpec(msgspec.Struct, forbid_unknown_fields=True, omit_default
     """An ordered set of requests sharing one task limit, one timeout and one environment pool."""
 
     requests: list[RunRequestSpec]
-    max_concurrent_tasks: PositiveInt | None = None
-    timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] | None = None
-    provider_limits: dict[str, PositiveInt] = {}
-    env_open_qps: NonNegFloat | dict[str, NonNegFloat] | None = None
+    max_concurrent_tasks: Concurrency | None = None
+    timeout_seconds: Seconds | None = None
+    provider_limits: dict[str, Concurrency] = {}
+    env_open_qps: Qps | dict[str, Qps] | None = None
     #: ``provider.open`` calls at once, process-wide: an int for every provider or a dict per provider name;
     #: a provider it does not cover uses its own ``max_creates_in_flight`` (docker: 4).
-    max_env_creates_in_flight: PositiveInt | dict[str, PositiveInt] | None = None
+    max_env_creates_in_flight: Concurrency | dict[str, Concurrency] | None = None
     progress: ProgressMode = "auto"
     log_level: LogLevel = "WARNING"
     recipe_dirs: list[str] = []
+
+
+_INT = {"integer": True}
+#: numeric fields checked by ``check_number`` before msgspec, so NaN/inf/out-of-range values (also inside a
+#: per-provider dict) get an error naming the exact field, the value and the allowed range.
+_REQUEST_NUMBERS: dict[str, dict[str, Any]] = {
+    "task_concurrency": {"ge": 1, "le": MAX_CONCURRENCY, **_INT},
+    "max_retries": {"ge": 0, "le": MAX_RETRIES, **_INT},
+}
+_LAUNCH_NUMBERS: dict[str, dict[str, Any]] = {
+    "max_concurrent_tasks": {"ge": 1, "le": MAX_CONCURRENCY, **_INT},
+    "timeout_seconds": {"gt": 0, "le": MAX_SECONDS},
+    "provider_limits": {"ge": 1, "le": MAX_CONCURRENCY, **_INT},
+    "env_open_qps": {"ge": 0, "le": MAX_QPS},
+    "max_env_creates_in_flight": {"ge": 1, "le": MAX_CONCURRENCY, **_INT},
+}
+
+
+def _check_numbers(raw: Any, table: dict[str, dict[str, Any]], where: str) -> None:
+    """``check_number`` on each number of ``table``'s fields in ``raw`` (values of a dict field too); values
+    of another type are left to msgspec, whose error names the expected type."""
+    if not isinstance(raw, dict):
+        return
+    for key, bounds in table.items():
+        value = raw.get(key)
+        items = value.items() if isinstance(value, dict) else [(None, value)]
+        for sub, v in items:
+            if isinstance(v, int | float) and not isinstance(v, bool):
+                field = f"{where}{key}" + (f".{sub}" if sub is not None else "")
+                check_number(v, field, **bounds)
 
 
 def _component(value: Any, field: str) -> Any:
@@ -157,6 +196,7 @@ def parse_request(raw: Any, where: str = "request") -> RunRequestSpec:
     """Validate a dict (or a RunRequestSpec) into a RunRequestSpec with a readable error."""
     if isinstance(raw, RunRequestSpec):
         raw = msgspec.to_builtins(raw)
+    _check_numbers(raw, _REQUEST_NUMBERS, "" if where == "request" else f"{where}.")
     try:
         return msgspec.convert(_normalise_request(raw, where), RunRequestSpec)
     except msgspec.ValidationError as exc:
@@ -173,7 +213,10 @@ def parse_orchestration(raw: Any) -> OrchestrationSpec:
             field="requests",
         )
     raw = dict(raw)
+    _check_numbers(raw, _LAUNCH_NUMBERS, "")
     if isinstance(raw.get("requests"), list):
+        for i, r in enumerate(raw["requests"]):
+            _check_numbers(r, _REQUEST_NUMBERS, f"requests[{i}].")
         raw["requests"] = [_normalise_request(r, f"requests[{i}]") for i, r in enumerate(raw["requests"])]
     try:
         spec = msgspec.convert(raw, OrchestrationSpec)

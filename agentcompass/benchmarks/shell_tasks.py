@@ -35,6 +35,7 @@ from typing import IO, Any, ClassVar
 import msgspec
 
 from .._errors import ConfigError
+from .._validate import MAX_K
 from ..environments._tar import SpooledArchive, archive_of, forget_members, tar_from_files
 from ..interfaces import (
     ComponentContext,
@@ -257,8 +258,8 @@ class ShellTasks:
 
     def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
         check_param_keys(params, _PARAMS, _WHERE)
-        self.k = int_param(params, "k", ctx.k or 1, _WHERE)
-        self.repeat = int_param(params, "repeat", 1, _WHERE)
+        self.k = int_param(params, "k", ctx.k or 1, _WHERE, maximum=MAX_K)
+        self.repeat = int_param(params, "repeat", 1, _WHERE, maximum=MAX_K)
         self.limit: int | None = int_param(params, "limit", 1, _WHERE) if "limit" in params else None
         self.eval_timeout = float_param(params, "eval_timeout", 60.0, _WHERE)
         self.categories = str_list_param(params, "categories", _WHERE)

@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 import msgspec
 
 from .._errors import ConfigError
+from .._validate import MAX_K
 from ..interfaces import (
     ComponentContext,
     Environment,
@@ -76,7 +77,7 @@ class SWEBench:
         check_param_keys(params, _PARAMS, where)
         if "k" in params and "avgk" in params:
             raise ConfigError(f"{where}: give either k or avgk, not both", field="benchmark.params.avgk")
-        self.k = int_param(params, "avgk" if "avgk" in params else "k", ctx.k or 1, where)
+        self.k = int_param(params, "avgk" if "avgk" in params else "k", ctx.k or 1, where, maximum=MAX_K)
         self.primary_metric = f"avg@{self.k}" if "avgk" in params else f"pass@{self.k}"
         self.limit: int | None = int_param(params, "limit", 1, where) if "limit" in params else None
         self.eval_timeout = float_param(params, "eval_timeout", 1800.0, where)

@@ -39,6 +39,7 @@ POLICIES: dict[str, FailurePolicy] = {
     "model_bad_response": _TRANSIENT,
     "model_auth": _FINAL,
     "model_bad_request": _FINAL,
+    "model_response_too_large": _FINAL,  # an answer past max_response_bytes: asking again gets the same
     # the sandbox
     "env_open_failed": _TRANSIENT,
     "env_lost": _TRANSIENT,

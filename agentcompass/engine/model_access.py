@@ -28,12 +28,13 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from .._errors import ConfigError, EnvironmentError_
+from .._validate import count
 from ..models.adaptive import AdaptiveLimiter, LimiterRegistry
 from ..models.envelope import AttemptKey, EnvelopeSigner
 from ..models.gateway_ledger import GatewayUsage, Ledger
 from ..models.pricing import PRICE_PARAM, PriceTable, parse_price_table
 from ..records import ModelLimitChanged, ModelRetrying, ProgressEvent, Usage
-from ..specs import ModelSpec
+from ..specs import MAX_CONCURRENCY, ModelSpec
 
 if TYPE_CHECKING:
     from ..models.gateway import Gateway, Grant
@@ -63,11 +64,8 @@ def split_engine_params(params: Mapping[str, Any]) -> EngineModelParams:
     if PRICE_PARAM in params:
         out.price = parse_price_table(params[PRICE_PARAM])
     if MAX_CONCURRENCY_PARAM in params:
-        value = params[MAX_CONCURRENCY_PARAM]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"Model param `{MAX_CONCURRENCY_PARAM}` must be an integer >= 1, got {value!r}.",
-                              field=f"model_params.{MAX_CONCURRENCY_PARAM}")
-        out.max_concurrency = value
+        out.max_concurrency = count(params[MAX_CONCURRENCY_PARAM], f"model_params.{MAX_CONCURRENCY_PARAM}",
+                                    maximum=MAX_CONCURRENCY)
     return out
 
 

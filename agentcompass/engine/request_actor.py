@@ -22,6 +22,7 @@ import msgspec
 
 from .. import __version__
 from .._errors import AgentCompassError, ConfigError
+from .._validate import MAX_K, count, seconds
 from ..analyzers import ERRORS_KEY, build_analyzers, flag_names
 from ..interfaces import ComponentContext, NetworkPolicy, TaskSpec
 from ..metrics import DefaultAccumulator
@@ -78,11 +79,7 @@ class _InFlight:
 
 
 def _pop_float(params: dict[str, Any], key: str, default: float, field: str) -> float:
-    value = params.pop(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):  # NaN too
-        raise ConfigError(f"Invalid `{field}.{key}`: expected a positive number of seconds, got {value!r}.",
-                          field=f"{field}.{key}")
-    return float(value)
+    return seconds(params.pop(key, default), f"{field}.{key}")
 
 
 def parse_network_policy(value: Any, field: str) -> NetworkPolicy:
@@ -259,8 +256,8 @@ class RequestActor:
         self.rt = RequestRuntime(
             index=self.index, name=self.name, run_id=self.run_id, benchmark=benchmark, harness=harness,
             provider=provider, model=model, pool=sup.pool, run_dir=run_dir, log=log, emit=sup.bus.emit,
-            k=int(getattr(benchmark, "k", 1) or 1), max_retries=spec.max_retries, max_backoff_s=spec.max_backoff_s,
-            deadline=sup.deadline,
+            k=count(getattr(benchmark, "k", 1) or 1, "benchmark_params.k", maximum=MAX_K),
+            max_retries=spec.max_retries, max_backoff_s=spec.max_backoff_s, deadline=sup.deadline,
             retry_patterns=[re.compile(p) for p in spec.retry_pattern_list],
             keep_environment=spec.keep_environment, file_log_level=level, timeouts=timeouts, network=network,
             price=engine_params.price)

@@ -18,6 +18,7 @@ import msgspec
 
 from .._errors import AgentCompassError, ConfigError
 from ..records import RunInfo, RunPaths, Summary, TaskDetail
+from .detail_caps import clip_detail
 from .redact import LogWriteState, Redactor, RunLogHandler
 
 try:
@@ -216,6 +217,7 @@ class RunDir:
         return self.task_logs / f"{safe_name(task_id)}.log"
 
     def write_detail(self, detail: TaskDetail) -> None:
+        clip_detail(detail)  # one step's text is capped: no detail file of hundreds of MB
         self._write(self.detail_path(detail.task_id), _encoder.encode(detail))
 
     def read_detail(self, task_id: str) -> TaskDetail | None:

@@ -25,6 +25,7 @@ import aiodocker
 from aiodocker.containers import DockerContainer
 
 from .._errors import ConfigError, EnvironmentError_
+from .._validate import MAX_COUNT, MAX_SECONDS, check_number, seconds
 from ..interfaces import ComponentContext, EnvOpenSpec, ExecResult, ImageRecipe, NetworkPolicy
 from ._output import CappedBuffer
 from ._tar import (
@@ -115,15 +116,14 @@ def parse_memory(value: Any, key: str = "memory") -> int:
     return int(float(match.group(1)) * scale)
 
 
-def _positive(params: dict[str, Any], key: str, *, integer: bool = False) -> Any:
+_MAX_CPUS = 4096.0
+
+
+def _positive(params: dict[str, Any], key: str, *, integer: bool = False, maximum: float = MAX_SECONDS) -> Any:
     value = params[key]
     if value is None:
         return None
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
-    if not ok or (integer and not isinstance(value, int)):
-        kind = "a positive integer" if integer else "a positive number"
-        raise ConfigError(f"environment docker: {key} must be {kind}, got {value!r}", field=_field(key))
-    return value
+    return check_number(value, _field(key), gt=0, le=MAX_COUNT if integer else maximum, integer=integer)
 
 
 def _tmpfs(value: Any) -> dict[str, int]:
@@ -291,11 +291,8 @@ class DockerEnvironment:
                 raise ConfigError(f"cmd: expected a str or a non-empty list of str, got {cmd!r}", field="cmd")
         if timeout is None:
             limit = self._provider.exec_default_timeout
-        elif isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
-            raise ConfigError(f"timeout: expected a positive number of seconds, got {timeout!r}",
-                              field="timeout")
         else:
-            limit = float(timeout)
+            limit = seconds(timeout, "timeout")
         workdir = self._path(cwd, "cwd") if cwd is not None else self.workdir
         key = uuid.uuid4().hex
         # Under ``allowlist`` HTTP(S) clients go through the egress proxy (given variables of the same name
@@ -601,7 +598,7 @@ class DockerProvider:
         self.ctx = ctx
         self.image: str = _string(p, "image") or DEFAULT_BASE_IMAGE
         self.forwarder_image: str = _string(p, "forwarder_image") or DEFAULT_BASE_IMAGE
-        self.cpus: float | None = _positive(p, "cpus")
+        self.cpus: float | None = _positive(p, "cpus", maximum=_MAX_CPUS)
         self.memory: int | None = parse_memory(p["memory"]) if p["memory"] is not None else None
         self.pids_limit: int | None = _positive(p, "pids_limit", integer=True)
         self.user: str | None = _string(p, "user")

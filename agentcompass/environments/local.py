@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any, ClassVar
 
 from .._errors import ConfigError, EnvironmentError_
+from .._validate import MAX_SECONDS, check_number, seconds
 from ..interfaces import ComponentContext, EnvOpenSpec, ExecResult, NetworkPolicy
 from ._cgroup import JOIN_FAILED_EXIT, EnvCgroup, Support, support, sweep_stale
 from ._output import CappedBuffer
@@ -53,6 +54,7 @@ _ALLOWED_PARAMS = ("base_dir", "output_limit_bytes", "default_timeout", "shell",
 _DEFAULT_PIDS_LIMIT = 512
 _MAX_PIDS_LIMIT = 4_194_304  # the kernel's PID_MAX_LIMIT
 _DEFAULT_OUTPUT_LIMIT = 128 * 1024  # per stream: 256 KiB kept per command at most
+_MAX_OUTPUT_LIMIT = 1 << 30  # per stream: what one command may keep in memory
 _DEFAULT_TIMEOUT_S = 300.0
 # After the command exits, how long a background process still holding stdout/stderr may keep us reading.
 _DRAIN_GRACE_S = 0.5
@@ -330,11 +332,8 @@ class LocalEnvironment:
         argv = self._argv(cmd)
         if timeout is None:
             limit = self._default_timeout
-        elif isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
-            raise ConfigError(f"timeout: expected a positive number of seconds, got {timeout!r}",
-                              field="timeout")
         else:
-            limit = float(timeout)
+            limit = seconds(timeout, "timeout")
         run_cwd = self._exec_cwd(cwd)
         run_env = {**self._env, **_check_env_map(env or {}, "env"), MARKER_VAR: self.id}
         spawn_argv = argv if self._cgroup is None else self._cgroup.wrap(_PRELUDE_SHELL or self._shell, argv)
@@ -600,13 +599,9 @@ class LocalProvider:
     @staticmethod
     def _param_number(params: dict[str, Any], key: str, default: float, *, integer: bool = False,
                       minimum: float = 0.0) -> float:
-        value: Any = params.get(key, default)
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-        if not ok or (integer and not isinstance(value, int)) or not value > minimum:
-            kind = "an integer" if integer else "a number"
-            raise ConfigError(f"environment local: {key} must be {kind} > {minimum:g}, got {value!r}",
-                              field=f"environment.params.{key}")
-        return float(value)
+        bound = _MAX_OUTPUT_LIMIT if integer else MAX_SECONDS
+        return float(check_number(params.get(key, default), f"environment.params.{key}", gt=minimum, le=bound,
+                                  integer=integer))
 
     @property
     def open_environments(self) -> int:

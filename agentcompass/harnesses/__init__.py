@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .._errors import ConfigError
+from .._validate import MAX_COUNT, count, seconds
 
 
 def _field(where: str, key: str) -> str:
@@ -30,22 +31,16 @@ def check_param_keys(params: Mapping[str, Any], allowed: Iterable[str], where: s
                               field=_field(where, key))
 
 
-def int_param(params: Mapping[str, Any], key: str, default: int, where: str, *, minimum: int = 1) -> int:
-    """An integer parameter >= ``minimum`` (bools are rejected)."""
-    value = params.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"Parameter {key!r} of {where} must be an integer >= {minimum}, got {value!r}.",
-                          field=_field(where, key))
-    return value
+def int_param(params: Mapping[str, Any], key: str, default: int, where: str, *, minimum: int = 1,
+              maximum: int = MAX_COUNT) -> int:
+    """An integer parameter in ``[minimum, maximum]`` (bools are rejected)."""
+    return count(params.get(key, default), _field(where, key), minimum=minimum, maximum=maximum,
+                 label=f"Parameter {key!r} of {where}")
 
 
 def float_param(params: Mapping[str, Any], key: str, default: float, where: str) -> float:
-    """A number parameter > 0."""
-    value = params.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ConfigError(f"Parameter {key!r} of {where} must be a number > 0, got {value!r}.",
-                          field=_field(where, key))
-    return float(value)
+    """A number of seconds > 0: finite, at most ``MAX_SECONDS`` (NaN, infinities and bools are rejected)."""
+    return seconds(params.get(key, default), _field(where, key), label=f"Parameter {key!r} of {where}")
 
 
 def bool_param(params: Mapping[str, Any], key: str, default: bool, where: str) -> bool:

@@ -15,6 +15,7 @@ end within ``total_timeout``. Each expiry is a ``model_connection_error``, like 
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import email.utils
 import math
@@ -28,13 +29,17 @@ import httpx
 import msgspec
 
 from .._errors import ConfigError, ModelError
+from .._validate import count, seconds
 from ..interfaces import ModelResponse
 from ._deadline import KEEPALIVE_EVENTS, Deadline, default_total_timeout
 from ._sse import sse_events
 
 #: params that configure the client itself and never reach the request body.
 RESERVED_PARAMS = frozenset({"timeout", "connect_timeout", "total_timeout", "max_connections", "extra_headers",
-                             "return_raw"})
+                             "return_raw", "max_response_bytes"})
+#: the most bytes of one model answer (decoded body) the client reads; more is ``model_response_too_large``.
+DEFAULT_MAX_RESPONSE_BYTES = 32 << 20
+MAX_RESPONSE_BYTES_CAP = 1 << 30
 #: ``stream`` picks SSE over JSON; ``extra_body`` (a dict) is merged into the body last.
 BODY_CONTROL_PARAMS = frozenset({"stream", "extra_body"})
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
@@ -89,11 +94,8 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
 
 
 def positive(value: Any, field: str) -> float:
-    """``value`` as a float > 0, else ``ConfigError`` naming ``model_params.<field>``."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:  # NaN too
-        raise ConfigError(f"Model param `{field}` must be a number > 0, got {value!r}.",
-                          field=f"model_params.{field}")
-    return float(value)
+    """``value`` as seconds > 0 (finite, capped), else ``ConfigError`` naming ``model_params.<field>``."""
+    return seconds(value, f"model_params.{field}")
 
 
 def status_kind(status: int) -> str:
@@ -178,6 +180,10 @@ class HttpModelClient:
         _stream_flag(params.get("stream", False))
         _extra_body(params.get("extra_body"))
         self._return_raw = bool(params.get("return_raw", False))
+        #: answers are read in chunks and cut at this many bytes, so one answer cannot exhaust memory.
+        self.max_response_bytes = count(params.get("max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES),
+                                        "model_params.max_response_bytes", minimum=1024,
+                                        maximum=MAX_RESPONSE_BYTES_CAP)
         self.params = {k: v for k, v in params.items() if k not in RESERVED_PARAMS and k not in self.client_set}
         self.max_connections = conns
         self.timeout = httpx.Timeout(connect=connect, read=timeout, write=timeout, pool=timeout)
@@ -312,8 +318,7 @@ class HttpModelClient:
                     if stream:
                         result = await self._post_stream(shard.http, payload, call_headers, timeout, raw, deadline)
                     else:
-                        resp = await shard.http.post(self.url, content=payload, headers=call_headers,
-                                                     timeout=timeout)
+                        resp, answer = await self._post_json(shard.http, payload, call_headers, timeout)
             except TimeoutError:
                 if not deadline.scope.expired():
                     raise
@@ -337,18 +342,60 @@ class HttpModelClient:
 
         if not stream:
             if resp.status_code >= 300:
-                raise self._status_error(resp)
-            result = self._parse_json(resp, raw)
+                raise self._status_error(resp, answer)
+            result = self._parse_json(answer, resp.status_code, raw)
         result.latency_s = time.perf_counter() - start
         if raw is not None:
             result.raw = raw[0] if not stream else raw
         return result
 
-    def _parse_json(self, resp: httpx.Response, raw: list[Any] | None) -> ModelResponse:
-        result = self.parse_body(resp.content, resp.status_code)
+    def _parse_json(self, body: bytes, status: int, raw: list[Any] | None) -> ModelResponse:
+        result = self.parse_body(body, status)
         if raw is not None:
-            raw.append(msgspec.json.decode(resp.content))
+            raw.append(msgspec.json.decode(body))
         return result
+
+    def _too_large(self, status: int) -> ModelError:
+        return ModelError(self.redact(
+            f"Model {self.model_id!r} at {self.url} sent an answer larger than max_response_bytes="
+            f"{self.max_response_bytes}; the rest was not read."), kind="model_response_too_large", status=status)
+
+    async def _read_capped(self, resp: httpx.Response) -> bytes:
+        """The decoded body, read in chunks; past ``max_response_bytes`` the read stops with an error."""
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in resp.aiter_bytes():
+            size += len(chunk)
+            if size > self.max_response_bytes:
+                raise self._too_large(resp.status_code)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def _capped_lines(self, resp: httpx.Response) -> AsyncGenerator[str, None]:
+        """The body's text lines (like ``aiter_lines``), counting bytes so a stream cannot pass the cap
+        (httpx's line splitter would buffer a line without end in memory)."""
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        size = 0
+        parts: list[str] = []  # the unfinished line, joined only once it ends
+        async for chunk in resp.aiter_bytes():
+            size += len(chunk)
+            if size > self.max_response_bytes:
+                raise self._too_large(resp.status_code)
+            text = decoder.decode(chunk)
+            parts.append(text)
+            if "\n" in text:
+                *lines, rest = "".join(parts).split("\n")
+                parts = [rest]
+                for line in lines:
+                    yield line.removesuffix("\r")
+        last = ("".join(parts) + decoder.decode(b"", final=True)).removesuffix("\r")
+        if last:
+            yield last
+
+    async def _post_json(self, http: httpx.AsyncClient, payload: bytes, headers: Any,
+                         timeout: Any) -> tuple[httpx.Response, bytes]:
+        async with http.stream("POST", self.url, content=payload, headers=headers, timeout=timeout) as resp:
+            return resp, await self._read_capped(resp)
 
     def _deadline_error(self, deadline: Deadline, stream: bool) -> ModelError:
         what = deadline.reason(stream)
@@ -359,13 +406,12 @@ class HttpModelClient:
                            raw: list[Any] | None, deadline: Deadline) -> ModelResponse:
         async with http.stream("POST", self.url, content=payload, headers=headers, timeout=timeout) as resp:
             if resp.status_code >= 300:
-                await resp.aread()
-                raise self._status_error(resp)
+                raise self._status_error(resp, await self._read_capped(resp))
             if not resp.headers.get("content-type", "").startswith("text/event-stream"):
                 # a server that ignores `stream` and answers with one JSON body
-                await resp.aread()
-                return self._parse_json(resp, raw)
-            async with contextlib.aclosing(self._decoded(sse_events(resp.aiter_lines()), raw, deadline)) as events:
+                return self._parse_json(await self._read_capped(resp), resp.status_code, raw)
+            lines = self._capped_lines(resp)
+            async with contextlib.aclosing(self._decoded(sse_events(lines), raw, deadline)) as events:
                 return await self.parse_stream(events)
 
     async def _decoded(self, events: AsyncIterator[tuple[str, str]], raw: list[Any] | None,
@@ -386,11 +432,11 @@ class HttpModelClient:
                 deadline.seen()
             yield name, obj
 
-    def _status_error(self, resp: httpx.Response) -> ModelError:
+    def _status_error(self, resp: httpx.Response, body: bytes) -> ModelError:
         status = resp.status_code
-        detail = resp.text[:ERROR_SNIPPET]
+        detail = body[:ERROR_SNIPPET * 4].decode("utf-8", "replace")[:ERROR_SNIPPET]
         try:
-            err = msgspec.json.decode(resp.content)
+            err = msgspec.json.decode(body)
             if isinstance(err, dict) and isinstance(err.get("error"), dict):
                 detail = str(err["error"].get("message") or detail)[:ERROR_SNIPPET]
         except msgspec.DecodeError:

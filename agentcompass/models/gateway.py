@@ -56,6 +56,7 @@ from aiohttp import web
 
 from ..records import Usage
 from ._deadline import Deadline, default_total_timeout
+from ._http import DEFAULT_MAX_RESPONSE_BYTES
 from .adaptive import AdaptiveLimiter, Outcome, Ticket
 from .envelope import AttemptKey, EnvelopeError, EnvelopeSigner, is_envelope
 from .gateway_ledger import (
@@ -116,6 +117,8 @@ class Upstream:
     total_timeout_s: float | None = None
     extra_headers: dict[str, str] = field(default_factory=dict)
     http: httpx.AsyncClient | None = None
+    #: the most bytes of one answer relayed; past it the connection is cut (the caller sees a broken body).
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
 
     def url(self, api_path: str) -> str:
         """The upstream URL of ``api_path`` (the part below ``/v1``)."""
@@ -185,6 +188,7 @@ class _Answer:
     deadline: Deadline
     outcome: Outcome = "ok"
     retry_after: float | None = None
+    max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
 
 
 class Gateway:
@@ -511,12 +515,14 @@ class Gateway:
                     body, injected = self._without_injection(body), False
                     continue
                 if resp.status_code != 429 and resp.status_code < 500:
-                    return _Answer(resp, ticket, deadline, "ok" if resp.status_code < 400 else "error")
+                    return _Answer(resp, ticket, deadline, "ok" if resp.status_code < 400 else "error",
+                                   max_bytes=up.max_response_bytes)
                 retry_after = up.policy.cap(parse_retry_after(resp.headers))  # max_backoff_s bounds the pause too
                 kind = "model_rate_limit" if resp.status_code == 429 else "model_server_error"
                 outcome: Outcome = "rate_limited" if resp.status_code == 429 else "error"
                 if not up.policy.allows(kind, failures + 1, 0):
-                    return _Answer(resp, ticket, deadline, outcome, retry_after)  # out of tries: the client gets it
+                    # out of tries: the client gets it
+                    return _Answer(resp, ticket, deadline, outcome, retry_after, max_bytes=up.max_response_bytes)
                 up.limiter.release(ticket, outcome, retry_after)
                 await resp.aclose()
                 last = f"HTTP {resp.status_code}"
@@ -556,7 +562,8 @@ class Gateway:
         async with answer.deadline.renew():
             if "text/event-stream" in resp.headers.get("content-type", ""):
                 call.stream = True
-                return await self._forward_stream(request, resp, call, headers, protocol, injected, answer.deadline)
+                return await self._forward_stream(request, resp, call, headers, protocol, injected, answer.deadline,
+                                                  answer.max_bytes)
             buf = bytearray()
             async for chunk in resp.aiter_raw():
                 buf += chunk
@@ -566,7 +573,11 @@ class Gateway:
                     call.passthrough = True
                     await out.prepare(request)
                     await out.write(bytes(buf))
+                    sent = len(buf)
                     async for more in resp.aiter_raw():
+                        sent += len(more)
+                        if sent > answer.max_bytes:
+                            return self._too_large(request, out, answer.max_bytes)
                         await out.write(more)
                     await out.write_eof()
                     return out
@@ -577,14 +588,18 @@ class Gateway:
 
     async def _forward_stream(self, request: web.Request, resp: httpx.Response, call: _Call,
                               headers: dict[str, str], protocol: Protocol, injected: bool,
-                              deadline: Deadline) -> web.StreamResponse:
+                              deadline: Deadline, max_bytes: int) -> web.StreamResponse:
         reader = call.usage_reader = StreamUsage(protocol, drop_injected_usage=injected)
         out = web.StreamResponse(status=resp.status_code, headers=headers)
         call.response = out
         await out.prepare(request)
         pending = b""
         parsing = True
+        sent = 0
         async for chunk in resp.aiter_raw():
+            sent += len(chunk)
+            if sent > max_bytes:
+                return self._too_large(request, out, max_bytes)
             if not parsing:
                 deadline.seen()
                 await out.write(chunk)
@@ -616,6 +631,14 @@ class Gateway:
             elif not parsing:
                 await out.write(pending)
         await out.write_eof()
+        return out
+
+    @staticmethod
+    def _too_large(request: web.Request, out: web.StreamResponse, max_bytes: int) -> web.StreamResponse:
+        """Stop relaying an answer past ``max_bytes``: the connection is closed before the body's end."""
+        log.warning("upstream answer larger than max_response_bytes=%d: cut", max_bytes)
+        if request.transport is not None:
+            request.transport.close()
         return out
 
     async def _cut(self, request: web.Request, call: _Call, message: str) -> web.StreamResponse:

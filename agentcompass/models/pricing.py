@@ -15,9 +15,12 @@ from typing import Any
 import msgspec
 
 from .._errors import ConfigError
+from .._validate import check_number
 from ..records import Usage
 
 PRICE_PARAM = "price_per_million"
+#: per million tokens; far above any real price, low enough that no cost overflows.
+MAX_PRICE = 1e6
 _KEYS = ("input", "output", "cached_input")
 
 
@@ -48,8 +51,6 @@ def parse_price_table(value: Any) -> PriceTable:
         raise ConfigError(f"Model param `{PRICE_PARAM}` has unknown key {unknown[0]!r}; allowed: "
                           f"{', '.join(_KEYS)}.", field=f"{field}.{unknown[0]}")
     for k, v in value.items():
-        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < float("inf"):
-            raise ConfigError(f"Model param `{PRICE_PARAM}.{k}` must be a price >= 0, got {v!r}.",
-                              field=f"{field}.{k}")
+        check_number(v, f"{field}.{k}", ge=0, le=MAX_PRICE, what="a price")
     return PriceTable(input=float(value.get("input", 0.0)), output=float(value.get("output", 0.0)),
                       cached_input=float(value["cached_input"]) if "cached_input" in value else None)

@@ -35,7 +35,8 @@ from typing import Any
 
 import msgspec
 
-from .._errors import ConfigError, ModelError
+from .._errors import ModelError
+from .._validate import MAX_SECONDS, check_number, count
 from ..interfaces import ModelClient, ModelResponse
 from .adaptive import AdaptiveLimiter, outcome_of
 
@@ -46,6 +47,8 @@ OnRetry = Callable[[str, float, int], None]
 RETRYABLE_KINDS = frozenset({"model_rate_limit", "model_server_error", "model_connection_error",
                              "model_bad_response"})
 RETRY_PARAMS = frozenset({"retries", "retry_backoff", "retry_max_wait"})
+#: the most extra tries one model call may make.
+MAX_MODEL_RETRIES = 100
 #: the default cap on any one wait, Retry-After included (a Retry-After longer than ``max_wait`` is honoured
 #: up to it); a request's ``max_backoff_s`` sets it.
 DEFAULT_MAX_BACKOFF_S = 120.0
@@ -84,17 +87,11 @@ class RetryPolicy:
 
 
 def _check_int(value: Any, key: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigError(f"Model param `{key}` must be an integer >= 0, got {value!r}.",
-                          field=f"model_params.{key}")
-    return value
+    return count(value, f"model_params.{key}", minimum=0, maximum=MAX_MODEL_RETRIES)
 
 
 def _check_seconds(value: Any, key: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
-        raise ConfigError(f"Model param `{key}` must be a number of seconds >= 0, got {value!r}.",
-                          field=f"model_params.{key}")
-    return float(value)
+    return float(check_number(value, f"model_params.{key}", ge=0, le=MAX_SECONDS, what="a number of seconds"))
 
 
 def split_retry_params(params: Mapping[str, Any],

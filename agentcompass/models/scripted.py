@@ -30,6 +30,7 @@ from typing import Annotated, Any
 import msgspec
 
 from .._errors import ConfigError
+from .._validate import MAX_SECONDS, check_number
 from ..interfaces import ModelResponse
 from ..records import ToolCall, Usage
 
@@ -194,10 +195,7 @@ class ScriptedPolicy:
                               field="fallback")
         self.fallback = fallback
         latency = params.get("latency_s", 0.0)
-        if isinstance(latency, bool) or not isinstance(latency, int | float) or latency < 0:
-            raise ConfigError(f"Scripted-model param `latency_s` must be a number >= 0, got {latency!r}.",
-                              field="latency_s")
-        self.latency_s = float(latency)
+        self.latency_s = float(check_number(latency, "latency_s", ge=0, le=MAX_SECONDS, what="a number of seconds"))
 
         entries: list[ScriptEntry] = []
         inline = params.get("script")

@@ -57,7 +57,9 @@ class _Reply(Exception):
         self.protocol = "openai-chat"  # the API whose error shape the answer takes
 
 
-FAULT_KINDS = ("garbage", "hang", "close", "ping", "trickle")
+FAULT_KINDS = ("garbage", "hang", "close", "ping", "trickle", "huge")
+#: how much a ``huge`` fault sends at most (generated on the fly, 64 KiB at a time, never held whole).
+HUGE_BODY_BYTES = 1 << 30
 _GARBAGE = b"<html><body><h1>502 Bad Gateway</h1> upstream sent an invalid response</body></html>"
 
 
@@ -476,7 +478,35 @@ class ScriptedServer:
         if fault == "ping":
             await self._keepalive_forever(reader, writer, protocol, stream)
             return False
+        if fault == "huge":
+            await self._huge_body(writer, stream)
+            return False
         raise self._injected_status(int(fault), "fault")
+
+    async def _huge_body(self, writer: asyncio.StreamWriter, stream: bool) -> None:
+        """A 200 whose body grows to ``HUGE_BODY_BYTES`` (one endless content string or delta events),
+        generated 64 KiB at a time, until the client leaves."""
+        filler = b"A" * (64 << 10)
+        if stream:
+            kind = "text/event-stream; charset=utf-8"
+            head = b""
+            piece = (b'data: {"id":"huge","object":"chat.completion.chunk","created":0,"model":"huge",'
+                     b'"choices":[{"index":0,"delta":{"content":"' + filler + b'"}}]}\n\n')
+        else:
+            kind = "application/json"
+            head = b'{"id":"huge","object":"chat.completion","created":0,"model":"huge","choices":[{"index":0,' \
+                   b'"message":{"role":"assistant","content":"'
+            piece = filler
+        writer.write(_head(200, {"Content-Type": kind, "Transfer-Encoding": "chunked", "Connection": "close"}))
+        sent = 0
+        with contextlib.suppress(ConnectionError):
+            if head:
+                writer.write(b"%x\r\n%s\r\n" % (len(head), head))
+            chunk = b"%x\r\n%s\r\n" % (len(piece), piece)
+            while sent < HUGE_BODY_BYTES and not writer.is_closing():
+                writer.write(chunk)
+                await writer.drain()
+                sent += len(piece)
 
     async def _keepalive_forever(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                                  protocol: str, stream: bool) -> None:

@@ -165,3 +165,64 @@ def test_show_on_a_run_in_progress_prints_what_run_info_has(tmp_path: Path) -> N
     out = " ".join(res.stdout.split())
     assert "live1" in out and "running" in out and "no summary.json yet" in out
     assert "count: done │ 4" in out and "count: total │ 9" in out
+
+
+def _alias_bomb(levels: int = 9) -> str:
+    """A "billion laughs" YAML: each level is nine aliases of the one before (9**levels leaves)."""
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for i in range(1, levels + 1):
+        refs = ", ".join([f"*a{i - 1}"] * 9)
+        lines.append(f"a{i}: &a{i} [{refs}]")
+    return "\n".join(lines)
+
+
+def test_yaml_alias_bomb_in_model_params_is_refused_naming_file_line_and_cap(tmp_path: Path) -> None:
+    spec = tmp_path / "bomb.yaml"
+    bomb = "".join(f"          {line}\n" for line in _alias_bomb().splitlines())
+    spec.write_text(f"""requests:
+  - benchmark: shell_tasks
+    harness: none
+    model:
+      id: scripted
+      params:
+        bomb:
+{bomb}    results_dir: {tmp_path}/r
+""")
+    res = cli("launch", str(spec))  # the old loader expanded it while validating: GBs and minutes
+    assert res.returncode == 2, (res.returncode, res.stderr[-2000:])
+    assert "bomb.yaml" in res.stderr and "line" in res.stderr and "Traceback" not in res.stderr
+    assert "1000000" in res.stderr  # the cap is named
+    assert not (tmp_path / "r").exists()
+
+
+def test_recursive_yaml_alias_is_refused(tmp_path: Path) -> None:
+    spec = tmp_path / "loop.yaml"
+    spec.write_text("requests: &r\n  - benchmark: shell_tasks\n    harness: none\n    model: scripted\n    x: *r\n")
+    res = cli("launch", str(spec))
+    assert res.returncode == 2 and "loop.yaml" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_oversized_spec_file_is_refused_naming_the_cap(tmp_path: Path) -> None:
+    spec = tmp_path / "big.yaml"
+    spec.write_text("requests: []\n# " + "x" * (17 << 20) + "\n")
+    res = cli("launch", str(spec))
+    assert res.returncode == 2 and "big.yaml" in res.stderr and "MiB" in res.stderr
+
+
+def test_deeply_nested_json_params_are_one_readable_error(tmp_path: Path) -> None:
+    res = cli("run", "shell_tasks", "none", "scripted", "--model-params", "[" * 100_000,
+              "--results-dir", str(tmp_path))
+    assert res.returncode == 2 and "--model-params" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_nan_in_cli_params_is_refused_naming_the_field(tmp_path: Path) -> None:
+    for args, field in [(("--harness-params", '{"agent_timeout": NaN}'), "harness_params.agent_timeout"),
+                        (("--benchmark-params", '{"eval_timeout": Infinity, "limit": 1}'), "eval_timeout"),
+                        (("--timeout-seconds", "nan"), "timeout_seconds"),
+                        (("--env-open-qps", "inf"), "env_open_qps"),
+                        (("--benchmark-params", '{"k": 1000000000000, "limit": 1}'), "'k'")]:
+        res = cli("run", "shell_tasks", "shell_agent", "scripted", "--results-dir", str(tmp_path / "r"),
+                  "--benchmark-params", '{"limit": 1}', *args)
+        assert res.returncode == 2, (args, res.stderr[-1000:])
+        assert field in res.stderr and "Traceback" not in res.stderr, (args, res.stderr)
+        assert not (tmp_path / "r").exists() or not any(p.is_file() for p in (tmp_path / "r").rglob("*"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -122,3 +123,83 @@ def test_data_dir_that_is_a_file_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"`data_dir`.*is a file, not a directory") as info:
         _run(tmp_path / "r", data_dir=str(a_file))
     assert info.value.field == "data_dir"
+
+
+# --------------------------------------------------------------------------- NaN, infinities, huge counts
+
+_NOT_FINITE = [float("nan"), float("inf"), float("-inf")]
+_DEAD_URL = "http://127.0.0.1:9/v1"  # never called: every case is refused while the request resolves
+
+#: (run_evaluation kwargs that put ``value`` into one numeric setting, the field the error must name)
+_NUMERIC_FIELDS: list[tuple[str, Any]] = [
+    ("harness_params.agent_timeout", lambda v: {"harness_params": {"agent_timeout": v}}),
+    ("harness_params.setup_timeout", lambda v: {"harness_params": {"setup_timeout": v}}),
+    ("harness.params.command_timeout", lambda v: {"harness_params": {"command_timeout": v}}),
+    ("benchmark_params.verify_timeout", lambda v: {"benchmark_params": {"verify_timeout": v}}),
+    ("benchmark.params.eval_timeout", lambda v: {"benchmark_params": {"eval_timeout": v}}),
+    ("environment_params.open_timeout", lambda v: {"environment_params": {"open_timeout": v}}),
+    ("environment_params.close_timeout", lambda v: {"environment_params": {"close_timeout": v}}),
+    ("environment.params.default_timeout", lambda v: {"environment_params": {"default_timeout": v}}),
+    ("model_params.timeout", lambda v: {"model_base_url": _DEAD_URL, "model_params": {"timeout": v}}),
+    ("model_params.total_timeout", lambda v: {"model_base_url": _DEAD_URL, "model_params": {"total_timeout": v}}),
+    ("model_params.connect_timeout",
+     lambda v: {"model_base_url": _DEAD_URL, "model_params": {"connect_timeout": v}}),
+    ("model_params.retry_backoff", lambda v: {"model_base_url": _DEAD_URL, "model_params": {"retry_backoff": v}}),
+    ("model_params.retry_max_wait",
+     lambda v: {"model_base_url": _DEAD_URL, "model_params": {"retry_max_wait": v}}),
+    ("model_params.price_per_million.input",
+     lambda v: {"model_params": {"price_per_million": {"input": v, "output": 1.0}}}),
+    ("timeout_seconds", lambda v: {"timeout_seconds": v}),
+    ("env_open_qps", lambda v: {"env_open_qps": v}),
+    ("env_open_qps.local", lambda v: {"env_open_qps": {"local": v}}),
+]
+
+
+def _one_task(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` selecting a single task, so that code which wrongly accepts a value fails fast."""
+    bench = {"limit": 1, **kwargs.get("benchmark_params", {})}
+    return {**kwargs, "benchmark_params": bench}
+
+
+@pytest.mark.parametrize("value", _NOT_FINITE, ids=["nan", "inf", "-inf"])
+@pytest.mark.parametrize(("field", "kwargs"), _NUMERIC_FIELDS, ids=[f for f, _ in _NUMERIC_FIELDS])
+def test_nan_and_infinities_are_refused_naming_the_field(tmp_path: Path, field: str, kwargs: Any,
+                                                        value: float) -> None:
+    with pytest.raises(ConfigError) as info:
+        _run(tmp_path / "r", **_one_task(kwargs(value)))
+    leaf = field.rsplit(".", 1)[-1]
+    assert info.value.field is not None and info.value.field.endswith(leaf), info.value.field
+    assert leaf in str(info.value)
+    assert not (tmp_path / "r").exists() or not any(p.is_file() for p in (tmp_path / "r").rglob("*")), \
+        "nothing may be written for a refused request"
+
+
+#: counts with their cap: one past the cap is refused naming the field, whatever path it came in by.
+_COUNT_FIELDS: list[tuple[str, Any]] = [
+    ("benchmark.params.k", lambda v: {"benchmark_params": {"k": v}}),
+    ("benchmark.params.repeat", lambda v: {"benchmark_params": {"repeat": v}}),
+    ("benchmark.params.limit", lambda v: {"benchmark_params": {"limit": v}}),
+    ("harness.params.step_limit", lambda v: {"harness_params": {"step_limit": v}}),
+    ("task_concurrency", lambda v: {"task_concurrency": v}),
+    ("max_retries", lambda v: {"max_retries": v}),
+    ("provider_limits.local", lambda v: {"provider_limits": {"local": v}}),
+    ("model_params.retries", lambda v: {"model_base_url": _DEAD_URL, "model_params": {"retries": v}}),
+]
+
+
+@pytest.mark.parametrize(("field", "kwargs"), _COUNT_FIELDS, ids=[f for f, _ in _COUNT_FIELDS])
+def test_huge_counts_are_refused_naming_the_field_and_the_range(tmp_path: Path, field: str, kwargs: Any) -> None:
+    with pytest.raises(ConfigError) as info:
+        _run(tmp_path / "r", **_one_task(kwargs(10**12)))
+    leaf = field.rsplit(".", 1)[-1]
+    assert info.value.field is not None and info.value.field.endswith(leaf), info.value.field
+    assert leaf in str(info.value) and "<=" in str(info.value)
+    assert not (tmp_path / "r").exists() or not any(p.is_file() for p in (tmp_path / "r").rglob("*"))
+
+
+def test_k_up_to_the_cap_is_accepted() -> None:
+    from agentcompass._validate import MAX_K
+    from agentcompass.benchmarks.shell_tasks import ShellTasks
+    from agentcompass.interfaces import ComponentContext
+
+    assert ShellTasks({"k": MAX_K}, ComponentContext(run_id="r", request="q")).k == MAX_K
