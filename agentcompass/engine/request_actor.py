@@ -257,7 +257,7 @@ class RequestActor:
             index=self.index, name=self.name, run_id=self.run_id, benchmark=benchmark, harness=harness,
             provider=provider, model=model, pool=sup.pool, run_dir=run_dir, log=log, emit=sup.bus.emit,
             k=count(getattr(benchmark, "k", 1) or 1, "benchmark_params.k", maximum=MAX_K),
-            max_retries=spec.max_retries, max_backoff_s=spec.max_backoff_s, deadline=sup.deadline,
+            max_retries=spec.max_retries, max_backoff_s=spec.max_backoff_s,
             retry_patterns=[re.compile(p) for p in spec.retry_pattern_list],
             keep_environment=spec.keep_environment, file_log_level=level, timeouts=timeouts, network=network,
             price=engine_params.price)

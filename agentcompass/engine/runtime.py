@@ -64,8 +64,6 @@ class RequestRuntime:
     max_retries: int = 0
     #: the cap on one backoff wait between tries (and the model client's), seconds.
     max_backoff_s: float = 120.0
-    #: when the launch must end (``time.monotonic()``; from ``timeout_seconds``): no backoff sleeps past it.
-    deadline: float | None = None
     retry_patterns: list[re.Pattern[str]] = field(default_factory=list)
     keep_environment: bool = False
     file_log_level: int = logging.INFO

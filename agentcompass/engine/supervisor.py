@@ -72,13 +72,9 @@ class Supervisor:
         self.pool = EnvironmentPool(spec.provider_limits, spec.env_open_qps, self.bus.emit,
                                     max_creates_in_flight=spec.max_env_creates_in_flight)
         self.scheduler = Scheduler(spec.max_concurrent_tasks)
-        #: when the launch must end (``time.monotonic()``), from ``timeout_seconds``; set when it starts.
-        self.deadline: float | None = None
 
     async def run(self) -> LaunchResult:
         t0 = time.monotonic()
-        if self.spec.timeout_seconds is not None:
-            self.deadline = t0 + self.spec.timeout_seconds
         handler = logging.StreamHandler()
         handler.setLevel(self.console_level)
         handler.setFormatter(_OneLineFormatter("%(levelname)s %(name)s: %(message)s", self.redactor))

@@ -161,16 +161,15 @@ class TaskActor:
 
     def _backoff(self, try_no: int, record: AttemptRecord) -> float:
         """Seconds before the next try: exponential with jitter, at least the model's Retry-After, at most
-        ``max_backoff_s`` and never past the launch's deadline."""
+        ``max_backoff_s``. The launch's ``timeout_seconds`` cancels the wait, so no try starts after it (clamping
+        the wait to the deadline instead would let the remaining retries spin at zero backoff before the cancel
+        lands, and book a timed-out run as failed)."""
         rt = self.rt
         backoff = min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** min(try_no - 1, 62)) * random.uniform(0.5, 1.0)
         retry_after = record.meta.get("retry_after")
         if isinstance(retry_after, int | float) and math.isfinite(retry_after):
             backoff = max(backoff, float(retry_after))
-        backoff = min(backoff, rt.max_backoff_s)
-        if rt.deadline is not None:
-            backoff = min(backoff, max(0.0, rt.deadline - time.monotonic()))
-        return backoff
+        return min(backoff, rt.max_backoff_s)
 
     def _retryable(self, record: AttemptRecord) -> bool:
         if policy(record.error_kind).retry:
