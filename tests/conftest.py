@@ -97,4 +97,5 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             PREBUILT[name] = exc
         took = time.monotonic() - started
         if took > 5:
-            print(f"\nbuilt the Docker image {tag} for the docker tests in {took:.0f}s", file=sys.stderr)
+            print(f"\nDocker image {tag} for the docker tests ready in {took:.0f}s "
+                  "(built here, or by another worker)", file=sys.stderr)
