@@ -77,6 +77,7 @@ def test_vs_inspect_compares_the_mock_workload_and_leaves_no_container(tmp_path:
     assert report["mock"]["agentcompass"]["samples"] == 40
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAVE_DOCKER, reason="no Docker daemon")
 @pytest.mark.docker_images("base")
 def test_vs_mini_swe_agent_runs_both_batch_runners_and_counts_leftover_containers(tmp_path: Path) -> None:
@@ -93,6 +94,7 @@ def test_vs_mini_swe_agent_runs_both_batch_runners_and_counts_leftover_container
     assert report["agentcompass"]["solved"] == 2
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAVE_DOCKER and not os.environ.get("CI"), reason="no Docker daemon")
 @pytest.mark.docker_images("busybox")
 def test_docker_lifecycle_measures_ours_against_raw_aiodocker_per_level_and_leaves_no_container(

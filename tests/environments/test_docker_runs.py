@@ -54,6 +54,7 @@ class _Sampler:
         self._thread.join(30)
 
 
+@pytest.mark.slow
 def test_bundled_benchmark_runs_unchanged_on_docker_within_the_provider_limit(
         base_image: str, docker_run_id: str, tmp_path: Path) -> None:
     with _Sampler(docker_run_id) as sampler:

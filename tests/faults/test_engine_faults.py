@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import msgspec
+import pytest
 
 import agentcompass
 from agentcompass.records import TaskDetail
@@ -66,6 +67,7 @@ def _events(progress: Path) -> list[dict[str, object]]:
     return out
 
 
+@pytest.mark.slow
 def test_sigkill_five_times_then_resume_commits_each_task_once_with_the_same_metrics(tmp_path: Path) -> None:
     envs = tmp_path / "envs"
     envs.mkdir()

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import pytest
 
 import agentcompass
 from agentcompass.records import ModelRetrying, ProgressEvent, TaskDetail
@@ -27,6 +28,7 @@ async def _run(url: str, results: Path, model_params: dict[str, Any], events: li
     return result.outcomes[0]
 
 
+@pytest.mark.slow
 async def test_429s_and_500s_are_absorbed_and_metrics_match_a_clean_run(tmp_path: Path) -> None:
     clean_events: list[ProgressEvent] = []
     async with running_scripted_server() as srv:

@@ -44,6 +44,7 @@ def test_there_are_several_bundled_instances() -> None:
     assert len({i["repo"] for i in INSTANCES}) >= 2
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 @needs_host_py311
 def test_gold_patch_resolves_all_and_empty_patch_resolves_none(base_image: str, docker_run_id: str,
@@ -66,6 +67,7 @@ def test_gold_patch_resolves_all_and_empty_patch_resolves_none(base_image: str, 
     assert containers_of(docker_run_id + "-gold") == [] and containers_of(docker_run_id + "-empty") == []
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 @needs_host_py311
 def test_editing_only_the_tests_resolves_nothing_and_is_flagged(base_image: str, docker_run_id: str,
@@ -86,6 +88,7 @@ def _mini_turn(thought: str, command: str) -> str:
     return f"THOUGHT: {thought}\n\n```mswea_bash_command\n{command}\n```"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 @needs_host_py311
 async def test_real_mini_swe_agent_solves_an_instance_through_the_scripted_http_server(
