@@ -219,6 +219,9 @@ class EnvOpened(_Event, tag="env_opened"):
     env_id: str
     role: str
     open_s: float
+    #: the monotonic time the ``env_open_qps`` pacer granted this open (0 without pacing); grants are spaced
+    #: at least ``1/qps`` apart, whatever the machine's load does to when the open then ran
+    granted_at: float = 0.0
 
 
 class TryRetrying(_Event, tag="try_retrying"):

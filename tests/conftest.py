@@ -1,9 +1,20 @@
-"""Shared fixtures: a scripted model server in a subprocess (for sync tests that call launch())."""
+"""Shared fixtures and session hooks.
+
+- A scripted model server in a subprocess (for sync tests that call launch()).
+- The Docker base images the selected tests need are built once, before the first test runs, outside every
+  per-test timeout (a fresh machine's debootstrap build takes minutes). Under pytest-xdist every worker runs
+  this hook; a host file lock in ``build_base_image`` makes one of them build and the others reuse the image.
+- Every test that touches the shared Docker daemon runs in xdist group ``docker`` (one worker, one at a time):
+  the orphan sweep of one docker test must never race the deliberately orphaned containers of another.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +23,17 @@ import pytest
 from agentcompass.models.scripted_server import spawn_server_process, stop_process
 
 REPO = Path(__file__).resolve().parent.parent
+DOCKER_SOCKET = "/var/run/docker.sock"
+#: fixture name -> the base image it provides (see tests/environments/conftest.py)
+IMAGE_FIXTURES = {"base_image": "base", "busybox_image": "busybox"}
+#: any of these in a test's fixture closure means the test talks to the Docker daemon
+DOCKER_FIXTURES = {"docker_available", *IMAGE_FIXTURES}
+#: whole budget of the pre-session builds (debootstrap on a loaded machine took 397 s; the build's own
+#: steps are bounded inside ``build_base_image``)
+PREBUILD_TIMEOUT_S = 3600.0
+
+#: images built (or found current) before the session: name -> tag, or the error that stopped the build
+PREBUILT: dict[str, str | BaseException] = {}
 
 
 def start_server_process(*extra: str) -> tuple[subprocess.Popen[str], str]:
@@ -28,3 +50,52 @@ def scripted_url() -> Iterator[str]:
         yield url
     finally:
         stop_process(proc)
+
+
+# ----------------------------------------------------------------------------- docker images and grouping
+
+
+def images_needed(items: list[pytest.Item]) -> set[str]:
+    """The base images (``base``, ``busybox``) that ``items`` use, through fixtures or ``docker_images``."""
+    need: set[str] = set()
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        need.update(image for fixture, image in IMAGE_FIXTURES.items() if fixture in names)
+        for mark in item.iter_markers("docker_images"):
+            need.update(mark.args)
+    return need
+
+
+def image_spec(name: str) -> tuple[str, str]:
+    """(tag, build method) of base image ``name``."""
+    from agentcompass.environments.docker_api import DEFAULT_BASE_IMAGE
+    from agentcompass.environments.docker_images import BUSYBOX_IMAGE
+
+    return {"base": (DEFAULT_BASE_IMAGE, "debootstrap"), "busybox": (BUSYBOX_IMAGE, "busybox")}[name]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if DOCKER_FIXTURES & set(getattr(item, "fixturenames", ())) or item.get_closest_marker("docker_images"):
+            item.add_marker(pytest.mark.xdist_group("docker"))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Build the images the selected tests need, before any test (and its timeout) starts."""
+    if session.config.option.collectonly or not os.path.exists(DOCKER_SOCKET):
+        return  # without a daemon the docker fixtures skip (or fail, in CI) on their own
+    from agentcompass.environments.docker_images import build_base_image
+
+    for name in sorted(images_needed(session.items), key=lambda n: n != "base"):  # the slow one first
+        tag, method = image_spec(name)
+        started = time.monotonic()
+        try:
+            PREBUILT[name] = asyncio.run(asyncio.wait_for(build_base_image(tag, method=method),  # type: ignore[arg-type]
+                                                          PREBUILD_TIMEOUT_S))
+        except Exception as exc:  # reported by the fixture of every test that needs it
+            PREBUILT[name] = exc
+        took = time.monotonic() - started
+        if took > 5:
+            print(f"\nDocker image {tag} for the docker tests ready in {took:.0f}s "
+                  "(built here, or by another worker)", file=sys.stderr)

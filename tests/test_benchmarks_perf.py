@@ -56,6 +56,7 @@ def test_engine_overhead_runs_every_task_and_reports_throughput_memory_and_impor
     assert report["machine"]["cores"] == os.cpu_count()
 
 
+@pytest.mark.docker_images("busybox")
 def test_vs_inspect_compares_the_mock_workload_and_leaves_no_container(tmp_path: Path) -> None:
     args = ["--samples", "40", "--concurrency", "10", "--docker-samples", "2", "--docker-concurrency", "2",
             "--results-dir", str(tmp_path)]
@@ -76,7 +77,9 @@ def test_vs_inspect_compares_the_mock_workload_and_leaves_no_container(tmp_path:
     assert report["mock"]["agentcompass"]["samples"] == 40
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAVE_DOCKER, reason="no Docker daemon")
+@pytest.mark.docker_images("base")
 def test_vs_mini_swe_agent_runs_both_batch_runners_and_counts_leftover_containers(tmp_path: Path) -> None:
     args = ["--tasks", "2", "--concurrency", "2", "--results-dir", str(tmp_path)]
     if not HAVE_MINI:
@@ -91,7 +94,9 @@ def test_vs_mini_swe_agent_runs_both_batch_runners_and_counts_leftover_container
     assert report["agentcompass"]["solved"] == 2
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAVE_DOCKER and not os.environ.get("CI"), reason="no Docker daemon")
+@pytest.mark.docker_images("busybox")
 def test_docker_lifecycle_measures_ours_against_raw_aiodocker_per_level_and_leaves_no_container(
         tmp_path: Path) -> None:
     _, values = run_script("docker_lifecycle.py", "--levels", "1,2", "--per-level", "4",

@@ -33,15 +33,17 @@ class OpenPacer:
         self.jitter = jitter
         self._next = 0.0
 
-    async def wait(self) -> None:
+    async def wait(self) -> float:
+        """Wait for the next slot; the monotonic time of the slot granted (0.0 when pacing is off)."""
         if not self.interval:
-            return
+            return 0.0
         now = time.monotonic()
         slot = max(now, self._next)
         self._next = slot + self.interval
         delay = slot - now + random.uniform(0, self.jitter * self.interval)
         if delay > 0:
             await asyncio.sleep(delay)
+        return slot
 
 
 class _Waiter:
@@ -197,7 +199,7 @@ class EnvironmentPool:
         st = self._state(provider)
         await st.active.acquire(st.limit)
         try:
-            await st.pacer.wait()
+            granted_at = await st.pacer.wait()
             t0 = time.monotonic()
             await st.creates.acquire(st.creates_limit)
             try:
@@ -210,7 +212,7 @@ class EnvironmentPool:
         self._held[id(env)] = (st, env)
         self._emit(EnvOpened(ts=time.time(), request=request, run_id=spec.run_id, task_id=spec.task_id,
                              provider=provider.name, env_id=env.id, role=spec.role,
-                             open_s=time.monotonic() - t0))
+                             open_s=time.monotonic() - t0, granted_at=granted_at))
         return env
 
     async def close(self, env: Environment, *, timeout: float) -> None:

@@ -1,14 +1,22 @@
 """Build the base images locally, with no registry: a debootstrap Debian rootfs or a busybox one.
 
 The rootfs is imported through the Engine API (``POST /images/create?fromSrc=-``, the API behind
-``docker import``). A tag that already exists is kept unless ``force``.
+``docker import``). Images are cached by content: each build is tagged ``<tag>-<recipe hash>`` and labelled
+with the hash of its recipe (suite, packages, the build code itself), and ``<tag>`` points at it. An existing
+``<tag>`` is kept only when its label matches the current recipe, so a changed recipe is rebuilt and an
+unchanged one never is. Builds of one tag are serialised across processes by a host file lock (test workers,
+two CLIs).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import fcntl
 import glob
+import hashlib
+import inspect
 import io
 import json
 import logging
@@ -26,7 +34,7 @@ import aiodocker
 from yarl import URL
 
 from .._errors import ConfigError, EnvironmentError_
-from .docker_api import DEFAULT_BASE_IMAGE, image_exists, make_client
+from .docker_api import DEFAULT_BASE_IMAGE, make_client
 
 log = logging.getLogger("agentcompass.environments.docker_images")
 
@@ -35,12 +43,23 @@ METHODS: tuple[str, ...] = get_args(BuildMethod)
 BUSYBOX_IMAGE = "agentcompass/base:busybox"
 
 DEBOOTSTRAP_SUITE = "bookworm"
+DEBOOTSTRAP_VARIANT = "minbase"
+#: python3: checkers, the model forwarder and the egress proxy; git and patch: SWE-bench; procps: ``ps``
 DEBOOTSTRAP_PACKAGES = ("python3", "coreutils", "bash", "procps", "git", "patch")
+#: dropped from the rootfs after debootstrap: nothing in a sandbox reads them
+TRIM_GLOBS = ("var/cache/apt/archives/*.deb", "var/lib/apt/lists/*", "var/log/*.log", "debootstrap",
+              "usr/share/doc/*", "usr/share/man/*", "usr/share/info/*", "usr/share/locale/*",
+              "var/cache/debconf/*-old", "var/lib/dpkg/*-old")
+#: bump when a build changes meaning in a way the hashed constants and functions below do not show
+RECIPE_VERSION = "2"
+LABEL_RECIPE = "agentcompass.recipe_hash"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 
 DEBOOTSTRAP_TIMEOUT_S = 1800.0
 APT_TIMEOUT_S = 900.0
 IMPORT_TIMEOUT_S = 900.0
+#: how long a process waits for another process's build of the same tag
+HOST_LOCK_TIMEOUT_S = DEBOOTSTRAP_TIMEOUT_S + IMPORT_TIMEOUT_S + APT_TIMEOUT_S
 
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -164,12 +183,14 @@ def apt_mirror(suite: str = DEBOOTSTRAP_SUITE, *, apt_dir: str = "/etc/apt") -> 
 
 
 async def _import_rootfs(docker: aiodocker.Docker, tag: str, body: AsyncIterator[bytes] | bytes,
-                         *, cmd: str) -> None:
+                         *, cmd: str, recipe: str = "") -> None:
     """``docker import`` through the Engine API: the tar stream ``body`` becomes image ``tag``."""
     repo, name = split_tag(tag)
     query = [("fromSrc", "-"), ("repo", repo), ("tag", name), ("message", "agentcompass base image"),
              ("changes", f"ENV PATH={_PATH}"), ("changes", "ENV LANG=C.UTF-8"),
              ("changes", f"CMD {json.dumps([cmd])}"), ("changes", "LABEL agentcompass.image=base")]
+    if recipe:
+        query.append(("changes", f"LABEL {LABEL_RECIPE}={recipe}"))
     url = URL("images/create").with_query(query)
     async with asyncio.timeout(IMPORT_TIMEOUT_S), docker._query(
             url, method="POST", data=body, headers={"Content-Type": "application/x-tar"},
@@ -207,7 +228,7 @@ async def _tar_stream(root: str) -> AsyncIterator[bytes]:
 
 def _trim_rootfs(root: str) -> None:
     """Drop package caches and logs from a fresh rootfs; add /workspace."""
-    for junk in ("var/cache/apt/archives/*.deb", "var/lib/apt/lists/*", "var/log/*.log", "debootstrap"):
+    for junk in TRIM_GLOBS:
         for path in glob.glob(os.path.join(root, junk)):
             if os.path.isdir(path) and not os.path.islink(path):
                 shutil.rmtree(path, ignore_errors=True)
@@ -216,7 +237,7 @@ def _trim_rootfs(root: str) -> None:
     os.makedirs(os.path.join(root, "workspace"), exist_ok=True)
 
 
-async def _build_debootstrap(docker: aiodocker.Docker, tag: str) -> None:
+async def _build_debootstrap(docker: aiodocker.Docker, tag: str, recipe: str) -> None:
     if os.geteuid() != 0:
         raise EnvironmentError_("debootstrap needs root; run `agentcompass images build-base` as root")
     debootstrap = await ensure_apt_package("debootstrap", "debootstrap")
@@ -225,10 +246,10 @@ async def _build_debootstrap(docker: aiodocker.Docker, tag: str) -> None:
     root = os.path.join(tmp, "rootfs")
     try:
         log.info("debootstrap %s from %s into %s", DEBOOTSTRAP_SUITE, mirror, root)
-        await _run([debootstrap, "--variant=minbase", f"--include={','.join(DEBOOTSTRAP_PACKAGES)}",
+        await _run([debootstrap, f"--variant={DEBOOTSTRAP_VARIANT}", f"--include={','.join(DEBOOTSTRAP_PACKAGES)}",
                     DEBOOTSTRAP_SUITE, root, mirror], timeout_s=DEBOOTSTRAP_TIMEOUT_S, what="debootstrap")
         await asyncio.to_thread(_trim_rootfs, root)
-        await _import_rootfs(docker, tag, _tar_stream(root), cmd="/bin/bash")
+        await _import_rootfs(docker, tag, _tar_stream(root), cmd="/bin/bash", recipe=recipe)
     finally:
         await asyncio.to_thread(shutil.rmtree, tmp, True)
 
@@ -287,7 +308,7 @@ def _is_static_elf(path: str) -> bool:
                for i in range(phnum))
 
 
-async def _build_busybox(docker: aiodocker.Docker, tag: str) -> None:
+async def _build_busybox(docker: aiodocker.Docker, tag: str, recipe: str) -> None:
     busybox = "/bin/busybox"
     if not _is_static_elf(busybox):
         if shutil.which("busybox"):
@@ -299,35 +320,104 @@ async def _build_busybox(docker: aiodocker.Docker, tag: str) -> None:
     if not _is_static_elf(busybox):
         raise EnvironmentError_("busybox-static is not installed (/bin/busybox is missing or not static)")
     rootfs = await asyncio.to_thread(_busybox_rootfs, busybox)
-    await _import_rootfs(docker, tag, rootfs, cmd="/bin/sh")
+    await _import_rootfs(docker, tag, rootfs, cmd="/bin/sh", recipe=recipe)
+
+
+def recipe_hash(method: BuildMethod = "debootstrap") -> str:
+    """A hash of everything that shapes ``method``'s image: the constants and the source of the build code."""
+    h = hashlib.sha256()
+    common: list[str] = [RECIPE_VERSION, method, _PATH, inspect.getsource(_import_rootfs)]
+    if method == "debootstrap":
+        parts = [DEBOOTSTRAP_SUITE, DEBOOTSTRAP_VARIANT, *DEBOOTSTRAP_PACKAGES, *TRIM_GLOBS,
+                 inspect.getsource(_trim_rootfs), inspect.getsource(_build_debootstrap)]
+    else:
+        parts = [inspect.getsource(_busybox_rootfs), inspect.getsource(_build_busybox)]
+    for part in (*common, *parts):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def content_tag(tag: str, method: BuildMethod = "debootstrap") -> str:
+    """``tag`` with the recipe hash appended (``repo:name-<12 hex>``): the tag of one exact recipe's build."""
+    repo, name = split_tag(tag)
+    return f"{repo}:{name[:115]}-{recipe_hash(method)[:12]}"
+
+
+async def _recipe_of(docker: aiodocker.Docker, ref: str) -> str | None:
+    """The recipe-hash label of image ``ref`` ("" when it has none), or None when there is no such image."""
+    try:
+        info = await asyncio.wait_for(docker.images.inspect(ref), 60)
+    except aiodocker.DockerError as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return str(((info.get("Config") or {}).get("Labels") or {}).get(LABEL_RECIPE, ""))
+
+
+@contextlib.asynccontextmanager
+async def host_lock(key: str, timeout_s: float = HOST_LOCK_TIMEOUT_S) -> AsyncIterator[None]:
+    """An exclusive lock on ``key`` for every process of this host (a ``flock`` on a file in the temp dir)."""
+    path = os.path.join(tempfile.gettempdir(), f"agentcompass-build-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+                                               ".lock")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise EnvironmentError_(f"waited {timeout_s:.0f}s for another process's build of {key} "
+                                            f"(lock {path})") from None
+                await asyncio.sleep(0.5)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 async def build_base_image(tag: str = DEFAULT_BASE_IMAGE, *, method: BuildMethod = "debootstrap",
                            force: bool = False, docker_url: str | None = None) -> str:
-    """Build image ``tag`` locally (no registry) unless it exists; returns the tag.
+    """Make image ``tag`` the build of the current recipe (no registry); returns ``tag``.
 
-    ``debootstrap``: Debian bookworm minbase with python3, coreutils, bash, procps and git, fetched from
-    the machine's apt mirror. ``busybox``: a ~2 MB image of busybox-static, for fast lifecycle benchmarks.
+    Kept when ``tag`` already carries the current recipe hash; re-pointed when ``content_tag(tag)`` exists;
+    built otherwise (or always with ``force``). ``debootstrap``: Debian bookworm minbase with python3,
+    coreutils, bash, procps, git and patch, fetched from the machine's apt mirror. ``busybox``: a ~2 MB image
+    of busybox-static, for fast lifecycle benchmarks.
     """
     if method not in METHODS:
         raise ConfigError(f"method: {method!r} is not one of {', '.join(METHODS)}", field="method")
     if not tag or any(c.isspace() for c in tag):
         raise ConfigError(f"tag: {tag!r} is not a valid image tag", field="tag")
+    recipe = recipe_hash(method)
+    hashed = content_tag(tag, method)
     docker = make_client(docker_url)
     try:
-        async with build_lock(f"base:{tag}"):
-            if not force and await image_exists(docker, tag):
-                log.info("image %s exists; not rebuilding", tag)
-                return tag
+        async with build_lock(f"base:{tag}"), host_lock(f"base:{tag}"):
+            if not force:
+                if await _recipe_of(docker, tag) == recipe:
+                    log.info("image %s is the current recipe's build; not rebuilding", tag)
+                    return tag
+                if await _recipe_of(docker, hashed) == recipe:
+                    await _retag(docker, hashed, tag)
+                    return tag
             started = time.monotonic()
             if method == "debootstrap":
-                await _build_debootstrap(docker, tag)
+                await _build_debootstrap(docker, hashed, recipe)
             else:
-                await _build_busybox(docker, tag)
-            log.info("built %s (%s) in %.1fs", tag, method, time.monotonic() - started)
+                await _build_busybox(docker, hashed, recipe)
+            await _retag(docker, hashed, tag)
+            log.info("built %s (%s) as %s in %.1fs", tag, method, hashed, time.monotonic() - started)
             return tag
     finally:
         await docker.close()
+
+
+async def _retag(docker: aiodocker.Docker, source: str, tag: str) -> None:
+    repo, name = split_tag(tag)
+    if source != tag:
+        await asyncio.wait_for(docker.images.tag(source, repo, tag=name), 60)
 
 
 def build_base_main(argv: Sequence[str] | None = None) -> int:

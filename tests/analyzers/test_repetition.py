@@ -93,4 +93,4 @@ def test_a_long_message_is_checked_quickly() -> None:
     text = " ".join(f"word{i % 997} token{i % 991}" for i in range(40_000))  # 80k tokens, no loop
     started = time.monotonic()
     assert repetitive(messages(text)) is None
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 60  # hang guard against a quadratic scan

@@ -10,6 +10,7 @@ import pytest
 from agentcompass._errors import ConfigError
 from agentcompass.benchmarks.swebench import SWEBenchJsonl, SWEBenchLocal, SWEBenchVerified, changed_files, is_test_path
 from agentcompass.interfaces import ComponentContext
+from tests.swebench.conftest import needs_host_py311
 
 
 def _dataset(tmp_path: Path) -> Path:
@@ -55,6 +56,7 @@ def test_unknown_params_and_missing_dataset_file_are_named() -> None:
         SWEBenchVerified({"sample_idz": ["x"]}, ComponentContext())
 
 
+@needs_host_py311
 def test_local_instances_come_with_a_build_recipe(tmp_path: Path) -> None:
     bench = SWEBenchLocal({"limit": 1}, ComponentContext(environment="docker", data_dir=str(tmp_path)))
     [task] = bench.load_tasks()

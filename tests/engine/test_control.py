@@ -42,13 +42,12 @@ def test_env_open_qps_paces_opens(tmp_path: Path) -> None:
         benchmark_params={"categories": ["files"]}, task_concurrency=8, env_open_qps=5.0,
         results_dir=str(tmp_path), progress="none", on_progress=events.append)
     assert out.ok
-    # When each open started (after pacing): the event is emitted when the open finished.
-    ts = sorted(e.ts - e.open_s for e in events if isinstance(e, EnvOpened))
-    assert len(ts) >= 8
-    gaps = [b - a for a, b in itertools.pairwise(ts)]
-    # 5 per second: opens are spaced ~0.2s apart (never bunched).
-    assert min(gaps) >= 0.15, gaps
-    assert (ts[-1] - ts[0]) / (len(ts) - 1) >= 0.18
+    # What the pacer decided: when it granted each open (load can delay an open after its grant, never
+    # bring two grants closer), 5 per second.
+    grants = sorted(e.granted_at for e in events if isinstance(e, EnvOpened))
+    assert len(grants) >= 8 and grants[0] > 0
+    gaps = [b - a for a, b in itertools.pairwise(grants)]
+    assert min(gaps) >= 0.2 * (1 - 1e-9), gaps
 
 
 def test_timeout_seconds_stops_the_run_and_records_interrupted_tasks(tmp_path: Path) -> None:
@@ -62,7 +61,7 @@ def test_timeout_seconds_stops_the_run_and_records_interrupted_tasks(tmp_path: P
                       "results_dir": str(tmp_path / "r"), "task_concurrency": 3}],
         "timeout_seconds": 1.5, "progress": "none"})
     elapsed = time.monotonic() - t0
-    assert elapsed < 1.5 + 6  # the limit plus a few seconds of cleanup on a loaded machine (takes ~0.1 s)
+    assert elapsed < 60  # hang guard: the harness would sleep 60 s
     out = result.outcomes[0]
     assert result.status == "timed_out" and out.status == "timed_out"
     assert out.run_dir is not None

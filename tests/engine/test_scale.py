@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 import agentcompass
 from agentcompass.records import ProgressEvent, TaskFinished
 
@@ -29,6 +31,7 @@ def _children(pid: int) -> list[int]:
     return kids
 
 
+@pytest.mark.slow
 def test_thousand_tasks_at_concurrency_200_complete_with_flat_memory_and_no_leaks(tmp_path: Path) -> None:
     envs = tmp_path / "envs"
     envs.mkdir()

@@ -1,4 +1,4 @@
-"""Docker fixtures: the base image (built once, cached by tag), labelled run ids, leak checks.
+"""Docker fixtures: the base images (built before the session, cached by recipe hash), labelled run ids, leak checks.
 
 Every test that touches Docker takes ``docker_run_id``: containers and networks it leaves behind under
 that run id are removed after the test and reported as a teardown error, so a leak fails the suite.
@@ -10,7 +10,6 @@ import asyncio
 import os
 import subprocess
 import threading
-import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, TypeVar
@@ -108,25 +107,31 @@ def _sweep_session_leftovers() -> Iterator[None]:
         remove_labelled(lambda rid: rid.startswith(SESSION_PREFIX))
 
 
+def _session_image(name: str) -> str:
+    """The content tag of base image ``name`` (built by tests/conftest.py before the session; built here,
+    lazily, only when that hook did not run)."""
+    from agentcompass.environments.docker_images import build_base_image, content_tag
+    from tests.conftest import PREBUILT, image_spec
+
+    tag, method = image_spec(name)
+    built = PREBUILT.get(name)
+    if isinstance(built, BaseException):
+        pytest.fail(f"building the Docker image {tag} before the session failed: {built}")
+    if built is None:
+        run_in_thread(lambda: build_base_image(tag, method=method), timeout=3600)  # type: ignore[arg-type]
+    # the exact recipe's build, whatever another process on this daemon makes ``tag`` point at meanwhile
+    return content_tag(tag, method)  # type: ignore[arg-type]
+
+
 @pytest.fixture(scope="session")
 def base_image(docker_available: None) -> str:
-    """The debootstrap base image (built on first use, ~1-2 min; then cached by its tag)."""
-    from agentcompass.environments.docker_api import DEFAULT_BASE_IMAGE
-    from agentcompass.environments.docker_images import build_base_image
-
-    started = time.monotonic()
-    tag = run_in_thread(lambda: build_base_image(DEFAULT_BASE_IMAGE), timeout=1800)
-    took = time.monotonic() - started
-    if took > 5:
-        print(f"\nbuilt {tag} in {took:.1f}s")
-    return tag
+    """The debootstrap base image (built before the first test; then cached by its recipe hash)."""
+    return _session_image("base")
 
 
 @pytest.fixture(scope="session")
 def busybox_image(docker_available: None) -> str:
-    from agentcompass.environments.docker_images import BUSYBOX_IMAGE, build_base_image
-
-    return run_in_thread(lambda: build_base_image(BUSYBOX_IMAGE, method="busybox"), timeout=600)
+    return _session_image("busybox")
 
 
 @pytest.fixture

@@ -207,7 +207,7 @@ async def test_exec_timeout_kills_a_process_tree_that_ignores_sigterm(docker_pro
     try:
         started = time.monotonic()
         res = await env.exec("trap '' TERM; (trap '' TERM; sleep 4242) & sleep 4243; echo never", timeout=1)
-        assert time.monotonic() - started < 10
+        assert time.monotonic() - started < 120  # hang guard: the tree would sleep 4242 s
         assert res.timed_out and res.exit_code == TIMEOUT_EXIT_CODE
         assert "never" not in res.stdout
         ps = await env.exec("ps -eo args")
@@ -344,10 +344,9 @@ async def test_missing_image_without_registry_is_a_clear_error_naming_the_build_
         with pytest.raises(EnvironmentError_, match="not present locally") as info:
             await provider.open(_spec(docker_run_id))
         assert "agentcompass images build-base --tag agentcompass/base:absent-in-tests" in str(info.value)
-        started = time.monotonic()
-        with pytest.raises(EnvironmentError_, match="not present locally"):  # remembered: no second pull
+        with pytest.raises(EnvironmentError_, match="not present locally") as again:
             await provider.open(_spec(docker_run_id))
-        assert time.monotonic() - started < 1
+        assert again.value is info.value  # remembered: the same error, no second pull
     finally:
         await provider.aclose()
 

@@ -1,4 +1,4 @@
-"""Local base images: the debootstrap image has its tools, builds are cached by tag, mirrors are found."""
+"""Local base images: the debootstrap image has its tools, builds are cached by recipe hash, mirrors are found."""
 
 from __future__ import annotations
 
@@ -7,11 +7,20 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agentcompass._errors import ConfigError
-from agentcompass.environments.docker_images import apt_mirror, build_base_image, build_base_main, split_tag
+from agentcompass.environments.docker_images import (
+    LABEL_RECIPE,
+    apt_mirror,
+    build_base_image,
+    build_base_main,
+    content_tag,
+    recipe_hash,
+    split_tag,
+)
 
 from .conftest import docker_cli, run_in_thread
 
@@ -26,24 +35,57 @@ def test_base_image_has_the_promised_tools(base_image: str) -> None:
     assert any(e.startswith("PATH=/usr/local/sbin") for e in config["Env"])
 
 
-def test_busybox_build_is_cached_by_tag_and_rebuilt_on_force(docker_available: None) -> None:
+def _image(ref: str) -> dict[str, Any]:
+    return json.loads(docker_cli("image", "inspect", ref))[0]
+
+
+def _rmi(*refs: str) -> None:
+    for ref in refs:
+        subprocess.run(["docker", "rmi", "-f", ref], capture_output=True, timeout=60)
+
+
+def test_busybox_build_is_cached_by_recipe_hash_and_rebuilt_on_force(docker_available: None) -> None:
     tag = f"agentcompass-test/busybox:{uuid.uuid4().hex[:8]}"
+    hashed = content_tag(tag, "busybox")
     first = ""
     try:
         run_in_thread(lambda: build_base_image(tag, method="busybox"))
-        first = json.loads(docker_cli("image", "inspect", tag))[0]["Id"]
-        started = time.monotonic()
+        first = _image(tag)["Id"]
+        assert _image(hashed)["Id"] == first  # the build is tagged with its recipe hash too
+        assert _image(tag)["Config"]["Labels"][LABEL_RECIPE] == recipe_hash("busybox")
         assert run_in_thread(lambda: build_base_image(tag, method="busybox")) == tag
-        assert time.monotonic() - started < 2
-        assert json.loads(docker_cli("image", "inspect", tag))[0]["Id"] == first
+        assert _image(tag)["Id"] == first  # an unchanged recipe is never rebuilt
         assert docker_cli("run", "--rm", "--network", "none", tag, "sh", "-c", "echo $((6*7))").strip() == "42"
         time.sleep(1.1)  # a new mtime makes a new layer
         run_in_thread(lambda: build_base_image(tag, method="busybox", force=True))
-        assert json.loads(docker_cli("image", "inspect", tag))[0]["Id"] != first
+        assert _image(tag)["Id"] != first and _image(hashed)["Id"] == _image(tag)["Id"]
     finally:
-        docker_cli("rmi", "-f", tag)
-        if first:  # the first build lost its tag to the forced rebuild
-            subprocess.run(["docker", "rmi", "-f", first], capture_output=True, timeout=30)
+        _rmi(tag, hashed)
+        if first:  # the first build lost its tags to the forced rebuild
+            _rmi(first)
+
+
+def test_an_image_of_another_recipe_under_the_tag_is_rebuilt(docker_available: None, tmp_path: Path) -> None:
+    tag = f"agentcompass-test/busybox:{uuid.uuid4().hex[:8]}"
+    (tmp_path / "rootfs").mkdir()
+    (tmp_path / "rootfs" / "stale").write_text("an older recipe's build\n")
+    subprocess.run(f"tar -C {tmp_path / 'rootfs'} -c . | docker import --change 'LABEL {LABEL_RECIPE}=old' - {tag}",
+                   shell=True, check=True, capture_output=True, timeout=120)
+    stale = _image(tag)["Id"]
+    try:
+        run_in_thread(lambda: build_base_image(tag, method="busybox"))
+        rebuilt = _image(tag)
+        assert rebuilt["Id"] != stale and rebuilt["Config"]["Labels"][LABEL_RECIPE] == recipe_hash("busybox")
+        assert docker_cli("run", "--rm", "--network", "none", tag, "sh", "-c", "echo ok").strip() == "ok"
+    finally:
+        _rmi(tag, content_tag(tag, "busybox"), stale)
+
+
+def test_content_tags_carry_the_recipe_hash_of_their_method() -> None:
+    base, busybox = recipe_hash("debootstrap"), recipe_hash("busybox")
+    assert base != busybox and len(base) == 64
+    assert content_tag("agentcompass/base:debian-bookworm") == f"agentcompass/base:debian-bookworm-{base[:12]}"
+    assert content_tag("plain") == f"plain:latest-{base[:12]}"
 
 
 def test_bad_method_and_tag_are_config_errors() -> None:

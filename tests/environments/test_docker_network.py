@@ -348,6 +348,7 @@ async def test_allowlist_reaches_listed_host_ports_through_the_proxy_and_nothing
     assert containers_of(docker_run_id) == [] and networks_of(docker_run_id) == []
 
 
+@pytest.mark.slow
 async def test_allowlist_switches_live_with_none_public_and_another_allowlist(
         docker_provider: DockerProvider, docker_run_id: str, gateway: str) -> None:
     async with Banner("model", "127.0.0.1") as model, HttpServer("one", "0.0.0.0") as one, \

@@ -170,15 +170,13 @@ async def test_timeout_kills_whole_group_even_sigterm_ignoring_grandchildren(env
     assert res.timed_out
     assert res.exit_code == TIMEOUT_EXIT_CODE == 124
     assert res.stdout == "started\n"
-    assert 1.0 <= elapsed < 3.0  # 0.5 s drain grace at most, plus slack for a loaded machine
+    assert 1.0 <= elapsed < 30  # hang guard: the group would sleep 60 s
     pids = await _read_pids(env, "shell.pid", "child.pid", "child2.pid")
     assert await _wait_dead(pids) == []
 
 
 async def test_background_child_holding_stdout_does_not_hang_exec(env: LocalEnvironment) -> None:
-    t0 = time.monotonic()
-    res = await env.exec("sleep 30 & echo $! > bg.pid; echo done", timeout=20)
-    assert time.monotonic() - t0 < 3.0
+    res = await env.exec("sleep 30 & echo $! > bg.pid; echo done", timeout=20)  # waiting for it would time out
     assert (res.exit_code, res.stdout, res.timed_out) == (0, "done\n", False)
     # The background process is left running (agents start servers that way) until the env closes.
     [bg] = await _read_pids(env, "bg.pid")
@@ -392,7 +390,7 @@ async def test_close_kills_running_commands_and_escaped_daemons(provider: LocalP
     pids = await _read_pids(handle, "sh.pid", "daemon.pid")
     t0 = time.monotonic()
     await handle.close()
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 30  # hang guard: the commands would sleep 60 s
     res = await asyncio.wait_for(running, 5)
     assert res.exit_code < 0 and not res.timed_out
     assert await _wait_dead(pids) == []
@@ -610,9 +608,8 @@ def test_works_under_uvloop(tmp_path: Path) -> None:
             handle = await prov.open(_spec())
             assert (await handle.exec("echo hi")).stdout == "hi\n"
             assert (await handle.exec("sleep 10", timeout=0.3)).timed_out
-            t0 = time.monotonic()
-            assert (await handle.exec("sleep 30 & echo bg")).stdout == "bg\n"
-            assert time.monotonic() - t0 < 3
+            bg = await handle.exec("sleep 30 & echo bg", timeout=20)  # waiting for the child would time out
+            assert (bg.stdout, bg.timed_out) == ("bg\n", False)
         finally:
             await prov.aclose()
 

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import msgspec
+import pytest
 
 import agentcompass
 from agentcompass.records import TaskDetail
@@ -66,6 +67,7 @@ def _events(progress: Path) -> list[dict[str, object]]:
     return out
 
 
+@pytest.mark.slow
 def test_sigkill_five_times_then_resume_commits_each_task_once_with_the_same_metrics(tmp_path: Path) -> None:
     envs = tmp_path / "envs"
     envs.mkdir()
@@ -126,7 +128,7 @@ def test_a_task_that_never_ends_is_bounded_by_agent_timeout_and_still_graded(tmp
         harness_params={"seconds": 600, "agent_timeout": 1.5}, environment_params={"base_dir": str(envs)},
         benchmark_params={"sample_ids": ["files/hello_world", "files/append_line"]},
         results_dir=str(tmp_path / "r"), progress="none")
-    assert time.monotonic() - t0 < 30
+    assert time.monotonic() - t0 < 120  # hang guard: the harness would take 600 s
     assert out.ok and out.errors_by_kind == {"agent_timeout": 2}
     assert out.metrics["graded_tasks"] == 2  # graded although the agent never finished
     assert not list(envs.iterdir()) and _marked_processes(envs) == []
@@ -239,7 +241,7 @@ def test_a_hung_setup_is_bounded_by_setup_timeout_named_in_the_error_and_retried
         harness_params={"setup_seconds": 600, "slow_tries": 1, "setup_timeout": 1.0},
         environment_params={"base_dir": str(envs)}, benchmark_params={"sample_ids": ["files/hello_world"]},
         results_dir=str(tmp_path / "r"), progress="none")
-    assert time.monotonic() - t0 < 30
+    assert time.monotonic() - t0 < 120  # hang guard: the harness would take 600 s
     assert out.run_dir is not None
     d = msgspec.json.decode(next((out.run_dir / "details").glob("*.json")).read_bytes(), type=TaskDetail)
     first, second = d.attempts["1"].tries

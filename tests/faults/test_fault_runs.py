@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import pytest
 
 import agentcompass
 from agentcompass.records import ModelRetrying, ProgressEvent, TaskDetail
@@ -27,6 +28,7 @@ async def _run(url: str, results: Path, model_params: dict[str, Any], events: li
     return result.outcomes[0]
 
 
+@pytest.mark.slow
 async def test_429s_and_500s_are_absorbed_and_metrics_match_a_clean_run(tmp_path: Path) -> None:
     clean_events: list[ProgressEvent] = []
     async with running_scripted_server() as srv:
@@ -63,7 +65,7 @@ async def test_a_hung_model_call_is_bounded_by_its_timeout(tmp_path: Path) -> No
         out = await _run(srv.base_url, tmp_path, {"timeout": 1, "retries": 1, "retry_backoff": 0.01}, events,
                          sample_ids=["files/hello_world", "answer/count_lines"])
         elapsed = time.monotonic() - t0
-    assert elapsed < 20
+    assert elapsed < 120  # hang guard: the server never answers
     assert out.status == "failed" and out.errors_by_kind == {"model_connection_error": 2}
     assert "timed out" in (out.error or "")
     assert sum(isinstance(e, ModelRetrying) for e in events) == 2

@@ -226,7 +226,7 @@ async def test_command_timeout_kills_a_sleep_and_the_observation_says_so(
     t0 = time.monotonic()
     result = await harness(command_timeout=0.5).run(TASK, local_env, client, run_ctx, log)
 
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < 25  # hang guard: the command would sleep 31 s
     step = result.trajectory.steps[0]
     assert step.exit_code == -1
     obs = step.observation or ""
@@ -248,7 +248,7 @@ async def test_cancelling_a_run_mid_command_leaves_no_thread_or_process(
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 30  # hang guard: the command would sleep 47 s
     assert mini_threads() == []
     assert processes_with("47.3113") == []
     assert client.calls == 1  # the agent made no call after it was stopped
@@ -263,7 +263,7 @@ async def test_cancelling_a_run_waiting_for_the_model_stops_the_thread(
     t0 = time.monotonic()
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(task, 0.1)  # as the engine's agent_timeout does
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 45  # hang guard: the model would answer after 60 s
     assert mini_threads() == []
 
 
@@ -273,7 +273,7 @@ async def test_timeout_param_stops_the_agent_and_keeps_its_steps(local_env: Envi
     t0 = time.monotonic()
     result = await harness(timeout=1.5, command_timeout=120).run(TASK, local_env, client, run_ctx, log)
 
-    assert 1.5 <= time.monotonic() - t0 < 8
+    assert 1.5 <= time.monotonic() - t0 < 45  # hang guard: the command would sleep 52 s
     assert result.error_kind == "agent_timeout" and "1.5s timeout" in (result.error or "")
     assert result.trajectory.stop_reason == "TimeExceeded"
     steps = result.trajectory.steps

@@ -28,6 +28,7 @@ from agentcompass.swebench.local_instances import (
     repo_tarball,
     safe_tag,
 )
+from tests.swebench.conftest import needs_host_py311
 
 INSTANCES = load_local_instances()
 IDS = [i["instance_id"] for i in INSTANCES]
@@ -142,12 +143,14 @@ def test_image_names_are_valid_docker_references() -> None:
     assert safe_tag("a/b:c") == "a-b-c"
 
 
+@needs_host_py311
 def test_pytest_distributions_are_pytest_and_its_dependencies() -> None:
     names = {d.metadata["Name"].lower() for d in pytest_distributions()}
     assert {"pytest", "pluggy", "iniconfig", "packaging"} <= names
     assert "pytest-asyncio" not in names and "agentcompass" not in names
 
 
+@needs_host_py311
 def test_build_context_copies_pytest_and_the_tree_but_nothing_of_the_patches(tmp_path: Path) -> None:
     instance = INSTANCES[0]
     ctx = tmp_path / "ctx"
@@ -181,6 +184,7 @@ def test_build_context_copies_pytest_and_the_tree_but_nothing_of_the_patches(tmp
     assert "PASSED test_ok.py::test_ok" in proc.stdout
 
 
+@needs_host_py311
 def test_recipe_prepares_the_context_once_per_content(tmp_path: Path) -> None:
     first, second = INSTANCES[0], INSTANCES[1]
     image, ctx = recipe(first, tmp_path)
@@ -193,3 +197,12 @@ def test_recipe_prepares_the_context_once_per_content(tmp_path: Path) -> None:
     assert other_image != image and other_ctx != ctx
     # only the two contexts remain: the temporary directories were renamed into place
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([Path(ctx).name, Path(other_ctx).name])
+
+
+@pytest.mark.skipif(sys.version_info[:2] == (3, 11), reason="the refusal is for hosts other than CPython 3.11")
+def test_on_another_python_the_image_build_is_refused_naming_the_python_to_use() -> None:
+    from agentcompass._errors import EnvironmentError_
+    from agentcompass.swebench.local_instances import pytest_distributions
+
+    with pytest.raises(EnvironmentError_, match=r"run AgentCompass on CPython 3\.11"):
+        pytest_distributions()

@@ -15,6 +15,7 @@ from agentcompass.records import TaskDetail
 from agentcompass.swebench.local_instances import load_local_instances
 
 from ..environments.conftest import containers_of
+from .conftest import needs_host_py311
 
 INSTANCES = load_local_instances()
 
@@ -43,7 +44,9 @@ def test_there_are_several_bundled_instances() -> None:
     assert len({i["repo"] for i in INSTANCES}) >= 2
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
+@needs_host_py311
 def test_gold_patch_resolves_all_and_empty_patch_resolves_none(base_image: str, docker_run_id: str,
                                                                tmp_path: Path) -> None:
     gold, details = _run(tmp_path, docker_run_id, _script(lambda i: [_apply_turn(i["patch"]), "<submit>done</submit>"]),
@@ -64,7 +67,9 @@ def test_gold_patch_resolves_all_and_empty_patch_resolves_none(base_image: str, 
     assert containers_of(docker_run_id + "-gold") == [] and containers_of(docker_run_id + "-empty") == []
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
+@needs_host_py311
 def test_editing_only_the_tests_resolves_nothing_and_is_flagged(base_image: str, docker_run_id: str,
                                                                 tmp_path: Path) -> None:
     # The agent "solves" the task by applying the tests it should have been graded by (and nothing else).
@@ -83,7 +88,9 @@ def _mini_turn(thought: str, command: str) -> str:
     return f"THOUGHT: {thought}\n\n```mswea_bash_command\n{command}\n```"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
+@needs_host_py311
 async def test_real_mini_swe_agent_solves_an_instance_through_the_scripted_http_server(
         base_image: str, docker_run_id: str, tmp_path: Path) -> None:
     from agentcompass.specs import ComponentSpec, ModelSpec, OrchestrationSpec, RunRequestSpec
