@@ -52,6 +52,7 @@ def test_stall_timeout_must_be_a_positive_finite_number(tmp_path: Path, bad: flo
     assert out.status == "failed" and out.error_field == "harness_params.stall_timeout", out.error
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0 or not os.access(PIDS_CGROUP, os.W_OK), reason="needs a writable pids cgroup")
 def test_spawn_failures_under_process_table_pressure_end_classified_never_hang(tmp_path: Path) -> None:
     # RLIMIT_NPROC is not enforced for root, so the engine runs in its own pids cgroup with room for a few

@@ -80,7 +80,7 @@ def test_env_open_qps_paces_container_opens(base_image: str, docker_run_id: str,
         progress="none", on_progress=events.append)
     assert out.ok
     grants = sorted(e.granted_at for e in events if isinstance(e, EnvOpened))  # the pacer's decisions
-    assert len(grants) >= 8 and grants[0] > 0
+    assert len(grants) >= 5 and grants[0] > 0  # an agent env per task, a verifier only where code is probed
     gaps = [b - a for a, b in itertools.pairwise(grants)]
     assert min(gaps) >= 0.5 * (1 - 1e-9), gaps  # 2 per second, never bunched
 
