@@ -4,7 +4,9 @@ Progress is cheap to see centrally: the harness gets its environment and model t
 stamp ``Activity.last`` whenever a call starts or finishes, and the watchdog counts the steps streamed into
 ``RunContext.trajectory``. A call in flight with its own timeout (``env.exec(..., timeout=t)``) holds the clock
 until ``t`` (plus a grace) has passed, so a long command is not a stall while its own bound still runs; one
-that never returns (a lost wakeup, a spawn that never completes) is.
+that never returns (a lost wakeup, a spawn that never completes) is. A model call holds the clock while it is
+in flight: the client bounds it itself (per-read and total timeouts, a capped number of tries and waits), and
+a healthy call on a throttled endpoint may queue and retry for longer than ``stall_timeout``.
 """
 
 from __future__ import annotations
@@ -50,11 +52,14 @@ class Activity:
         return max([self.last + stall_s, *self._holds.values()])
 
     async def call(self, fn: Callable[..., Awaitable[T]], *args: Any, own_timeout: float | None = None,
-                   **kwargs: Any) -> T:
-        """``await fn(*args, **kwargs)``, stamping its start and end; ``own_timeout`` holds the clock."""
+                   self_bounded: bool = False, **kwargs: Any) -> T:
+        """``await fn(*args, **kwargs)``, stamping its start and end; ``own_timeout`` holds the clock, and
+        ``self_bounded`` holds it until the call returns (for calls bounded by their own deadlines)."""
         key = next(self._ids)
         self.bump()
-        if own_timeout is not None and math.isfinite(own_timeout) and own_timeout > 0:
+        if self_bounded:
+            self._holds[key] = math.inf
+        elif own_timeout is not None and math.isfinite(own_timeout) and own_timeout > 0:
             self._holds[key] = time.monotonic() + own_timeout + HOLD_GRACE_S
         try:
             return await fn(*args, **kwargs)
@@ -101,7 +106,7 @@ class WatchedModel:
         return repr(self._model)
 
     async def complete(self, *args: Any, **kwargs: Any) -> Any:
-        return await self._activity.call(self._model.complete, *args, **kwargs)
+        return await self._activity.call(self._model.complete, *args, self_bounded=True, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._model, name)

@@ -92,3 +92,13 @@ def test_spawn_failures_under_process_table_pressure_end_classified_never_hang(t
     # the host failed, not the agent, nor our code: classified as a lost environment (retryable)
     assert kinds <= {"env_lost", "env_open_failed", "stalled"}, summary["errors_by_kind"]
     assert not list(envs.iterdir())
+
+
+def test_a_model_call_slower_than_stall_timeout_is_not_a_stall(tmp_path: Path) -> None:
+    # A healthy call on a throttled endpoint may queue and retry past stall_timeout: the client bounds it itself.
+    out = agentcompass.run_evaluation(
+        "shell_tasks", "shell_agent", "scripted", "local", benchmark_params={"sample_ids": ["files/hello_world"]},
+        harness_params={"stall_timeout": 0.5}, model_params={"latency_s": 1.5}, results_dir=str(tmp_path),
+        progress="none")
+    assert out.status == "completed" and out.counts.errors == 0, out.errors_by_kind
+    assert out.metrics["pass@1"] == 1.0
