@@ -55,7 +55,7 @@ def run_fields(*, benchmark: str, benchmark_params: dict[str, Any], benchmark_ve
     out: dict[str, Any] = {"benchmark": benchmark, "benchmark_version": benchmark_version, "harness": harness,
                            "model": model, "api_protocol": api_protocol, "environment": environment}
     for prefix, params, left_out in (("benchmark_params", benchmark_params, frozenset()),
-                                     ("harness_params", harness_params, frozenset()),
+                                     ("harness_params", harness_params, OPERATIONAL_HARNESS_PARAMS),
                                      ("model_params", model_params, OPERATIONAL_MODEL_PARAMS),
                                      ("environment_params", environment_params, OPERATIONAL_ENV_PARAMS)):
         out.update({f"{prefix}.{k}": v for k, v in params.items() if k not in left_out})

@@ -113,6 +113,7 @@ def test_reuse_with_changed_params_is_refused_and_the_earlier_run_is_byte_identi
     # the same params (operational ones may change) still continue the run
     again = agentcompass.run_evaluation("shell_tasks", "shell_agent", "scripted", results_dir=str(tmp_path),
                                         progress="none", run_id="x", reuse=True, model_params={"retries": 9},
+                                        harness_params={"stall_timeout": 600},
                                         benchmark_params={"categories": ["answer"]})
     assert again.ok and again.counts.reused == again.counts.done > 3
 
