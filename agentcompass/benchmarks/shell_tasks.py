@@ -354,7 +354,8 @@ class ShellTasks:
             def tar() -> IO[bytes]:
                 return spooled.rewind() if spooled else io.BytesIO(initial)
 
-            failures = _file_failures(checks, tar())
+            # in a thread: a workspace of many members must not hold the event loop
+            failures = await asyncio.to_thread(_file_failures, checks, tar())
             probed = [c for c in checks if isinstance(c, _PROBED)]
             if probed and not failures:
                 failures, timed_out = await self._probe(ctx, tar(), probed)
@@ -473,7 +474,7 @@ class _Workspace:
             return None
         try:
             f = self._tar.extractfile(m)
-        except (KeyError, tarfile.TarError):  # a link to nothing in the workspace
+        except (KeyError, tarfile.TarError, RecursionError):  # a link to nothing, or a link loop
             return None
         return None if f is None else f.read(_FILE_CAP)
 

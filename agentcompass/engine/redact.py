@@ -83,7 +83,11 @@ class RunLogHandler(logging.FileHandler):
                 self.state.fail(exc)
 
     def handleError(self, record: logging.LogRecord) -> None:
-        self.state.fail(sys.exc_info()[1])
+        exc = sys.exc_info()[1]
+        if not isinstance(exc, OSError):  # a bad record (format args, a failing __repr__), not the disk
+            super().handleError(record)
+            return
+        self.state.fail(exc)
         self._drop_stream()
 
     def _drop_stream(self) -> None:

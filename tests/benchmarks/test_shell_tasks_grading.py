@@ -232,3 +232,16 @@ async def test_an_honest_module_that_prints_and_imports_a_sibling_when_called_pa
     async with grader.agent_env(task, files) as env:
         verdict = await grader.evaluate(b, task, HarnessResult(final_answer=""), env)
     assert verdict.correct is True, verdict.extra
+
+
+def test_a_symlink_loop_in_the_workspace_is_graded_missing_not_an_error() -> None:
+    from agentcompass.benchmarks.shell_tasks import _Workspace
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        for name, target in (("a", "b"), ("b", "a")):
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = tarfile.SYMTYPE, target
+            tf.addfile(info)
+    buf.seek(0)
+    assert _Workspace(buf).read("a") is None
