@@ -41,9 +41,11 @@ _RMDIR_WAIT_S = 2.0
 _OWNER = re.compile(r"^p(?P<pid>\d+)s(?P<ticks>\d+)\.")
 #: exit code of the prelude when the process could not join (the command did not run).
 JOIN_FAILED_EXIT = 125
+#: what the prelude prints on stderr when it could not join (tells it from a command that exits 125 itself).
+JOIN_FAILED_MARK = "agentcompass: cannot join the environment's cgroup"
 # $1: how many cgroup.procs paths follow; then the paths; then the command. "0": the writing process itself.
-_PRELUDE = ('n=$1; shift; while [ "$n" -gt 0 ]; do { echo 0 > "$1"; } 2>/dev/null || exit '
-            f'{JOIN_FAILED_EXIT}; shift; n=$((n - 1)); done; exec "$@"')
+_PRELUDE = ('n=$1; shift; while [ "$n" -gt 0 ]; do { echo 0 > "$1"; } 2>/dev/null || '
+            f'{{ echo "{JOIN_FAILED_MARK}" >&2; exit {JOIN_FAILED_EXIT}; }}; shift; n=$((n - 1)); done; exec "$@"')
 
 
 @dataclass(frozen=True)

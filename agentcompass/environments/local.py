@@ -31,7 +31,7 @@ from typing import IO, Any, ClassVar
 from .._errors import ConfigError, EnvironmentError_
 from .._validate import MAX_SECONDS, check_number, seconds
 from ..interfaces import ComponentContext, EnvOpenSpec, ExecResult, NetworkPolicy
-from ._cgroup import JOIN_FAILED_EXIT, EnvCgroup, Support, support, sweep_stale
+from ._cgroup import JOIN_FAILED_EXIT, JOIN_FAILED_MARK, EnvCgroup, Support, support, sweep_stale
 from ._output import CappedBuffer
 from ._tar import (
     ARCHIVE_PARAMS,
@@ -393,8 +393,10 @@ class LocalEnvironment:
                     _close_transport(transport)  # closes the pipes: the loop owns each fd and closes it once
 
         returncode = transport.get_returncode()
-        if returncode == JOIN_FAILED_EXIT and self._cgroup is not None and not self._cgroup.exists():
-            raise EnvironmentError_(f"environment {self.id}: cannot start a command in its cgroup (it is gone)")
+        if returncode == JOIN_FAILED_EXIT and self._cgroup is not None and \
+                err_buf.text().startswith(JOIN_FAILED_MARK):
+            gone = "" if self._cgroup.exists() else " (it is gone)"
+            raise EnvironmentError_(f"environment {self.id}: cannot start a command in its cgroup{gone}")
         exit_code = TIMEOUT_EXIT_CODE if timed_out else returncode
         return ExecResult(
             exit_code=exit_code if exit_code is not None else -signal.SIGKILL,

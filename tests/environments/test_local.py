@@ -469,6 +469,21 @@ def test_a_command_that_cannot_join_the_cgroup_never_runs(tmp_path: Path, loop: 
         asyncio.run(scenario())
 
 
+def test_a_command_exiting_125_itself_is_its_own_result_not_a_lost_environment(tmp_path: Path) -> None:
+    _cgroup_or_skip()
+
+    async def scenario() -> None:
+        prov = LocalProvider({"base_dir": str(tmp_path)}, ComponentContext())
+        try:
+            handle = await prov.open(_spec())
+            res = await handle.exec("echo no such thing >&2; exit 125")
+            assert res.exit_code == 125 and "no such thing" in res.stderr
+        finally:
+            await prov.aclose()
+
+    asyncio.run(scenario())
+
+
 def test_a_crashed_runs_cgroup_is_swept_at_provider_start(tmp_path: Path) -> None:
     _cgroup_or_skip()
     from agentcompass.environments import _cgroup
