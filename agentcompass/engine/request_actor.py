@@ -285,7 +285,8 @@ class RequestActor:
         or moved aside with ``overwrite=True``."""
         spec, base = self.spec, self._base_dir()
         if spec.reuse and not spec.run_id and base.is_dir():
-            runs = sorted((p for p in base.iterdir() if (p / "run_info.json").exists()),
+            runs = sorted((p for p in base.iterdir()  # runs moved aside by `overwrite` are not candidates
+                           if (p / "run_info.json").exists() and ".overwritten-" not in p.name),
                           key=lambda p: p.stat().st_mtime)
             if runs and not run_changes(runs[-1], self.run_fields):
                 self.run_id = runs[-1].name

@@ -295,7 +295,11 @@ def move_run_aside(path: Path) -> Path:
         while backup.exists():
             n += 1
             backup = path.with_name(f"{path.name}.overwritten-{stamp}-{n}")
-        os.rename(path, backup)
+        try:
+            os.rename(path, backup)
+        except OSError as exc:
+            raise ConfigError(f"Run directory {str(path)!r} could not be moved aside to {backup.name!r} "
+                              f"({exc.strerror or exc}); nothing was changed.", field="overwrite") from None
         return backup
     finally:
         if fd is not None:
