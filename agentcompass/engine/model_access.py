@@ -219,6 +219,7 @@ async def open_model_access(services: ModelServices, rt: RequestRuntime, model: 
     if model_mode and not hasattr(rt.provider, "ensure_model_route"):
         raise ConfigError(f'network_policy "model": environment {rt.provider.name!r} cannot route its sandboxes '
                           "to the model gateway.", field="environment_params.network_policy")
+    from ..models._http import max_response_bytes
     from ..models.gateway import Upstream
     from ..models.retry import RetryPolicy, split_retry_params
 
@@ -232,7 +233,7 @@ async def open_model_access(services: ModelServices, rt: RequestRuntime, model: 
         api_protocol=model.api_protocol, limiter=limiter, policy=policy, timeout_s=timeout,
         connect_timeout_s=float(params.get("connect_timeout", min(timeout, 30.0))),
         total_timeout_s=float(params["total_timeout"]) if params.get("total_timeout") is not None else None,
-        extra_headers=dict(extra) if isinstance(extra, Mapping) else {}))
+        extra_headers=dict(extra) if isinstance(extra, Mapping) else {}, max_response_bytes=max_response_bytes(params)))
     sandbox_base: str | None = None
     if sandboxed and mode == "model":
         port = int(gw.base_url.rsplit(":", 1)[1])

@@ -40,6 +40,12 @@ RESERVED_PARAMS = frozenset({"timeout", "connect_timeout", "total_timeout", "max
 #: the most bytes of one model answer (decoded body) the client reads; more is ``model_response_too_large``.
 DEFAULT_MAX_RESPONSE_BYTES = 32 << 20
 MAX_RESPONSE_BYTES_CAP = 1 << 30
+
+
+def max_response_bytes(params: Mapping[str, Any]) -> int:
+    """The model param ``max_response_bytes``, checked (clients and the gateway read answers up to it)."""
+    return count(params.get("max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES), "model_params.max_response_bytes",
+                 minimum=1024, maximum=MAX_RESPONSE_BYTES_CAP)
 #: ``stream`` picks SSE over JSON; ``extra_body`` (a dict) is merged into the body last.
 BODY_CONTROL_PARAMS = frozenset({"stream", "extra_body"})
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
@@ -181,9 +187,7 @@ class HttpModelClient:
         _extra_body(params.get("extra_body"))
         self._return_raw = bool(params.get("return_raw", False))
         #: answers are read in chunks and cut at this many bytes, so one answer cannot exhaust memory.
-        self.max_response_bytes = count(params.get("max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES),
-                                        "model_params.max_response_bytes", minimum=1024,
-                                        maximum=MAX_RESPONSE_BYTES_CAP)
+        self.max_response_bytes = max_response_bytes(params)
         self.params = {k: v for k, v in params.items() if k not in RESERVED_PARAMS and k not in self.client_set}
         self.max_connections = conns
         self.timeout = httpx.Timeout(connect=connect, read=timeout, write=timeout, pool=timeout)

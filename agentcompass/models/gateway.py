@@ -567,11 +567,13 @@ class Gateway:
             buf = bytearray()
             async for chunk in resp.aiter_raw():
                 buf += chunk
-                if len(buf) > self.max_buffered_bytes:  # too big to hold: stream it through, usage unknown
+                if len(buf) > min(self.max_buffered_bytes, answer.max_bytes):  # stream it through, usage unknown
                     out = web.StreamResponse(status=resp.status_code, headers=headers)
                     call.response = out
                     call.passthrough = True
                     await out.prepare(request)
+                    if len(buf) > answer.max_bytes:
+                        return self._too_large(request, out, answer.max_bytes)
                     await out.write(bytes(buf))
                     sent = len(buf)
                     async for more in resp.aiter_raw():

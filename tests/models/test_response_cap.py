@@ -64,8 +64,9 @@ def test_max_response_bytes_is_validated(value: object) -> None:
     assert info.value.field == "model_params.max_response_bytes"
 
 
+@pytest.mark.parametrize("buffered", [1 << 20, 32 << 20], ids=["buffer-below-cap", "buffer-above-cap"])
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
-async def test_the_gateway_cuts_a_relayed_answer_at_the_cap(stream: bool) -> None:
+async def test_the_gateway_cuts_a_relayed_answer_at_the_cap(stream: bool, buffered: int) -> None:
     from agentcompass.models.adaptive import AdaptiveLimiter
     from agentcompass.models.envelope import EnvelopeSigner
     from agentcompass.models.gateway import Gateway, Upstream
@@ -75,7 +76,7 @@ async def test_the_gateway_cuts_a_relayed_answer_at_the_cap(stream: bool) -> Non
 
     cap = 2 << 20
     async with running_scripted_server({}, faults={"huge": 1.0}) as server:
-        gw = Gateway(EnvelopeSigner(), revoke_grace_s=0.3, max_buffered_bytes=1 << 20)
+        gw = Gateway(EnvelopeSigner(), revoke_grace_s=0.3, max_buffered_bytes=buffered)
         await gw.start()
         try:
             gw.add_upstream(Upstream(request="req", model_id="scripted", base_url=server.base_url or "", api_key=None,
