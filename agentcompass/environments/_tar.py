@@ -12,12 +12,13 @@ an agent leaves in its workspace.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import os
 import posixpath
 import tarfile
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, Literal
 
@@ -300,6 +301,23 @@ def filter_tar_stream(src: IO[bytes], out: SpooledArchive, limits: ArchiveLimits
             else:
                 w.add(member, None)
             forget_members(tf)
+
+
+async def spool(fill: Callable[[SpooledArchive], Awaitable[object]], dir: str | None = None) -> SpooledArchive:
+    """A new ``SpooledArchive`` (under ``dir``) filled by ``fill``; closed, its space freed, if filling fails."""
+    archive = SpooledArchive(dir)
+    try:
+        await fill(archive)
+    except BaseException:
+        archive.close()
+        raise
+    return archive
+
+
+async def spooled_bytes(archive: Awaitable[SpooledArchive]) -> bytes:
+    """The whole tar of ``archive`` in memory (at most its total cap), read off the event loop; then closed."""
+    with await archive as a:
+        return await asyncio.to_thread(a.read_bytes)
 
 
 async def archive_of(env: Any, path: str) -> SpooledArchive:

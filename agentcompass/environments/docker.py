@@ -36,6 +36,8 @@ from ._tar import (
     forget_members,
     make_tar,
     safe_relpath,
+    spool,
+    spooled_bytes,
 )
 from .docker_api import (
     DEFAULT_BASE_IMAGE,
@@ -521,18 +523,12 @@ class DockerEnvironment:
         streamed from the daemon to an unlinked temp file under the archive limits (``skipped`` lists what
         they left out)."""
         self._check_open()
-        archive = SpooledArchive()
-        try:
-            await self._get(self._path(path), archive, self._provider.archive_limits, strip_top_dir=True)
-        except BaseException:
-            archive.close()
-            raise
-        return archive
+        return await spool(lambda archive: self._get(self._path(path), archive, self._provider.archive_limits,
+                                                     strip_top_dir=True))
 
     async def get_archive(self, path: str) -> bytes:
         """``get_archive_file``'s tar as bytes (at most ``archive_total_limit_bytes``)."""
-        with await self.get_archive_file(path) as archive:
-            return await asyncio.to_thread(archive.read_bytes)
+        return await spooled_bytes(self.get_archive_file(path))
 
     # ------------------------------------------------------------------ network, lifecycle
 

@@ -40,6 +40,8 @@ from ._tar import (
     archive_limits,
     extract_tar,
     safe_relpath,
+    spool,
+    spooled_bytes,
     write_tree,
 )
 
@@ -464,18 +466,12 @@ class LocalEnvironment:
         streamed to an unlinked temp file under the archive limits; what they left out is in ``skipped``."""
         self._check_open()
         source = self._resolve(path)
-        archive = SpooledArchive(self._spool_dir)
-        try:
-            await asyncio.to_thread(write_tree, source, archive, self._archive_limits)
-        except BaseException:
-            archive.close()
-            raise
-        return archive
+        return await spool(lambda archive: asyncio.to_thread(write_tree, source, archive, self._archive_limits),
+                           self._spool_dir)
 
     async def get_archive(self, path: str) -> bytes:
         """``get_archive_file``'s tar as bytes (at most ``archive_total_limit_bytes``)."""
-        with await self.get_archive_file(path) as archive:
-            return await asyncio.to_thread(archive.read_bytes)
+        return await spooled_bytes(self.get_archive_file(path))
 
     async def set_network_policy(self, policy: NetworkPolicy) -> None:
         """Only ``public`` is possible locally; anything else raises ConfigError."""
