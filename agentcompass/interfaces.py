@@ -14,6 +14,7 @@ from typing import IO, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import msgspec
 
+from .models.pricing import PriceTable
 from .records import AttemptRecord, TaskDetail, Trajectory, Usage
 
 # ----------------------------------------------------------------------------- tasks
@@ -284,6 +285,10 @@ class ComponentContext(msgspec.Struct, omit_defaults=True):
     k: int = 1
     #: the request's environment provider id (e.g. ``docker``), so a benchmark can refuse one it cannot use.
     environment: str = ""
+    #: the request's benchmark id (e.g. ``swebench_verified``), so a harness can default to settings made for it.
+    benchmark: str = ""
+    #: the model's prices (model param ``price_per_million``), None when not given: a harness's own cost limit.
+    price: PriceTable | None = None
 
 
 __all__ = [

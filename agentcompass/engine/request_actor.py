@@ -94,6 +94,13 @@ def parse_network_policy(value: Any, field: str) -> NetworkPolicy:
         ) from None
 
 
+def component_settings(**components: Any) -> dict[str, Any]:
+    """What each component chose beyond its params (its optional ``resolved_settings()``, e.g. the agent config a
+    harness picked by default and its package version), by role, for params.json."""
+    return {role: c.resolved_settings() for role, c in components.items()
+            if callable(getattr(c, "resolved_settings", None))}
+
+
 class RequestActor:
     """One per RunRequestSpec."""
 
@@ -211,9 +218,12 @@ class RequestActor:
         network = NetworkPhases(baseline=net.get("network_policy", NetworkPolicy()),
                                 run=net.get("run_network_policy"), verifier=net.get("verifier_network_policy"))
 
+        # price_per_million / max_concurrency are the engine's: they never reach the client or the upstream
+        engine_params = split_engine_params(spec.model.params)
         ctx = ComponentContext(run_id=self.run_id, request=self.name, data_dir=spec.data_dir,
                                auto_install_dependencies=spec.auto_install_dependencies,
-                               environment=spec.environment.id)
+                               environment=spec.environment.id, benchmark=spec.benchmark.id,
+                               price=engine_params.price)
         benchmark = bench_cls(bench_params, ctx)
         harness = harness_cls(harness_params, ctx)
         if getattr(provider_cls, "takes_phase_timeouts", False):
@@ -235,8 +245,6 @@ class RequestActor:
             sup.bus.emit(ModelRetrying(ts=time.time(), request=self.name, run_id=self.run_id, error_kind=kind,
                                        try_no=try_no, backoff_s=backoff_s, task_id=CURRENT_TASK.get()))
 
-        # price_per_million / max_concurrency are the engine's: they never reach the client or the upstream
-        engine_params = split_engine_params(spec.model.params)
         self.model_spec = msgspec.structs.replace(spec.model, params=engine_params.client_params)
         model = create_model_client(self.model_spec, max_connections=max(concurrency, 1), on_retry=on_model_retry,
                                     max_backoff_s=spec.max_backoff_s)
@@ -350,6 +358,7 @@ class RequestActor:
                                      "run": msgspec.to_builtins(network.run),
                                      "verifier": msgspec.to_builtins(network.verifier)}},
             "orchestration": orch,
+            "component_settings": component_settings(benchmark=benchmark, harness=self.rt.harness if self.rt else None),
             "versions": {"agentcompass": __version__, "python": sys.version.split()[0],
                          "platform": platform.platform(), "benchmark": str(getattr(benchmark, "version", "0"))},
         })

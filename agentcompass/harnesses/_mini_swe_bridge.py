@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 
 from .._errors import ConfigError, EnvironmentError_
 from ..interfaces import Environment, ModelClient, ModelResponse
+from ..models.pricing import PriceTable
 from ..records import Step, ToolCall, Usage
 
 T = TypeVar("T")
@@ -244,9 +245,9 @@ def _tool_call(tc: Any, i: int) -> ToolCall:
                     arguments=str(getattr(tc, "arguments", "")))
 
 
-def _cost(resp: ModelResponse) -> float:
-    """Cost of a response as the client reports it (0 when it has no price table)."""
-    return float(resp.usage.cost or 0.0)
+def _cost(resp: ModelResponse, price: PriceTable | None) -> float:
+    """Cost of a response from the model's price table (0 when there is none: cost is not counted)."""
+    return price.cost(resp.usage) if price is not None else 0.0
 
 
 class ModelAdapter:
@@ -258,8 +259,9 @@ class ModelAdapter:
 
     def __init__(self, mini: SimpleNamespace, client: ModelClient, bridge: LoopBridge, recorder: StepRecorder, *,
                  mode: str, model_config: dict[str, Any], model_params: dict[str, Any],
-                 log: logging.Logger) -> None:
+                 log: logging.Logger, price: PriceTable | None = None) -> None:
         self.mini = mini
+        self.price = price
         self.client = client
         self.bridge = bridge
         self.recorder = recorder
@@ -274,9 +276,9 @@ class ModelAdapter:
         started = time.time()
         resp = self.bridge.call(self.client.complete(api_messages, tools=tools, **{**self.model_params, **kwargs}))
         calls = [_tool_call(tc, i) for i, tc in enumerate(resp.tool_calls)]
+        cost = resp.usage.cost = _cost(resp, self.price)
         step = self.recorder.begin(resp, started, calls)
         content = resp.content or ""
-        cost = _cost(resp)
         template_kwargs = {"finish_reason": resp.finish_reason}
         try:
             if self.mode == "tool":

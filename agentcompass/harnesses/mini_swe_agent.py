@@ -9,18 +9,24 @@ every later call raises inside the agent.
 
 Params:
 - ``config``: a bundled mini-swe-agent config name (``mini_textbased``, ``swebench``, ``swebench_backticks``...)
-  or a path to a yaml file. Its ``agent`` templates are used as they are; from ``environment`` we take
-  ``env`` (variables for every command), ``interpreter`` and ``timeout``; from ``model`` the
-  ``observation_template``, ``format_error_template`` and ``action_regex``. Its ``cwd`` is replaced by the
-  environment's workdir and its litellm ``model_kwargs`` / ``model_name`` are not used.
+  or a path to a yaml file. Default: with a SWE-bench benchmark the config mini-swe-agent's own SWE-bench
+  runner uses (``swebench``, tool calls; ``swebench_backticks`` with ``mode: text``), else ``mini_textbased``
+  (``mini`` in tool mode); see ``_mini_swe_config``. Its ``agent`` templates are used as they are; from
+  ``environment`` we take ``env`` (variables for every command), ``interpreter`` and ``timeout``; from
+  ``model`` the ``observation_template``, ``format_error_template`` and ``action_regex``. Its ``cwd`` is
+  replaced by the environment's workdir and its litellm ``model_kwargs`` / ``model_name`` are not used.
 - ``mode``: ``text`` (one ```mswea_bash_command block per reply, its textbased models) or ``tool`` (``bash``
   tool calls, its default models). Default: inferred from the config (text when it sets ``action_regex``
-  or its templates ask for ``mswea_bash_command`` blocks); without a config ``text`` with
-  ``mini_textbased`` (``tool`` uses ``mini``).
-- ``step_limit`` (the config's when > 0, else 250), ``cost_limit`` dollars (the config's, else 3.0; 0 = none;
-  the cost is what the model client reports, else 0), ``command_timeout`` seconds per command (the
-  config's ``environment.timeout``, else 60), ``timeout``: seconds for the whole agent (optional; the run
-  stops with what it has, ``error_kind="agent_timeout"``), ``model_params``: merged into every model call.
+  or its templates ask for ``mswea_bash_command`` blocks).
+- ``step_limit`` (the config's when > 0, else 250); ``cost_limit`` (the config's, else 3.0; 0 = none) in the
+  currency of the model's ``price_per_million``, which prices each call: without prices cost is not counted,
+  so the config's limit is off (a warning, and params.json says so) and an explicit one is a ConfigError;
+  ``command_timeout`` seconds per command (the config's ``environment.timeout``, else 60); ``timeout``:
+  seconds for the whole agent (optional; the run stops with what it has, ``error_kind="agent_timeout"``);
+  ``model_params``: merged into every model call.
+
+The config used (file, sha256, why chosen), the package version and the effective templates and limits are
+``resolved_settings()``, which the engine writes to params.json (``component_settings.harness``).
 
 Result: ``final_answer`` is the submission (the output after the ``COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT``
 line), ``patch`` the same when it is a diff. Stop reason: mini-swe-agent's exit status (``Submitted``,
@@ -43,6 +49,7 @@ from typing import Any, ClassVar
 
 from .._errors import ConfigError, EnvironmentError_
 from ..interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
+from ..models.pricing import PRICE_PARAM
 from ..records import Trajectory
 from . import _field, check_param_keys, dict_param, float_param, int_param, str_param
 from ._mini_swe_bridge import (
@@ -54,8 +61,10 @@ from ._mini_swe_bridge import (
     StepRecorder,
     load_minisweagent,
 )
+from ._mini_swe_config import LoadedConfig, choose_config
 
 _WHERE = "harness mini_swe_agent"
+_log = logging.getLogger("agentcompass.harnesses.mini_swe_agent")
 _PARAMS = ("config", "mode", "step_limit", "cost_limit", "command_timeout", "timeout", "model_params")
 MODES = ("text", "tool")
 DEFAULT_CONFIG = {"text": "mini_textbased", "tool": "mini"}
@@ -125,15 +134,19 @@ class MiniSweAgent:
                               f"got {cost!r}.", field=_field(_WHERE, "cost_limit"))
 
         self.mini = load_minisweagent(ctx.auto_install_dependencies, self.package_module)
-        self.config_name = config_spec or DEFAULT_CONFIG[mode or "text"]
-        self.config = self._load_config(self.config_name)
+        self.loaded = self._load_config(config_spec, ctx.benchmark, mode)
+        # a default picked for the benchmark is named by its file (``swebench``), as a bundled name would be
+        self.config_name = (Path(self.loaded.path).stem if self.loaded.source == "benchmark" and self.loaded.path
+                            else self.loaded.spec)
+        self.config: dict[str, Any] = self.loaded.data
         self.mode: str = mode or infer_mode(self.config)
         agent_cfg: dict[str, Any] = dict(self.config["agent"])
         env_cfg: dict[str, Any] = dict(self.config.get("environment") or {})
         model_cfg: dict[str, Any] = dict(self.config.get("model") or {})
 
         self.step_limit = int(_pick(steps, agent_cfg.get("step_limit"), DEFAULT_STEP_LIMIT, zero_ok=False))
-        self.cost_limit = _pick(cost, agent_cfg.get("cost_limit"), DEFAULT_COST_LIMIT, zero_ok=True)
+        self.price = ctx.price
+        self.cost_limit, self.cost_note = self._cost_limit(cost, agent_cfg.get("cost_limit"))
         self.command_timeout = _pick(command_timeout, env_cfg.get("timeout"), DEFAULT_COMMAND_TIMEOUT, zero_ok=False)
 
         # only what its AgentConfig takes (configs also carry CLI keys such as `mode: confirm`), and never an
@@ -155,23 +168,53 @@ class MiniSweAgent:
             "action_regex": model_cfg.get("action_regex", DEFAULT_ACTION_REGEX),
         }
 
-    def _load_config(self, spec: str) -> dict[str, Any]:
+    def _cost_limit(self, given: float | None, from_config: Any) -> tuple[float, str | None]:
+        """The limit and, when one was asked for but cannot be counted (no price), why it is off."""
+        limit = _pick(given, from_config, DEFAULT_COST_LIMIT, zero_ok=True)
+        if self.price is not None or limit == 0:
+            return limit, None
+        if given is not None:
+            raise ConfigError(f"Parameter 'cost_limit' of {_WHERE} needs the model's prices to count cost: set "
+                              f"model_params.{PRICE_PARAM} ({{input, output}} per million tokens), or pass "
+                              "cost_limit=0.", field=_field(_WHERE, "cost_limit"))
+        note = (f"the config's cost_limit of {limit:g} is off: the model has no model_params.{PRICE_PARAM}, so "
+                "its cost is unknown")
+        _log.warning("mini_swe_agent: %s", note)
+        return 0.0, note
+
+    def _load_config(self, spec: str | None, benchmark: str, mode: str | None) -> LoadedConfig:
         field = _field(_WHERE, "config")
+        asked = spec or "(default)"
         try:
-            config = self.mini.get_config_from_spec(spec)
+            loaded = choose_config(spec, benchmark, mode, DEFAULT_CONFIG[mode or "text"], self.package_module,
+                                   Path(self.mini.builtin_config_dir))
         except FileNotFoundError:
             names = ", ".join(bundled_configs(Path(self.mini.builtin_config_dir)))
-            raise ConfigError(f"Parameter 'config' of {_WHERE}: no mini-swe-agent config {spec!r}. Give a yaml "
+            raise ConfigError(f"Parameter 'config' of {_WHERE}: no mini-swe-agent config {asked!r}. Give a yaml "
                               f"path or a bundled name: {names}.", field=field) from None
         except Exception as exc:
-            raise ConfigError(f"Parameter 'config' of {_WHERE}: cannot read mini-swe-agent config {spec!r}: "
+            raise ConfigError(f"Parameter 'config' of {_WHERE}: cannot read mini-swe-agent config {asked!r}: "
                               f"{exc}", field=field) from None
+        config = loaded.data
         agent = config.get("agent") if isinstance(config, dict) else None
         if not isinstance(agent, dict) or not all(isinstance(agent.get(k), str)
                                                   for k in ("system_template", "instance_template")):
-            raise ConfigError(f"mini-swe-agent config {spec!r} needs `agent.system_template` and "
+            raise ConfigError(f"mini-swe-agent config {loaded.spec!r} needs `agent.system_template` and "
                               "`agent.instance_template`.", field=field)
-        return config
+        return loaded
+
+    def resolved_settings(self) -> dict[str, Any]:
+        """The config this request runs with (file, sha256, why it was chosen), the package version and the
+        effective templates and limits, for params.json. Variable names only from ``environment.env``."""
+        loaded = self.loaded
+        return {
+            "package": {"name": "mini-swe-agent", "version": self.mini.version},
+            "config": {"spec": loaded.spec, "source": loaded.source, "path": loaded.path, "sha256": loaded.sha256},
+            "mode": self.mode, "step_limit": self.step_limit, "cost_limit": self.cost_limit,
+            "cost_limit_note": self.cost_note, "command_timeout": self.command_timeout,
+            "agent": {k: v for k, v in self.agent_kwargs.items() if isinstance(v, str | int | float | bool)},
+            "model": dict(self.model_config), "interpreter": self.interpreter, "env_names": sorted(self.env_vars),
+        }
 
     async def run(self, task: PreparedTask, env: Environment | None, model: ModelClient,
                   ctx: RunContext, log: logging.Logger) -> HarnessResult:
@@ -181,7 +224,8 @@ class MiniSweAgent:
         bridge = LoopBridge(loop)
         recorder = StepRecorder()
         model_adapter = ModelAdapter(self.mini, model, bridge, recorder, mode=self.mode,
-                                     model_config=self.model_config, model_params=self.model_params, log=log)
+                                     model_config=self.model_config, model_params=self.model_params, log=log,
+                                     price=self.price)
         env_adapter = EnvAdapter(self.mini, env, bridge, recorder, timeout=self.command_timeout,
                                  env_vars=self.env_vars, interpreter=self.interpreter,
                                  template_vars=await system_vars(env), log=log)

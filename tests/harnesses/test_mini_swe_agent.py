@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import hashlib
+import importlib.metadata
 import json
 import logging
 import os
@@ -18,11 +20,13 @@ from typing import Any
 
 import msgspec
 import pytest
+import yaml
 
 import agentcompass
 from agentcompass._errors import ConfigError, EnvironmentError_, ModelError
 from agentcompass.harnesses.mini_swe_agent import MiniSweAgent, looks_like_diff
 from agentcompass.interfaces import ComponentContext, Environment, ModelResponse, PreparedTask, RunContext
+from agentcompass.models.pricing import PriceTable
 from agentcompass.models.scripted import ScriptedClient
 from agentcompass.records import TaskDetail, ToolCall, Usage
 from agentcompass.registry import Registries
@@ -84,22 +88,6 @@ async def wait_until(check: Callable[[], Any], timeout: float = 10.0) -> None:
     while not check():
         assert time.monotonic() < deadline, "condition not reached in time"
         await asyncio.sleep(0.02)
-
-
-class PricedModel:
-    """A model endpoint that bills every call (what a client with a price table reports)."""
-
-    def __init__(self, inner: ScriptedClient, cost: float) -> None:
-        self.inner, self.cost, self.model_id = inner, cost, "priced"
-
-    async def complete(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
-                       **params: Any) -> ModelResponse:
-        resp = await self.inner.complete(messages, tools=tools, **params)
-        resp.usage.cost = self.cost
-        return resp
-
-    async def aclose(self) -> None:
-        """Nothing to release."""
 
 
 class ToolCallingModel:
@@ -197,15 +185,39 @@ async def test_step_limit_stops_an_agent_that_never_submits(local_env: Environme
     assert await local_env.read_file("log.txt") == b"again\nagain\nagain\n"
 
 
-async def test_cost_limit_counts_the_cost_the_client_reports(local_env: Environment, run_ctx: RunContext,
-                                                             log: logging.Logger) -> None:
-    model = PricedModel(scripted([cmd("echo more >> log.txt")]), cost=1.0)
-    result = await harness(cost_limit=2.5).run(TASK, local_env, model, run_ctx, log)
+async def test_cost_limit_stops_the_agent_at_the_cost_priced_from_the_models_price_table(
+        local_env: Environment, run_ctx: RunContext, log: logging.Logger) -> None:
+    price = PriceTable(input=500.0, output=1000.0)  # per million tokens: a step here costs about $0.5
+    agent = MiniSweAgent({"cost_limit": 1.2}, ComponentContext(price=price))
+    result = await agent.run(TASK, local_env, scripted([cmd("echo more >> log.txt")]), run_ctx, log)
 
-    assert result.error_kind == "cost_limit"
-    assert len(result.trajectory.steps) == 3  # 3.0 >= 2.5 after the third call
-    assert result.usage.cost == 3.0
-    assert result.artifacts["mini_swe_agent"]["cost"] == 3.0
+    steps = result.trajectory.steps
+    costs = [price.cost(Usage(prompt_tokens=s.prompt_tokens, completion_tokens=s.completion_tokens)) for s in steps]
+    assert result.error_kind == "cost_limit" and "cost_limit of $1.2" in (result.error or "")
+    assert len(steps) >= 2 and sum(costs[:-1]) < 1.2 <= sum(costs)  # it stopped at the first call past the limit
+    assert result.usage.cost == pytest.approx(sum(costs))
+    assert result.artifacts["mini_swe_agent"]["cost"] == pytest.approx(sum(costs))
+    assert agent.resolved_settings()["cost_limit"] == 1.2 and agent.resolved_settings()["cost_limit_note"] is None
+
+
+async def test_without_a_price_the_cost_is_not_counted_and_the_configs_cost_limit_is_off(
+        local_env: Environment, run_ctx: RunContext, log: logging.Logger, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="agentcompass.harnesses.mini_swe_agent")
+    agent = harness(step_limit=4)  # mini_textbased asks for a $3 cost limit
+    assert agent.cost_limit == 0.0 and agent.agent_kwargs["cost_limit"] == 0.0
+    note = agent.resolved_settings()["cost_limit_note"]
+    assert "cost_limit of 3 is off" in note and "price_per_million" in note
+    warned = [r.getMessage() for r in caplog.records if r.name == "agentcompass.harnesses.mini_swe_agent"]
+    assert warned == [f"mini_swe_agent: {note}"]  # once, when the request makes its harness
+
+    result = await agent.run(TASK, local_env, scripted([cmd("echo more >> log.txt")]), run_ctx, log)
+    assert result.error_kind == "step_limit" and len(result.trajectory.steps) == 4
+    assert result.usage.cost == 0.0 and result.artifacts["mini_swe_agent"]["cost"] == 0.0
+    # a limit asked for explicitly that could never fire is refused, naming the param and the price param
+    with pytest.raises(ConfigError) as exc:
+        harness(cost_limit=2.5)
+    assert exc.value.field == "harness.params.cost_limit" and "model_params.price_per_million" in str(exc.value)
+    assert harness(cost_limit=0).cost_limit == 0.0
 
 
 async def test_replies_without_one_action_stop_after_repeated_format_errors(
@@ -362,12 +374,14 @@ def test_looks_like_diff() -> None:
 def test_defaults_come_from_the_config_then_ours() -> None:
     plain = harness()
     assert (plain.config_name, plain.mode) == ("mini_textbased", "text")
-    assert (plain.step_limit, plain.cost_limit, plain.command_timeout) == (250, 3.0, 60.0)  # its step_limit is 0
+    assert (plain.step_limit, plain.cost_limit, plain.command_timeout) == (250, 0.0, 60.0)  # its step_limit is 0
+    priced = MiniSweAgent({}, ComponentContext(price=PriceTable(input=1.0, output=2.0)))
+    assert priced.cost_limit == 3.0  # the config's, now that cost can be counted
     assert plain.interpreter is None and plain.env_vars["PAGER"] == "cat"
     assert "mode" not in plain.agent_kwargs  # its CLI's `mode: confirm` is not an agent setting
     swe = harness(config="swebench")
     assert swe.mode == "tool"  # its prompt asks for bash tool calls
-    assert (swe.step_limit, swe.cost_limit, swe.command_timeout) == (250, 3.0, 60.0)
+    assert (swe.step_limit, swe.cost_limit, swe.command_timeout) == (250, 0.0, 60.0)
     assert swe.interpreter == ["bash", "-c"] and swe.env_vars["BASH_ENV"] == "/root/.bashrc"
     assert harness(config="swebench_backticks").mode == "text"
     assert harness(config="swebench_xml").model_config["action_regex"].startswith("<mswea_bash_command>")
@@ -375,6 +389,53 @@ def test_defaults_come_from_the_config_then_ours() -> None:
     assert (mine.mode, mine.step_limit, mine.cost_limit, mine.command_timeout, mine.timeout) == (
         "text", 5, 0.0, 7.0, 30.0)
     assert mine.agent_kwargs["step_limit"] == 5 and mine.agent_kwargs["cost_limit"] == 0.0
+
+
+def _swebench_runner_config() -> tuple[Path, bytes]:
+    """The file mini-swe-agent's own SWE-bench runner defaults to, asked from the installed package."""
+    from minisweagent.run.benchmarks.swebench import DEFAULT_CONFIG_FILE  # the package is imported (quietly) by now
+
+    return Path(DEFAULT_CONFIG_FILE), Path(DEFAULT_CONFIG_FILE).read_bytes()
+
+
+@pytest.mark.parametrize("benchmark", ["swebench_local", "swebench_verified", "swebench"])
+def test_a_swebench_benchmark_gets_mini_swe_agents_own_swebench_config(benchmark: str) -> None:
+    agent = MiniSweAgent({}, ComponentContext(benchmark=benchmark))
+    path, raw = _swebench_runner_config()
+    expected = yaml.safe_load(raw)
+
+    assert agent.config_name == "swebench" and agent.mode == "tool"
+    assert agent.agent_kwargs["system_template"] == expected["agent"]["system_template"]
+    assert agent.agent_kwargs["instance_template"] == expected["agent"]["instance_template"]
+    assert agent.step_limit == expected["agent"]["step_limit"] == agent.agent_kwargs["step_limit"]
+    assert agent.command_timeout == expected["environment"]["timeout"]
+    assert agent.interpreter == expected["environment"]["interpreter"]
+    assert agent.model_config["observation_template"] == expected["model"]["observation_template"]
+    assert agent.model_config["format_error_template"] == expected["model"]["format_error_template"]
+    settings = agent.resolved_settings()
+    assert settings["package"] == {"name": "mini-swe-agent", "version": importlib.metadata.version("mini-swe-agent")}
+    assert settings["config"] == {"spec": str(path), "source": "benchmark", "path": str(path.resolve()),
+                                  "sha256": hashlib.sha256(raw).hexdigest()}
+    assert settings["agent"]["system_template"] == expected["agent"]["system_template"]
+    assert settings["mode"] == "tool" and settings["step_limit"] == expected["agent"]["step_limit"]
+    assert set(settings["env_names"]) == set(expected["environment"]["env"])
+
+
+def test_other_benchmarks_keep_the_generic_config_and_an_explicit_config_wins() -> None:
+    generic = MiniSweAgent({}, ComponentContext(benchmark="shell_tasks"))
+    assert (generic.config_name, generic.mode) == ("mini_textbased", "text")
+    assert generic.resolved_settings()["config"]["source"] == "default"
+    assert generic.resolved_settings()["config"]["path"].endswith("config/mini_textbased.yaml")
+
+    mine = MiniSweAgent({"config": "swebench_xml", "step_limit": 7}, ComponentContext(benchmark="swebench_local"))
+    assert (mine.config_name, mine.mode, mine.step_limit) == ("swebench_xml", "text", 7)
+    assert mine.resolved_settings()["config"]["source"] == "param"
+    assert mine.resolved_settings()["config"]["path"].endswith("benchmarks/swebench_xml.yaml")
+    # text replies asked for on SWE-bench: the text variant of its SWE-bench config
+    text = MiniSweAgent({"mode": "text"}, ComponentContext(benchmark="swebench_lite"))
+    assert (text.config_name, text.mode) == ("swebench_backticks", "text")
+    assert text.resolved_settings()["config"]["source"] == "benchmark"
+    assert "mswea_bash_command" in text.model_config["action_regex"]
 
 
 @pytest.mark.parametrize(("params", "needle"), [
@@ -489,6 +550,12 @@ async def test_engine_runs_shell_tasks_with_mini_swe_agent_and_records_trajector
     details = {d.task_id: d for d in (msgspec.json.decode(p.read_bytes(), type=TaskDetail)
                                       for p in (outcome.run_dir / "details").glob("*.json"))}
     assert set(details) == set(sample)
+    # params.json says which config and package version the scores came from
+    settings = json.loads((outcome.run_dir / "params.json").read_text())["component_settings"]["harness"]
+    assert settings["package"]["version"] == importlib.metadata.version("mini-swe-agent")
+    assert settings["config"]["source"] == "default" and settings["config"]["path"].endswith("mini_textbased.yaml")
+    assert len(settings["config"]["sha256"]) == 64 and settings["step_limit"] == 5
+    assert settings["cost_limit"] == 0 and "price_per_million" in settings["cost_limit_note"]
 
     hello = details["files/hello_world"].attempts["1"]
     assert hello.correct is True and hello.status == "completed"

@@ -4,11 +4,15 @@ no patch resolves none, and a patch that only edits the tests resolves none and 
 from __future__ import annotations
 
 import base64
+import hashlib
+import importlib.metadata
+import json
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
+import yaml
 
 import agentcompass
 from agentcompass.records import TaskDetail
@@ -84,8 +88,9 @@ def test_editing_only_the_tests_resolves_nothing_and_is_flagged(base_image: str,
         assert attempt.extra["eval_raw_data"]["patch_applied"] is True
 
 
-def _mini_turn(thought: str, command: str) -> str:
-    return f"THOUGHT: {thought}\n\n```mswea_bash_command\n{command}\n```"
+def _mini_turn(thought: str, command: str) -> dict[str, Any]:
+    """A reply in the format of mini-swe-agent's SWE-bench config: a THOUGHT and one ``bash`` tool call."""
+    return {"content": f"THOUGHT: {thought}", "tool_calls": [{"name": "bash", "arguments": {"command": command}}]}
 
 
 @pytest.mark.slow
@@ -95,7 +100,7 @@ async def test_real_mini_swe_agent_solves_an_instance_through_the_scripted_http_
         base_image: str, docker_run_id: str, tmp_path: Path) -> None:
     from agentcompass.specs import ComponentSpec, ModelSpec, OrchestrationSpec, RunRequestSpec
 
-    from ..fixtures_scripted import start_scripted_server
+    from ..fixtures_scripted import running_scripted_server
 
     inst = INSTANCES[0]
     b64 = base64.b64encode(inst["patch"].encode()).decode()
@@ -103,15 +108,17 @@ async def test_real_mini_swe_agent_solves_an_instance_through_the_scripted_http_
              _mini_turn("Write the patch.", "cd /testbed && git diff > /tmp/patch.txt && cat /tmp/patch.txt"),
              _mini_turn("Submit.", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && cat /tmp/patch.txt")]
     script = [{"match": inst["problem_statement"][:200], "turns": turns}]
-    async with start_scripted_server({"script": script, "bundled": False}) as base_url:
-        spec = OrchestrationSpec(requests=[RunRequestSpec(
+    async with running_scripted_server({"script": script, "bundled": False}) as server:
+        assert server.base_url is not None
+        spec = OrchestrationSpec(requests=[RunRequestSpec(  # no `config`: SWE-bench gets mini-swe-agent's own
             benchmark=ComponentSpec("swebench_local", {"sample_ids": [inst["instance_id"]]}),
-            harness=ComponentSpec("mini_swe_agent", {"config": "swebench_backticks", "step_limit": 10}),
+            harness=ComponentSpec("mini_swe_agent", {"step_limit": 10}),
             environment=ComponentSpec("docker"),
-            model=ModelSpec("scripted", base_url=base_url, api_key="sk-test-123456"),
+            model=ModelSpec("scripted", base_url=server.base_url, api_key="sk-test-123456"),
             name="mini", run_id=docker_run_id, results_dir=str(tmp_path), data_dir=str(tmp_path / "data"))],
             progress="none")
         outcome = (await agentcompass.async_launch(spec))["mini"]
+        first_request = server.recent_requests[0]
     assert outcome.status == "completed" and outcome.metrics["pass@1"] == 1.0, outcome.errors_by_kind
     assert outcome.run_dir is not None
     detail = msgspec.json.decode(next((outcome.run_dir / "details").glob("*.json")).read_bytes(), type=TaskDetail)
@@ -121,3 +128,21 @@ async def test_real_mini_swe_agent_solves_an_instance_through_the_scripted_http_
     assert (attempt.trajectory.steps[0].action or "").startswith("cd /testbed && echo ")
     assert len(attempt.trajectory.steps) == 3
     assert "sk-test-123456" not in "".join(p.read_text() for p in outcome.run_dir.rglob("*") if p.is_file())
+
+    # the model saw mini-swe-agent's SWE-bench prompts and was offered its bash tool; params.json names the file
+    from minisweagent.run.benchmarks.swebench import DEFAULT_CONFIG_FILE  # imported (quietly) by the harness
+
+    raw = Path(DEFAULT_CONFIG_FILE).read_bytes()
+    expected = yaml.safe_load(raw)
+    system, user = first_request["messages"][:2]
+    assert system["content"] == expected["agent"]["system_template"].rstrip("\n")
+    assert user["content"].startswith(f"<pr_description>\nConsider the following PR description:\n"
+                                      f"{inst['problem_statement'][:200]}")
+    assert [t["function"]["name"] for t in first_request["tools"]] == ["bash"]
+    settings = json.loads((outcome.run_dir / "params.json").read_text())["component_settings"]["harness"]
+    assert settings["config"] == {"spec": str(DEFAULT_CONFIG_FILE), "source": "benchmark",
+                                  "path": str(Path(DEFAULT_CONFIG_FILE).resolve()),
+                                  "sha256": hashlib.sha256(raw).hexdigest()}
+    assert settings["package"]["version"] == importlib.metadata.version("mini-swe-agent")
+    assert settings["mode"] == "tool" and settings["step_limit"] == 10
+    assert settings["agent"]["instance_template"] == expected["agent"]["instance_template"]
