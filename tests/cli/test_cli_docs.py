@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
+import json
 import re
+import shlex
 import signal
 from pathlib import Path
 
-from agentcompass import cli
+from agentcompass import cli, run_evaluation
 from agentcompass.engine.identity import OPERATIONAL_ENV_PARAMS, OPERATIONAL_MODEL_PARAMS, SELECTION_PARAMS
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -30,3 +34,30 @@ def test_the_documented_reuse_identity_is_the_codes() -> None:
     section = rundir.split("## Identity hash", 1)[1]
     for key in (*SELECTION_PARAMS, *OPERATIONAL_MODEL_PARAMS, *OPERATIONAL_ENV_PARAMS):
         assert f"`{key}`" in section or f"{key}," in section or f"{key}}}" in section, key
+
+
+def _fenced(text: str, lang: str, needle: str) -> str:
+    """The first ```lang block of ``text`` that contains ``needle``."""
+    blocks = re.findall(rf"```{lang}\n(.*?)```", text, flags=re.DOTALL)
+    return next(b for b in blocks if needle in b)
+
+
+def test_the_swebench_walkthroughs_python_and_cli_commands_are_the_same_valid_call() -> None:
+    text = (DOCS / "swebench.md").read_text()
+    snippet = _fenced(text, "python", "run_evaluation(")
+    call = next(n for n in ast.walk(ast.parse(snippet)) if isinstance(n, ast.Call)
+                and getattr(n.func, "id", None) == "run_evaluation")
+    kwargs = {k.arg: k.value for k in call.keywords}
+    assert set(kwargs) <= set(inspect.signature(run_evaluation).parameters)
+    literal = {k: ast.literal_eval(v) for k, v in kwargs.items() if not isinstance(v, ast.Subscript)}
+
+    command = _fenced(text, "bash", "agentcompass run ").replace("\\\n", " ")
+    argv = shlex.split(command)[1:]
+    args = cli.build_parser().parse_args(argv)
+    assert args.command == "run"
+    assert (args.benchmark, args.harness, args.model, args.env) == (
+        literal["benchmark"], literal["harness"], literal["model"], literal["environment"])
+    assert json.loads(args.benchmark_params) == literal["benchmark_params"]
+    assert args.model_base_url == "$MODEL_BASE_URL" and args.model_api_key is None  # the key comes from the env
+    assert f"`{cli.API_KEY_ENV}`" in text
+    assert "pip install 'agentcompass[swebench,mini-swe-agent]'" in text

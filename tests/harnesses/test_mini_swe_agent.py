@@ -577,3 +577,24 @@ async def test_engine_runs_shell_tasks_with_mini_swe_agent_and_records_trajector
     assert unscripted.error_kind == "format_error_limit"
     assert unscripted.trajectory is not None and len(unscripted.trajectory.steps) == 3
     assert mini_threads() == []
+
+
+async def test_engine_hands_the_models_prices_to_the_harness_so_its_cost_limit_fires(tmp_path: Path) -> None:
+    script = [{"match": "Task: files/hello_world\n", "turns": [cmd("echo again >> log.txt")]}]
+    spec = OrchestrationSpec(requests=[RunRequestSpec(
+        benchmark=ComponentSpec("shell_tasks", {"sample_ids": ["files/hello_world"]}),
+        harness=ComponentSpec("mini_swe_agent", {"cost_limit": 1.5, "step_limit": 50}),
+        model=ModelSpec("scripted", params={"bundled": False, "script": script,
+                                            "price_per_million": {"input": 500.0, "output": 1000.0}}),
+        name="priced", results_dir=str(tmp_path))], progress="none")
+    outcome = (await agentcompass.async_launch(spec))["priced"]
+
+    assert outcome.status == "completed" and outcome.errors_by_kind == {"cost_limit": 1}
+    assert outcome.run_dir is not None
+    detail = msgspec.json.decode(next((outcome.run_dir / "details").glob("*.json")).read_bytes(), type=TaskDetail)
+    attempt = detail.attempts["1"]
+    assert attempt.trajectory is not None and 2 <= len(attempt.trajectory.steps) < 50
+    assert attempt.meta["usage"]["cost"] >= 1.5  # what the engine priced from the same table
+    settings = json.loads((outcome.run_dir / "params.json").read_text())["component_settings"]["harness"]
+    assert settings["cost_limit"] == 1.5 and settings["cost_limit_note"] is None
+    assert "price_per_million" not in json.dumps(settings)  # the harness records its limit, not the prices
