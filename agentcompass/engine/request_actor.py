@@ -230,7 +230,7 @@ class RequestActor:
 
         from ..models.factory import create_model_client
 
-        concurrency = min(spec.task_concurrency, sup.spec.max_concurrent_tasks or spec.task_concurrency)
+        concurrency = min(spec.task_concurrency, sup.spec.task_concurrency or spec.task_concurrency)
         def on_model_retry(kind: str, backoff_s: float, try_no: int) -> None:
             sup.bus.emit(ModelRetrying(ts=time.time(), request=self.name, run_id=self.run_id, error_kind=kind,
                                        try_no=try_no, backoff_s=backoff_s, task_id=CURRENT_TASK.get()))

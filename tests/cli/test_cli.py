@@ -56,7 +56,7 @@ def test_launch_reads_yaml_and_reports_each_request(tmp_path: Path) -> None:
     spec = tmp_path / "spec.yaml"
     spec.write_text(f"""
 progress: none
-max_concurrent_tasks: 4
+task_concurrency: 4
 requests:
   - name: answers
     benchmark: {{id: shell_tasks, params: {{categories: [answer]}}}}
