@@ -75,6 +75,20 @@ requests:
     assert "Unknown benchmark id 'nope'" in res.stdout and "launch partial" in res.stdout
 
 
+def test_launch_json_spec_takes_task_concurrency_and_refuses_a_conflicting_alias(tmp_path: Path) -> None:
+    request = {"benchmark": {"id": "shell_tasks", "params": {"categories": ["answer"]}}, "harness": "openai_chat",
+               "model": "scripted", "results_dir": str(tmp_path / "r")}
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"progress": "none", "task_concurrency": 2, "requests": [request]}))
+    res = cli("launch", str(spec))
+    assert res.returncode == 0, res.stderr
+    assert "launch completed" in res.stdout
+    spec.write_text(json.dumps({"task_concurrency": 2, "max_concurrent_tasks": 3, "requests": [request]}))
+    res = cli("launch", str(spec))
+    assert res.returncode == 2 and "`task_concurrency`" in res.stderr and "max_concurrent_tasks" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
 def test_malformed_yaml_names_file_and_line(tmp_path: Path) -> None:
     spec = tmp_path / "bad.yaml"
     spec.write_text("requests:\n  - benchmark: shell_tasks\n    harness: [unclosed\n")
