@@ -73,11 +73,21 @@ class RunRequestSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=T
     #: analyzers run on every attempt: true = all registered, or a list of ids / {"id", "params"}.
     enable_analysis: bool | list[str | ComponentSpec] = False
 
+    def __post_init__(self) -> None:
+        # Python callers may write components and the model as in YAML: an id string or an {"id": ...} dict.
+        self.benchmark = _as_spec(self.benchmark, ComponentSpec, "benchmark")
+        self.harness = _as_spec(self.harness, ComponentSpec, "harness")
+        self.model = _as_spec(self.model, ModelSpec, "model")
+        self.environment = _as_spec(self.environment, ComponentSpec, "environment")
+
 
 class OrchestrationSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     """An ordered set of requests sharing one task limit, one timeout and one environment pool."""
 
     requests: list[RunRequestSpec]
+    #: attempts running at once across all requests (each request also has its own ``task_concurrency``).
+    task_concurrency: Concurrency | None = None
+    #: accepted alias of ``task_concurrency``, folded into it on construction (so always ``None`` after).
     max_concurrent_tasks: Concurrency | None = None
     timeout_seconds: Seconds | None = None
     provider_limits: dict[str, Concurrency] = {}
@@ -89,6 +99,49 @@ class OrchestrationSpec(msgspec.Struct, forbid_unknown_fields=True, omit_default
     log_level: LogLevel = "WARNING"
     recipe_dirs: list[str] = []
 
+    def __post_init__(self) -> None:
+        if self.max_concurrent_tasks is not None:
+            _check_alias(self.task_concurrency, self.max_concurrent_tasks)
+            self.task_concurrency, self.max_concurrent_tasks = self.max_concurrent_tasks, None
+        if isinstance(self.requests, list | tuple):
+            self.requests = [r if isinstance(r, RunRequestSpec) else _request_at(r, i)
+                             for i, r in enumerate(self.requests)]
+
+
+def _request_at(raw: Any, i: int) -> RunRequestSpec:
+    """``parse_request`` for ``requests[i]``, its error's field prefixed with ``requests[i].``."""
+    try:
+        return parse_request(raw, f"requests[{i}]")
+    except ConfigError as exc:
+        if exc.field and not exc.field.startswith("requests["):
+            exc.field = f"requests[{i}].{exc.field}"
+        raise
+
+
+def _check_alias(canonical: Any, alias: Any) -> None:
+    if canonical is not None and alias is not None and canonical != alias:
+        raise ConfigError(f"Invalid orchestration spec: `task_concurrency` ({canonical!r}) and its alias "
+                          f"`max_concurrent_tasks` ({alias!r}) differ; give only `task_concurrency`.",
+                          field="task_concurrency")
+
+
+def _as_spec(value: Any, cls: type[Any], field: str) -> Any:
+    """``value`` as a ``cls`` (ComponentSpec / ModelSpec): kept if it is one, else from an id or a dict."""
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, str) and value:
+        return cls(id=value)
+    if isinstance(value, dict):
+        try:
+            return msgspec.convert(value, cls)
+        except msgspec.ValidationError as exc:
+            err = readable_validation_error(exc, field)
+            sub = f"{field}.{err.field}" if err.field else field
+            raise ConfigError(str(err).replace(f"`{err.field}`", f"`{sub}`", 1), field=sub) from None
+    shape = '{"id": ..., "params": {...}}' if cls is ComponentSpec else '{"id": ..., "base_url": ..., "api_key": ...}'
+    raise ConfigError(f"Invalid `{field}`: expected a {cls.__name__}, a dict {shape} or a non-empty id string, "
+                      f"got {value!r}.", field=field)
+
 
 _INT = {"integer": True}
 #: numeric fields checked by ``check_number`` before msgspec, so NaN/inf/out-of-range values (also inside a
@@ -98,6 +151,7 @@ _REQUEST_NUMBERS: dict[str, dict[str, Any]] = {
     "max_retries": {"ge": 0, "le": MAX_RETRIES, **_INT},
 }
 _LAUNCH_NUMBERS: dict[str, dict[str, Any]] = {
+    "task_concurrency": {"ge": 1, "le": MAX_CONCURRENCY, **_INT},
     "max_concurrent_tasks": {"ge": 1, "le": MAX_CONCURRENCY, **_INT},
     "timeout_seconds": {"gt": 0, "le": MAX_SECONDS},
     "provider_limits": {"ge": 1, "le": MAX_CONCURRENCY, **_INT},
@@ -214,6 +268,7 @@ def parse_orchestration(raw: Any) -> OrchestrationSpec:
         )
     raw = dict(raw)
     _check_numbers(raw, _LAUNCH_NUMBERS, "")
+    _check_alias(raw.get("task_concurrency"), raw.get("max_concurrent_tasks"))
     if isinstance(raw.get("requests"), list):
         for i, r in enumerate(raw["requests"]):
             _check_numbers(r, _REQUEST_NUMBERS, f"requests[{i}].")

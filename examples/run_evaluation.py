@@ -1,21 +1,10 @@
-"""Evaluate the native shell agent on the bundled benchmark with the built-in scripted model (no network)."""
-
-from __future__ import annotations
-
 import agentcompass
 
-
-def main() -> None:
-    out = agentcompass.run_evaluation(
-        "shell_tasks", "shell_agent", "scripted", "local",
-        benchmark_params={"categories": ["files", "answer"]},
-        task_concurrency=8,
-        results_dir="results",
-        progress="plain",
-    )
-    print(out.status, out.metrics)
-    print("run directory:", out.run_dir)
-
-
-if __name__ == "__main__":
-    main()
+out = agentcompass.run_evaluation(
+    "shell_tasks", "shell_agent", "scripted", "local",
+    benchmark_params={"categories": ["files", "answer"], "k": 2},
+    harness_params={"step_limit": 20, "agent_timeout": 600},
+    task_concurrency=16, max_retries=2, progress="none",
+    results_dir="results",
+)
+print(out.status, out.metrics["pass@2"], out.counts.errors, out.run_dir)

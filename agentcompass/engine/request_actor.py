@@ -240,7 +240,7 @@ class RequestActor:
 
         from ..models.factory import create_model_client
 
-        concurrency = min(spec.task_concurrency, sup.spec.max_concurrent_tasks or spec.task_concurrency)
+        concurrency = min(spec.task_concurrency, sup.spec.task_concurrency or spec.task_concurrency)
         def on_model_retry(kind: str, backoff_s: float, try_no: int) -> None:
             sup.bus.emit(ModelRetrying(ts=time.time(), request=self.name, run_id=self.run_id, error_kind=kind,
                                        try_no=try_no, backoff_s=backoff_s, task_id=CURRENT_TASK.get()))
@@ -259,7 +259,7 @@ class RequestActor:
 
         redactor = Redactor([spec.model.api_key, *sup.extra_secrets])
         run_dir = self._choose_run_dir(redactor)
-        log, level = self._make_logger(run_dir, redactor)
+        log = self._make_logger(run_dir, redactor)
         self.run_dir = run_dir
         self.rt = RequestRuntime(
             index=self.index, name=self.name, run_id=self.run_id, benchmark=benchmark, harness=harness,
@@ -267,7 +267,8 @@ class RequestActor:
             k=count(getattr(benchmark, "k", 1) or 1, "benchmark_params.k", maximum=MAX_K),
             max_retries=spec.max_retries, max_backoff_s=spec.max_backoff_s,
             retry_patterns=[re.compile(p) for p in spec.retry_pattern_list],
-            keep_environment=spec.keep_environment, file_log_level=level, timeouts=timeouts, network=network,
+            keep_environment=spec.keep_environment, file_log_level=logging.getLevelName(spec.file_log_level),
+            timeouts=timeouts, network=network,
             price=engine_params.price)
         self.rt.analyzers = analyzers
         new_acc = getattr(benchmark, "new_accumulator", None)
@@ -329,7 +330,7 @@ class RequestActor:
         rd.create()
         return rd
 
-    def _make_logger(self, run_dir: RunDir, redactor: Redactor) -> tuple[logging.Logger, int]:
+    def _make_logger(self, run_dir: RunDir, redactor: Redactor) -> logging.Logger:
         file_level = logging.getLevelName(self.spec.file_log_level)
         level = min(file_level, self.sup.console_level)
         log = logging.Logger(f"agentcompass.run.{self.name}", level=level)
@@ -339,7 +340,7 @@ class RequestActor:
         handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s", redactor))
         log.addHandler(handler)
         self._handlers.append(handler)
-        return log, level
+        return log
 
     def _write_params(self, bench_params: dict[str, Any], harness_params: dict[str, Any], env_params: dict[str, Any],
                       timeouts: PhaseTimeouts, network: NetworkPhases, benchmark: Any) -> None:

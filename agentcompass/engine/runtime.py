@@ -66,6 +66,7 @@ class RequestRuntime:
     max_backoff_s: float = 120.0
     retry_patterns: list[re.Pattern[str]] = field(default_factory=list)
     keep_environment: bool = False
+    #: the level of the request's log files (run.log and logs/tasks/*.log).
     file_log_level: int = logging.INFO
     timeouts: PhaseTimeouts = field(default_factory=PhaseTimeouts)
     network: NetworkPhases = field(default_factory=NetworkPhases)

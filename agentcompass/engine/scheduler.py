@@ -1,6 +1,6 @@
 """Scheduler: a fair queue across requests that grants task slots.
 
-Limits: ``task_concurrency`` per request and one orchestration-wide ``max_concurrent_tasks``. Requests
+Limits: ``task_concurrency`` per request and one orchestration-wide ``OrchestrationSpec.task_concurrency``. Requests
 are served round-robin so one large request cannot starve the others.
 """
 

@@ -71,7 +71,7 @@ class Supervisor:
         self.redactor = Redactor([r.model.api_key for r in spec.requests] + list(self.extra_secrets))
         self.pool = EnvironmentPool(spec.provider_limits, spec.env_open_qps, self.bus.emit,
                                     max_creates_in_flight=spec.max_env_creates_in_flight)
-        self.scheduler = Scheduler(spec.max_concurrent_tasks)
+        self.scheduler = Scheduler(spec.task_concurrency)
 
     async def run(self) -> LaunchResult:
         t0 = time.monotonic()

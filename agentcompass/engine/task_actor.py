@@ -180,9 +180,11 @@ class TaskActor:
     def _task_logger(self, task_id: str, attempt: int) -> tuple[logging.Logger, logging.Handler]:
         rt = self.rt
         # Built directly (not via getLogger) so the logging manager does not keep one per task forever.
-        log = logging.Logger(f"agentcompass.task.{task_id}#{attempt}", level=rt.file_log_level)
+        # the logger passes what the console or a file wants (the request logger's level); the file keeps its own
+        log = logging.Logger(f"agentcompass.task.{task_id}#{attempt}", level=rt.log.level)
         log.parent = rt.log
         handler = rt.run_dir.log_handler(rt.run_dir.task_log_path(task_id), delay=True)
+        handler.setLevel(rt.file_log_level)
         handler.setFormatter(RedactingFormatter(f"%(asctime)s %(levelname)s [attempt {attempt}] %(message)s",
                                                 rt.run_dir.redactor))
         log.addHandler(handler)

@@ -56,7 +56,7 @@ def test_launch_reads_yaml_and_reports_each_request(tmp_path: Path) -> None:
     spec = tmp_path / "spec.yaml"
     spec.write_text(f"""
 progress: none
-max_concurrent_tasks: 4
+task_concurrency: 4
 requests:
   - name: answers
     benchmark: {{id: shell_tasks, params: {{categories: [answer]}}}}
@@ -73,6 +73,20 @@ requests:
     assert res.returncode == 1  # one request failed
     assert "answers: completed" in res.stdout and "broken: failed" in res.stdout
     assert "Unknown benchmark id 'nope'" in res.stdout and "launch partial" in res.stdout
+
+
+def test_launch_json_spec_takes_task_concurrency_and_refuses_a_conflicting_alias(tmp_path: Path) -> None:
+    request = {"benchmark": {"id": "shell_tasks", "params": {"categories": ["answer"]}}, "harness": "openai_chat",
+               "model": "scripted", "results_dir": str(tmp_path / "r")}
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"progress": "none", "task_concurrency": 2, "requests": [request]}))
+    res = cli("launch", str(spec))
+    assert res.returncode == 0, res.stderr
+    assert "launch completed" in res.stdout
+    spec.write_text(json.dumps({"task_concurrency": 2, "max_concurrent_tasks": 3, "requests": [request]}))
+    res = cli("launch", str(spec))
+    assert res.returncode == 2 and "`task_concurrency`" in res.stderr and "max_concurrent_tasks" in res.stderr
+    assert "Traceback" not in res.stderr
 
 
 def test_malformed_yaml_names_file_and_line(tmp_path: Path) -> None:

@@ -72,7 +72,7 @@ def test_a_harness_crashing_on_every_task_fails_only_its_own_request(tmp_path: P
         RunRequestSpec(benchmark=ComponentSpec("tests.engine.components:FailingBenchmark"),
                        harness=ComponentSpec("shell_agent"), model=ModelSpec("scripted"), name="load",
                        results_dir=str(tmp_path)),
-    ], progress="none", max_concurrent_tasks=3)
+    ], progress="none", task_concurrency=3)
     result = agentcompass.launch(spec)
     good, crash, load = result["good"], result["crash"], result["load"]
     assert good.status == "completed" and good.metrics["pass@1"] > 0

@@ -175,7 +175,7 @@ def test_three_requests_one_raising_everywhere_leave_the_others_metrics_intact(t
     result = agentcompass.launch({"requests": [req("a", "shell_agent"),
                                                req("bad", "tests.engine.components:CrashingHarness"),
                                                req("b", "shell_agent")],
-                                  "max_concurrent_tasks": 4, "progress": "none"})
+                                  "task_concurrency": 4, "progress": "none"})
     assert result["a"].metrics == solo.metrics == result["b"].metrics
     assert result["bad"].metrics["pass@1"] == 0.0 and set(result["bad"].errors_by_kind) == {"harness_crash"}
 

@@ -1,0 +1,102 @@
+"""The SDK's call shapes: OrchestrationSpec.task_concurrency (alias max_concurrent_tasks) and dict / id-string
+components and models in RunRequestSpec and OrchestrationSpec."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+import agentcompass
+from agentcompass import ConfigError, OrchestrationSpec, RunRequestSpec
+from agentcompass.specs import ComponentSpec, ModelSpec, parse_orchestration
+
+REQ: dict[str, Any] = {"benchmark": "shell_tasks", "harness": "none", "model": "scripted"}
+
+
+def test_dicts_and_id_strings_become_component_and_model_specs() -> None:
+    r = RunRequestSpec(name="a", benchmark={"id": "shell_tasks", "params": {"k": 2}}, harness="shell_agent",
+                       model={"id": "gpt-5-mini", "base_url": "http://127.0.0.1:9/v1", "api_key": "k"},
+                       environment={"id": "local"})
+    assert r.benchmark == ComponentSpec("shell_tasks", {"k": 2}) and r.harness == ComponentSpec("shell_agent")
+    assert r.model == ModelSpec("gpt-5-mini", base_url="http://127.0.0.1:9/v1", api_key="k")
+    assert r.environment == ComponentSpec("local")
+    assert RunRequestSpec(benchmark="b", harness="h", model="scripted", environment="docker").environment.id == "docker"
+    # the same request written with specs is the same value
+    assert r == RunRequestSpec(name="a", benchmark=ComponentSpec("shell_tasks", {"k": 2}),
+                               harness=ComponentSpec("shell_agent"), environment=ComponentSpec("local"),
+                               model=ModelSpec("gpt-5-mini", base_url="http://127.0.0.1:9/v1", api_key="k"))
+
+
+@pytest.mark.parametrize(("kw", "field", "text"), [
+    ({"benchmark": 5}, "benchmark", "id string"),
+    ({"harness": ""}, "harness", "id string"),
+    ({"benchmark": {"idd": "shell_tasks"}}, "benchmark", "unknown field `idd`"),
+    ({"benchmark": {"id": 3}}, "benchmark.id", "Expected `str`"),
+    ({"environment": ["local"]}, "environment", "ComponentSpec"),
+    ({"model": {"id": "m", "api_protocol": "grpc"}}, "model.api_protocol", "openai-chat"),
+    ({"model": 1.5}, "model", "ModelSpec"),
+])
+def test_a_bad_shape_is_a_config_error_naming_the_field(kw: dict[str, Any], field: str, text: str) -> None:
+    with pytest.raises(ConfigError, match=text) as info:
+        RunRequestSpec(**{**REQ, **kw})
+    assert info.value.field == field
+
+
+def test_orchestration_requests_may_be_dicts() -> None:
+    spec = OrchestrationSpec(requests=[REQ, {**REQ, "benchmark": {"id": "shell_tasks", "params": {"k": 2}}}])
+    assert all(isinstance(r, RunRequestSpec) for r in spec.requests)
+    assert spec.requests[1].benchmark.params == {"k": 2}
+    with pytest.raises(ConfigError) as info:
+        OrchestrationSpec(requests=[REQ, {**REQ, "task_concurrency": 0}])
+    assert info.value.field == "requests[1].task_concurrency"
+    with pytest.raises(ConfigError) as info:
+        OrchestrationSpec(requests=[{**REQ, "benchmark": 3}])
+    assert info.value.field == "requests[0].benchmark"
+
+
+def test_task_concurrency_is_the_canonical_name_and_max_concurrent_tasks_its_alias() -> None:
+    assert OrchestrationSpec(requests=[], task_concurrency=4).task_concurrency == 4
+    aliased = OrchestrationSpec(requests=[], max_concurrent_tasks=4)
+    assert aliased.task_concurrency == 4 and aliased.max_concurrent_tasks is None
+    assert msgspec.to_builtins(aliased) == {"requests": [], "task_concurrency": 4}  # one name when written out
+    assert OrchestrationSpec(requests=[], task_concurrency=4, max_concurrent_tasks=4).task_concurrency == 4
+    for raw in ({"task_concurrency": 3}, {"max_concurrent_tasks": 3}, {"task_concurrency": 3,
+                                                                        "max_concurrent_tasks": 3}):
+        spec = parse_orchestration({"requests": [REQ], **raw})
+        assert spec.task_concurrency == 3 and spec.max_concurrent_tasks is None
+        assert "max_concurrent_tasks" not in msgspec.to_builtins(spec)
+
+
+@pytest.mark.parametrize("build", [
+    lambda: OrchestrationSpec(requests=[], task_concurrency=4, max_concurrent_tasks=8),
+    lambda: parse_orchestration({"requests": [REQ], "task_concurrency": 4, "max_concurrent_tasks": 8}),
+])
+def test_both_names_with_different_values_is_a_config_error(build: Any) -> None:
+    with pytest.raises(ConfigError, match="max_concurrent_tasks") as info:
+        build()
+    assert info.value.field == "task_concurrency"
+
+
+@pytest.mark.parametrize(("raw", "field"), [({"task_concurrency": 0}, "task_concurrency"),
+                                            ({"task_concurrency": "many"}, "task_concurrency"),
+                                            ({"max_concurrent_tasks": 0}, "max_concurrent_tasks")])
+def test_a_bad_launch_wide_limit_names_the_key_given(raw: dict[str, Any], field: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_orchestration({"requests": [REQ], **raw})
+    assert info.value.field == field
+
+
+@pytest.mark.parametrize("key", ["task_concurrency", "max_concurrent_tasks"])
+def test_the_launch_wide_limit_bounds_the_attempts_running_at_once(key: str, tmp_path: Path) -> None:
+    result = agentcompass.launch({
+        "requests": [{"benchmark": {"id": "shell_tasks", "params": {"categories": ["answer"]}},
+                      "harness": "openai_chat", "model": "scripted", "task_concurrency": 8,
+                      "results_dir": str(tmp_path), "name": name} for name in ("a", "b")],
+        key: 1, "progress": "none"})
+    assert result.status == "completed" and result.peak_concurrent_tasks == 1
+    params = json.loads(Path(result["a"].paths.params).read_text())
+    assert "max_concurrent_tasks" not in json.dumps(params)
