@@ -171,7 +171,8 @@ class _Image:
     fetch: asyncio.Future[None] | None = None
     #: absent at the first look and made present by this launch
     fetched: bool = False
-    checked: bool = False
+    #: whether it was there at the first look (None: not looked yet); such an image is never removed
+    present_before: bool | None = None
     removed: bool = False
     holds: int = 0
     #: some holder's cache_level keeps it
@@ -307,14 +308,13 @@ class ImageCache:
         if size_of is None:  # a provider that cannot tell what is there: make it present, never remove it
             await provider.ensure_image(img.ref, recipe)
             return
-        if not img.checked:
-            present = await size_of(img.ref) is not None
-            img.checked = True
-            if present:
+        if img.present_before is None:
+            img.present_before = await size_of(img.ref) is not None
+            if img.present_before:
                 self._event(req, img, "present", task_id, prefetch)
                 return
-        elif img.checked and not img.fetched:
-            return  # it was there before the run
+        elif img.present_before or img.fetched:
+            return
         await self._wait_for_disk(req, img, task_id, prefetch)
         slots = _slots(daemon_key(provider))
         if slots.count >= req.policy.max_concurrent_pulls:
@@ -324,16 +324,17 @@ class ImageCache:
             building = recipe is not None or (img.ref == getattr(provider, "image", None) and bool(
                 getattr(provider, "build_context", None) or getattr(provider, "dockerfile", None)))
             self._event(req, img, "building" if building else "pulling", task_id, prefetch)
-            last = [0.0, 0]  # when the last progress event went out, bytes so far
+            sent_at = [0.0]  # when the last progress event went out
+            pulled = [0]  # bytes so far
 
             def on_progress(p: Any) -> None:
-                last[1] = int(getattr(p, "bytes_done", 0) or 0)
+                pulled[0] = int(getattr(p, "bytes_done", 0) or 0)
                 now = time.monotonic()
-                if now - last[0] < _PROGRESS_EVERY_S:
+                if now - sent_at[0] < _PROGRESS_EVERY_S:
                     return
-                last[0] = now
+                sent_at[0] = now
                 self._event(req, img, "pulling", task_id, prefetch, layers_done=int(getattr(p, "layers_done", 0)),
-                            layers_total=int(getattr(p, "layers_total", 0)), bytes_done=last[1],
+                            layers_total=int(getattr(p, "layers_total", 0)), bytes_done=pulled[0],
                             bytes_total=int(getattr(p, "bytes_total", 0) or 0),
                             rate_bps=float(getattr(p, "rate_bps", 0.0) or 0.0))
 
@@ -345,9 +346,9 @@ class ImageCache:
             except BaseException as exc:
                 self._event(req, img, "failed", task_id, prefetch, error=str(exc)[:500])
                 raise
-            img.fetched = img.checked = True
-            size = await size_of(img.ref) or 0
-            done = last[1] or size
+            img.fetched = True
+            size = int(await size_of(img.ref) or 0)
+            done = pulled[0] or size
             req.stats["built" if building else "pulled"] += 1
             if not building:
                 req.stats["bytes_pulled"] += done

@@ -18,8 +18,6 @@ from agentcompass.engine.image_cache import CACHE_LEVELS, image_level, pop_image
 from agentcompass.records import AttemptStarted, ImagePull, ImageRemoved, ProgressEvent, TaskFinished
 from agentcompass.specs import ComponentSpec, ModelSpec, OrchestrationSpec, RunRequestSpec
 
-from ..environments.conftest import busybox_image, docker_available, docker_run_id  # noqa: F401
-
 BENCH = "tests.engine.components:ImageTasksBenchmark"
 HARNESS = "tests.engine.components:SleepingHarness"
 
@@ -35,7 +33,7 @@ def _build(tag: str, base: str, ctx: Path) -> None:
 
 
 @pytest.fixture
-def tags(docker_available: None) -> Iterator[list[str]]:  # noqa: F811
+def tags(docker_available: None) -> Iterator[list[str]]:
     """Fresh image tags for one test; whatever of them is left is removed afterwards (we created them)."""
     prefix = f"agentcompass-test/imgcache:{uuid.uuid4().hex[:10]}"
     made = [f"{prefix}-{i}" for i in range(4)]
@@ -100,10 +98,11 @@ def test_image_params_are_validated_and_named() -> None:
 
 
 def test_a_provider_without_images_refuses_the_image_params(tmp_path: Path) -> None:
-    out = agentcompass.run_evaluation("shell_tasks", "shell_agent", "scripted", "local",
-                                      environment_params={"cache_level": "env"}, results_dir=str(tmp_path),
-                                      progress="none")
-    assert out.status == "failed" and out.error_field == "environment_params.cache_level"
+    with pytest.raises(ConfigError, match="has no images") as info:
+        agentcompass.run_evaluation("shell_tasks", "shell_agent", "scripted", "local",
+                                    environment_params={"cache_level": "env"}, results_dir=str(tmp_path),
+                                    progress="none")
+    assert info.value.field == "environment_params.cache_level"
 
 
 def test_levels_follow_the_official_names() -> None:
@@ -118,7 +117,7 @@ def test_levels_follow_the_official_names() -> None:
 
 
 @pytest.mark.timeout(600)
-def test_prefetch_limit_and_removal_of_what_the_run_built(busybox_image: str, docker_run_id: str,  # noqa: F811
+def test_prefetch_limit_and_removal_of_what_the_run_built(busybox_image: str, docker_run_id: str,
                                                           tags: list[str], tmp_path: Path) -> None:
     _build(tags[0], busybox_image, tmp_path / "pre")  # there before the run: must stay
     result, events = _launch(_request("r", docker_run_id, tmp_path, tags, busybox_image, prefetch_images=1,
@@ -151,7 +150,7 @@ def test_prefetch_limit_and_removal_of_what_the_run_built(busybox_image: str, do
 
 
 @pytest.mark.timeout(600)
-def test_two_requests_share_one_build_and_instance_level_keeps_it(busybox_image: str,  # noqa: F811
+def test_two_requests_share_one_build_and_instance_level_keeps_it(busybox_image: str,
                                                                    docker_run_id: str, tags: list[str],
                                                                    tmp_path: Path) -> None:
     both = tags[:2]
@@ -167,7 +166,7 @@ def test_two_requests_share_one_build_and_instance_level_keeps_it(busybox_image:
 
 
 @pytest.mark.timeout(300)
-def test_below_the_disk_floor_the_task_fails_with_disk_full(busybox_image: str, docker_run_id: str,  # noqa: F811
+def test_below_the_disk_floor_the_task_fails_with_disk_full(busybox_image: str, docker_run_id: str,
                                                             tags: list[str], tmp_path: Path) -> None:
     result, events = _launch(_request("r", docker_run_id, tmp_path, tags[:2], busybox_image,
                                       min_free_disk="1000000t"))
