@@ -16,10 +16,13 @@ One per launch, shared by its requests, living on the launch's event loop; reque
 from __future__ import annotations
 
 import asyncio
+import glob
+import hashlib
 import inspect
 import logging
 import os
 import re
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -141,12 +144,60 @@ def _slots(daemon: str) -> ProcessSlots:
 
 def _hold(key: tuple[str, str], delta: int) -> int:
     with _registry_lock:
-        n = _holds.get(key, 0) + delta
+        before = _holds.get(key, 0)
+        n = before + delta
         if n > 0:
             _holds[key] = n
         else:
             _holds.pop(key, None)
+        if (before == 0) != (n == 0):
+            _lease(key, n > 0)
         return n
+
+
+#: one empty file per (daemon, image, pid) holding it, so other processes on this host keep the image too
+LEASE_DIR = os.path.join(tempfile.gettempdir(), "agentcompass-image-holds")
+
+
+def lease_prefix(key: tuple[str, str]) -> str:
+    """Leases of ``(daemon_key, image)`` are the files ``<prefix>.<pid>``."""
+    return os.path.join(LEASE_DIR, hashlib.sha256("\0".join(key).encode()).hexdigest()[:24])
+
+
+def _lease(key: tuple[str, str], held: bool) -> None:
+    path = f"{lease_prefix(key)}.{os.getpid()}"
+    try:
+        if held:
+            os.makedirs(LEASE_DIR, exist_ok=True)
+            with open(path, "w"):
+                pass
+        else:
+            os.unlink(path)
+    except OSError as exc:  # a missing lease only makes another process's removal less careful
+        log.debug("image lease %s: %s", path, exc)
+
+
+def _held_elsewhere(key: tuple[str, str]) -> bool:
+    """Whether another live process of this host holds the image (a dead one's lease is dropped)."""
+    for path in glob.glob(f"{lease_prefix(key)}.*"):
+        try:
+            pid = int(path.rsplit(".", 1)[1])
+        except ValueError:
+            continue
+        if pid == os.getpid():
+            continue
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+            continue
+        except PermissionError:  # alive, another user's
+            pass
+        return True
+    return False
 
 
 def fetches_in_flight(daemon: str) -> int:
@@ -416,6 +467,10 @@ class ImageCache:
 
     async def _remove(self, req: _Request, img: _Image) -> None:
         try:
+            if await asyncio.to_thread(_held_elsewhere, img.key):
+                self._emit(ImageRemoved(ts=time.time(), request=req.name, run_id=req.run_id, image=img.ref,
+                                        kept="another process holds it"))
+                return
             async with asyncio.timeout(_REMOVE_CAP_S):
                 freed = await req.provider.remove_image(img.ref)
         except Exception as exc:

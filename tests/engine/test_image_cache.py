@@ -4,6 +4,7 @@ decided is read from its events (progress.jsonl / on_progress) and summary.json,
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ import pytest
 
 import agentcompass
 from agentcompass._errors import ConfigError
-from agentcompass.engine.image_cache import CACHE_LEVELS, image_level, pop_image_policy
+from agentcompass.engine.image_cache import CACHE_LEVELS, image_level, lease_prefix, pop_image_policy
 from agentcompass.records import AttemptStarted, ImagePull, ImageRemoved, ProgressEvent, TaskFinished
 from agentcompass.specs import ComponentSpec, ModelSpec, OrchestrationSpec, RunRequestSpec
 
@@ -176,3 +177,22 @@ def test_below_the_disk_floor_the_task_fails_with_disk_full(busybox_image: str, 
     assert "environment_params.min_free_disk" in detail["attempts"]["1"]["error"]
     assert not [t for t in tags[:2] if _exists(t)]
     assert any(isinstance(ev, ImagePull) and ev.status == "failed" for ev in events)
+
+
+@pytest.mark.timeout(300)
+def test_an_image_another_live_process_holds_is_kept(busybox_image: str, docker_run_id: str, tags: list[str],
+                                                     tmp_path: Path) -> None:
+    other = subprocess.Popen(["sleep", "300"])
+    lease = Path(f"{lease_prefix(('docker@' + (os.environ.get('DOCKER_HOST') or 'local'), tags[0]))}.{other.pid}")
+    lease.parent.mkdir(parents=True, exist_ok=True)
+    lease.touch()
+    try:
+        result, events = _launch(_request("r", docker_run_id, tmp_path, tags[:2], busybox_image))
+    finally:
+        other.kill()
+        other.wait()
+        lease.unlink(missing_ok=True)
+    assert result["r"].status == "completed"
+    assert _exists(tags[0]) and not _exists(tags[1])
+    kept = [ev for ev in events if isinstance(ev, ImageRemoved) and ev.image == tags[0]]
+    assert len(kept) == 1 and kept[0].kept == "another process holds it" and kept[0].bytes_freed == 0
