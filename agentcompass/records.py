@@ -184,6 +184,9 @@ class Summary(msgspec.Struct, omit_defaults=True):
     duration_s: float | None = None
     #: attempts that raised each analysis flag (analyzers and benchmark flags), and ``analyzer_errors``.
     analysis: dict[str, int] = {}
+    #: the image cache of the run (docker): ``pulled``, ``built``, ``removed`` (images), ``bytes_pulled``,
+    #: ``bytes_removed``
+    images: dict[str, int] = {}
 
 
 # ---------------------------------------------------------------- progress events (progress.jsonl)
@@ -280,5 +283,34 @@ class RequestFinished(_Event, tag="request_finished"):
     error: str | None = None
 
 
+class ImagePull(_Event, tag="image_pull"):
+    """An image a task needs is being made present (``engine/image_cache.py``).
+
+    ``status``: ``scheduled`` (the engine decided to prefetch it for ``task_id``), ``queued`` (waiting for a
+    pull slot), ``waiting_disk`` (below ``min_free_disk``), ``pulling`` /
+    ``building`` (started; ``pulling`` again with byte counts while it runs), ``done``, ``present`` (there
+    already), ``failed``. ``prefetch``: asked ahead of the task that needs it."""
+
+    image: str
+    status: str
+    task_id: str | None = None
+    prefetch: bool = False
+    layers_done: int = 0
+    layers_total: int = 0
+    bytes_done: int = 0
+    bytes_total: int = 0
+    rate_bps: float = 0.0
+    error: str | None = None
+
+
+class ImageRemoved(_Event, tag="image_removed"):
+    """An image this run pulled or built was removed after its last task (``cache_level``); ``kept``: why it
+    was not (a container still uses it), with ``bytes_freed`` 0."""
+
+    image: str
+    bytes_freed: int = 0
+    kept: str | None = None
+
+
 ProgressEvent = RequestStarted | AttemptStarted | EnvOpened | TryRetrying | ModelRetrying | ModelLimitChanged \
-    | AttemptFinished | TaskFinished | RequestFinished
+    | AttemptFinished | TaskFinished | RequestFinished | ImagePull | ImageRemoved

@@ -43,6 +43,7 @@ POLICIES: dict[str, FailurePolicy] = {
     # the sandbox
     "env_open_failed": _TRANSIENT,
     "env_lost": _TRANSIENT,
+    "disk_full": _FINAL,  # below min_free_disk after waiting disk_wait_timeout for this run's images to go
     # the agent
     "command_timeout": _GRADED,
     "agent_timeout": _GRADED,

@@ -15,6 +15,7 @@ import msgspec
 from ..records import (
     AttemptFinished,
     AttemptStarted,
+    ImagePull,
     ModelLimitChanged,
     ModelRetrying,
     ProgressEvent,
@@ -26,6 +27,27 @@ from ..records import (
 from .redact import Redactor
 
 log = logging.getLogger("agentcompass.progress")
+
+#: ImagePull statuses after which the image is no longer being fetched
+_PULL_ENDED = ("done", "present", "failed")
+
+
+def _mb(n: float) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+def pull_line(ev: ImagePull) -> str:
+    """``[request] image X: pulling 3/7 layers, 120.0/2700.0 MB, 35.2 MB/s``."""
+    parts = [ev.status]
+    if ev.layers_total:
+        parts.append(f"{ev.layers_done}/{ev.layers_total} layers")
+    if ev.bytes_done or ev.bytes_total:
+        parts.append(f"{_mb(ev.bytes_done)}/{_mb(ev.bytes_total)}" if ev.bytes_total else _mb(ev.bytes_done))
+    if ev.rate_bps:
+        parts.append(f"{_mb(ev.rate_bps)}/s")
+    if ev.error:
+        parts.append(ev.error[:200])
+    return f"[{ev.request}] image {ev.image}: {', '.join(parts)}"
 
 
 class RequestStats:
@@ -113,6 +135,8 @@ class Display:
 
     def __init__(self) -> None:
         self.stats: dict[str, RequestStats] = {}
+        #: the last event of each image being fetched right now
+        self.pulls: dict[str, ImagePull] = {}
 
     def stat(self, name: str) -> RequestStats:
         st = self.stats.get(name)
@@ -121,6 +145,12 @@ class Display:
         return st
 
     def update(self, ev: ProgressEvent) -> None:
+        if isinstance(ev, ImagePull):
+            if ev.status in _PULL_ENDED:
+                self.pulls.pop(ev.image, None)
+            else:
+                self.pulls[ev.image] = ev
+            return
         self.stat(ev.request).apply(ev)
 
     def start(self) -> None:
@@ -138,11 +168,23 @@ class PlainDisplay(Display):
         self.stream = stream or sys.stderr
         self.interval = interval
         self._task: asyncio.Task[None] | None = None
+        self._pull_printed: dict[str, float] = {}
 
     def update(self, ev: ProgressEvent) -> None:
         super().update(ev)
         if isinstance(ev, RequestFinished):
             self._print(self.stats[ev.request])
+        elif isinstance(ev, ImagePull) and ev.status != "present":
+            # a line when a fetch starts and ends, and at most one per interval while bytes come in
+            now = time.monotonic()
+            last = self._pull_printed.get(ev.image)
+            if ev.status in _PULL_ENDED:
+                self._pull_printed.pop(ev.image, None)
+            elif last is not None and now - last < self.interval:
+                return
+            else:
+                self._pull_printed[ev.image] = now
+            print(pull_line(ev), file=self.stream, flush=True)
 
     def _print(self, st: RequestStats) -> None:
         print(st.line(), file=self.stream, flush=True)
@@ -188,7 +230,13 @@ class RichDisplay(Display):
                           str(max(0, st.total - st.done - st.running)), str(st.correct), str(st.errors),
                           str(st.retries), str(st.model_retries), st.limit_text(), f"{st.rate():.1f}",
                           f"{eta:.0f}s" if eta is not None else "-")
-        return table
+        pulls = list(self.pulls.values())
+        if not pulls:
+            return table
+        from rich.console import Group
+        from rich.text import Text
+
+        return Group(table, *(Text(pull_line(ev)) for ev in pulls[:20]))
 
     def start(self) -> None:
         self._live.start()

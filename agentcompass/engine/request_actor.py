@@ -46,6 +46,7 @@ from ..results import RequestOutcome
 from ..specs import RunRequestSpec
 from .failures import policy
 from .identity import request_identity, run_fields, task_identity
+from .image_cache import DiskFull, RequestImages, pop_image_policy
 from .messages import AttemptDone, CancelRequest, MsgQueue, Submit, WorkItem
 from .model_access import open_model_access, split_engine_params
 from .redact import RedactingFormatter, Redactor
@@ -135,6 +136,8 @@ class RequestActor:
         self._closers: list[Any] = []
         self._last_info_write = 0.0
         self._accumulator: Any = None
+        #: this request's handle on the launch's image cache (providers with images)
+        self.images: RequestImages | None = None
         self.started_at = time.time()
 
     # ------------------------------------------------------------------ lifecycle
@@ -228,8 +231,13 @@ class RequestActor:
         harness = harness_cls(harness_params, ctx)
         if getattr(provider_cls, "takes_phase_timeouts", False):
             env_params.update(env_timeouts)
+        has_images = callable(getattr(provider_cls, "ensure_image", None))
+        image_policy, image_params = pop_image_policy(env_params, supported=has_images, provider=spec.environment.id)
         provider = provider_cls(env_params, ctx)
         self._closers.append(provider.aclose)
+        env_params.update(image_params)  # recorded in params.json as given
+        if has_images:
+            self.images = sup.images.open_request(self.name, self.run_id, provider, image_policy)
         analyzers = build_analyzers(spec.enable_analysis, reg["analyzer"], ctx)
         for key, phase_policy in net.items():  # refused before any task starts, naming the param that asked
             try:
@@ -269,7 +277,7 @@ class RequestActor:
             retry_patterns=[re.compile(p) for p in spec.retry_pattern_list],
             keep_environment=spec.keep_environment, file_log_level=logging.getLevelName(spec.file_log_level),
             timeouts=timeouts, network=network,
-            price=engine_params.price)
+            price=engine_params.price, images=self.images)
         self.rt.analyzers = analyzers
         new_acc = getattr(benchmark, "new_accumulator", None)
         self._accumulator = new_acc() if callable(new_acc) else DefaultAccumulator(self.rt.k)
@@ -391,6 +399,8 @@ class RequestActor:
                                                   limiter=self.limiter)
         self.counts.total = len(tasks)
         to_run, reused = self._apply_reuse(tasks)
+        if self.images is not None and (rt.harness.needs_environment or rt.harness.evaluates):
+            await self.images.plan(rt.benchmark, (t for t, _ in to_run))
         rt.emit(RequestStarted(ts=time.time(), request=self.name, run_id=self.run_id,
                                run_dir=str(self.run_dir.path), total_tasks=len(tasks),
                                reused_tasks=self.counts.reused))
@@ -431,7 +441,13 @@ class RequestActor:
                     image, recipe = prepared.image, prepared.image_recipe
                 except Exception:  # reported as that task's prepare_error
                     pass
-            await asyncio.wait_for(ensure_image(image, recipe), rt.timeouts.env_open)
+            if self.images is not None:  # fetched through the cache: shared, counted, removed after use
+                try:
+                    await self.images.ensure(first.task_id if first is not None else None, image, recipe)
+                except DiskFull:  # not the request's fault: the tasks that need room fail with disk_full
+                    pass
+            else:
+                await asyncio.wait_for(ensure_image(image, recipe), rt.timeouts.env_open)
 
     def _on_done(self, msg: AttemptDone) -> None:
         entry = self.in_flight.get(msg.task_id)
@@ -451,6 +467,8 @@ class RequestActor:
         assert self.run_dir is not None and self.rt is not None
         self.run_dir.write_detail(detail)
         self._account(detail)
+        if self.images is not None:
+            self.images.task_done(detail.task_id)
         self.rt.emit(TaskFinished(ts=time.time(), request=self.name, run_id=self.run_id, task_id=detail.task_id,
                                   correct=detail.correct, reused=reused_from is not None))
         self._maybe_write_run_info()
@@ -625,6 +643,12 @@ class RequestActor:
             err_text = (f"{n} attempt{'s' if n > 1 else ''} ended with an engine error (a bug in the code running "
                         f"the attempt, not the agent's result); first: {(self._first_engine_error or '')[:500]}")
         rt = self.rt
+        image_counts: dict[str, int] = {}
+        if self.images is not None:
+            try:
+                image_counts = await self.images.close()
+            except Exception as exc:  # the run's result stands; the images are the sweep's to find
+                self.sup.log.warning("request %s: closing its images failed: %r", self.name, exc)
         if self.run_dir is not None:
             self.run_dir.release_reserve()  # room for the last two files, even on a full disk
             try:
@@ -633,7 +657,7 @@ class RequestActor:
                                   metrics=metrics, by_category=by_category, errors_by_kind=self.errors_by_kind,
                                   counts=self.counts, reuse=self.reuse_report, usage=self.usage,
                                   duration_s=round(finished - self.started_at, 3),
-                                  analysis=dict(sorted(self.analysis_counts.items())))
+                                  analysis=dict(sorted(self.analysis_counts.items())), images=image_counts)
                 self.run_dir.write_summary(summary)
             except Exception as exc:  # nothing already written is lost; report what failed
                 err_text = err_text or f"writing the summary failed: {describe(exc)}"

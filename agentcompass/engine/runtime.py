@@ -16,6 +16,7 @@ from .run_dir import RunDir
 
 if TYPE_CHECKING:
     from ..models.pricing import PriceTable
+    from .image_cache import RequestImages
     from .model_access import ModelAccess
 
 #: the task an attempt's code is working on (set by the TaskActor; read by hooks that get no context, such as
@@ -81,4 +82,6 @@ class RequestRuntime:
     partial_tries: dict[tuple[str, int], list[TryRecord]] = field(default_factory=dict)
     #: analyzers run on each finished attempt (``enable_analysis``).
     analyzers: list[Any] = field(default_factory=list)
+    #: the request's handle on the launch's image cache (providers with images), asked before each open.
+    images: RequestImages | None = None
     extra: dict[str, Any] = field(default_factory=dict)

@@ -13,6 +13,7 @@ from ..registry import Registries
 from ..results import LaunchResult, LaunchStatus, RequestOutcome
 from ..specs import OrchestrationSpec
 from .env_pool import EnvironmentPool, validate_pool_settings
+from .image_cache import ImageCache
 from .model_access import ModelServices
 from .progress import EventBus, OnProgress, make_display
 from .redact import RedactingFormatter, Redactor
@@ -72,6 +73,8 @@ class Supervisor:
         self.pool = EnvironmentPool(spec.provider_limits, spec.env_open_qps, self.bus.emit,
                                     max_creates_in_flight=spec.max_env_creates_in_flight)
         self.scheduler = Scheduler(spec.task_concurrency)
+        #: per-task images: fetch limit, dedup, prefetch, removal after their last task
+        self.images = ImageCache(self.bus.emit)
 
     async def run(self) -> LaunchResult:
         t0 = time.monotonic()

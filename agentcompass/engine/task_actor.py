@@ -339,13 +339,16 @@ class TaskActor:
                            files=files, network=policy,
                            keep=rt.keep_environment, labels={"agentcompass.request": rt.name})
         try:
+            if rt.images is not None:  # the image first: its fetch is shared, bounded and not the open's time
+                await rt.images.ensure(task_id, image, recipe)
             env = await rt.pool.open(rt.provider, spec, timeout=rt.timeouts.env_open, request=rt.name)
         except TimeoutError:
             raise _Failure("run_error", "env_open_failed",
                            f"opening the {role} environment timed out after {rt.timeouts.env_open:g}s") from None
         except Exception as exc:
             log.error("opening %s environment failed: %s", role, traceback.format_exc())
-            raise _Failure("run_error", kind_of(exc, "env_open_failed"),
+            kind = getattr(exc, "error_kind", None)  # an error that knows its kind (e.g. disk_full)
+            raise _Failure("run_error", kind if isinstance(kind, str) else kind_of(exc, "env_open_failed"),
                            f"opening the {role} environment: {describe(exc)}") from None
         entry: dict[str, Any] = {"role": role, "id": env.id, "workdir": env.workdir, "provider": rt.provider.name}
         if rt.keep_environment:

@@ -783,6 +783,52 @@ class DockerProvider:
             raise EnvironmentError_(f"image {ref} is not present locally and no registry is reachable "
                                     f"({exc.message}); {hint}") from exc
 
+    async def image_size(self, ref: str) -> int | None:
+        """The size in bytes of image ``ref`` on the daemon, or None when it has no such image."""
+        try:
+            info = await call(lambda: self.docker.images.inspect(ref), what=f"image inspect {ref}",
+                              timeout_s=self.daemon_timeout)
+        except aiodocker.DockerError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return int(info.get("Size") or 0)
+
+    async def remove_image(self, ref: str) -> int:
+        """Remove image ``ref``; the bytes freed (its size; layers shared with other images stay). 0, without
+        an error, when it is gone already or a container still uses it."""
+        self._images_ready.discard(ref)
+        size = await self.image_size(ref)
+        if size is None:
+            return 0
+        users = await call(lambda: self.docker.containers.list(all=True, filters={"ancestor": [ref]}),
+                           what="container list", timeout_s=self.daemon_timeout)
+        if users:
+            log.info("image %s kept: %d container(s) still use it", ref, len(users))
+            return 0
+        try:
+            await call(lambda: self.docker.images.delete(ref, force=False), what=f"image remove {ref}",
+                       timeout_s=self.daemon_timeout)
+        except aiodocker.DockerError as exc:
+            if exc.status in (404, 409):  # gone, or in use after all (a container created meanwhile)
+                return 0
+            raise
+        return size
+
+    async def disk_free_bytes(self) -> int | None:
+        """Free bytes on the daemon's data root (``DockerRootDir``) for a daemon on this machine, else None."""
+        if not self._local_daemon():
+            return None
+        info = await call(self.docker.system.info, what="system info", timeout_s=self.daemon_timeout)
+        root = info.get("DockerRootDir")
+        if not isinstance(root, str) or not root:
+            return None
+        try:
+            st = await asyncio.to_thread(os.statvfs, root)
+        except OSError:  # a daemon in a VM or another mount namespace: its root is not ours to stat
+            return None
+        return st.f_bavail * st.f_frsize
+
     # ------------------------------------------------------------------ open / close
 
     def _labels(self, spec: EnvOpenSpec) -> dict[str, str]:

@@ -240,3 +240,40 @@ class StuckHarness:
         else:
             await env.exec(f"sleep {self.seconds} & sleep {self.seconds}", timeout=self.seconds + 30)
         return HarnessResult(final_answer="")
+
+
+class ImageTasksBenchmark:
+    """One task per tag in ``tags``, each in its own image built from a tiny recipe (``FROM base``, a label, a
+    marker file) written under ``context_root``; every attempt that ran is correct."""
+
+    version: ClassVar[str] = "1"
+
+    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
+        import os
+
+        self.tags: list[str] = list(params["tags"])
+        self.contexts: list[str] = []
+        for i, tag in enumerate(self.tags):
+            ctx_dir = os.path.join(str(params["context_root"]), f"t{i}")
+            os.makedirs(ctx_dir, exist_ok=True)
+            with open(os.path.join(ctx_dir, "Dockerfile"), "w") as fh:
+                fh.write(f"FROM {params['base']}\nLABEL agentcompass.test=image_cache\n"
+                         f"RUN echo {tag} > /marker\n")
+            self.contexts.append(ctx_dir)
+
+    def load_tasks(self) -> list[Any]:
+        from agentcompass.interfaces import TaskSpec
+
+        return [TaskSpec(task_id=f"t{i}") for i in range(len(self.tags))]
+
+    def prepare(self, task: Any) -> Any:
+        from agentcompass.interfaces import ImageRecipe
+
+        i = int(task.task_id[1:])
+        return PreparedTask(task_id=task.task_id, prompt="", image=self.tags[i],
+                            image_recipe=ImageRecipe(self.contexts[i]))
+
+    async def evaluate(self, ctx: Any) -> Any:
+        from agentcompass.interfaces import EvalResult
+
+        return EvalResult(correct=True)

@@ -1,0 +1,531 @@
+"""ImageCache: the engine's image policy for runs over per-task images (SWE-bench: one image per task).
+
+One per launch, shared by its requests, living on the launch's event loop; requests reach it through a
+``RequestImages`` handle. It decides when an image is fetched (pulled or built) and when it is removed:
+
+- fetches are bounded by ``max_concurrent_pulls``, counted process-wide per daemon (like ``provider_limits``);
+- asks for one image share one fetch (across the launch's requests; within the process the provider's own
+  per-image lock and existence check do the rest);
+- each request fetches the images of its next ``prefetch_images`` queued tasks while earlier tasks run;
+- ``cache_level`` (as in the official SWE-bench harness): an image above the level that this launch fetched
+  is removed after the last task that needs it; an image that was there before is never removed;
+- ``min_free_disk``: below it a fetch waits (bounded) for this launch's images to be released, or fails the
+  task with ``disk_full``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import glob
+import hashlib
+import inspect
+import logging
+import os
+import re
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._errors import ConfigError, EnvironmentError_
+from .._validate import MAX_COUNT, check_number, seconds
+from ..interfaces import ImageRecipe, TaskSpec
+from ..records import ImagePull, ImageRemoved, ProgressEvent
+from .env_pool import ProcessSlots
+
+log = logging.getLogger("agentcompass.images")
+
+CACHE_LEVELS: tuple[str, ...] = ("none", "base", "env", "instance")
+_RANK = {level: i for i, level in enumerate(CACHE_LEVELS)}
+#: the environment params this module owns (popped before the provider sees its params)
+IMAGE_PARAMS: tuple[str, ...] = ("cache_level", "min_free_disk", "max_concurrent_pulls", "prefetch_images",
+                                 "disk_wait_timeout")
+DEFAULT_CACHE_LEVEL = "env"
+#: room for the daemon's own metadata, container layers and the run directory after a fetch
+DEFAULT_MIN_FREE_DISK = 2 << 30
+DEFAULT_MAX_CONCURRENT_PULLS = 3
+DEFAULT_PREFETCH_IMAGES = 4
+DEFAULT_DISK_WAIT_S = 600.0
+#: the cap on one ensure (the wait for a pull slot plus the fetch); the provider bounds the fetch itself
+ENSURE_CAP_S = 6 * 3600.0
+_REMOVE_CAP_S = 120.0
+_PROGRESS_EVERY_S = 0.5
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
+
+
+class DiskFull(EnvironmentError_):
+    """The daemon's disk is below ``min_free_disk`` and nothing this run holds could be released in time."""
+
+    error_kind = "disk_full"
+
+
+def _field(key: str) -> str:
+    return f"environment_params.{key}"
+
+
+def _size(value: Any, key: str) -> int | None:
+    """``"10g"`` / an int of bytes -> bytes; ``0`` or None turns the floor off."""
+    if value is None or value == 0:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= 1 << 60:
+        return value
+    match = _SIZE_RE.match(value) if isinstance(value, str) else None
+    if not match:
+        raise ConfigError(f"Invalid `{_field(key)}` {value!r}: expected a size like '10g' or '512m' (units k, m, "
+                          "g, t), an int of bytes, or 0 / null for no floor.", field=_field(key))
+    size = int(float(match.group(1)) * 1024 ** " kmgt".index(match.group(2).lower() or " "))
+    return size or None
+
+
+@dataclass(frozen=True)
+class ImagePolicy:
+    """A request's image settings (environment params of providers with images, e.g. ``docker``)."""
+
+    cache_level: str = DEFAULT_CACHE_LEVEL
+    min_free_disk: int | None = DEFAULT_MIN_FREE_DISK
+    max_concurrent_pulls: int = DEFAULT_MAX_CONCURRENT_PULLS
+    prefetch_images: int = DEFAULT_PREFETCH_IMAGES
+    disk_wait_timeout: float = DEFAULT_DISK_WAIT_S
+
+    def keeps(self, level: str) -> bool:
+        """Whether an image of ``level`` this run fetched stays after its last task."""
+        return _RANK[level] <= _RANK[self.cache_level]
+
+
+def pop_image_policy(params: dict[str, Any], *, supported: bool, provider: str) -> tuple[ImagePolicy, dict[str, Any]]:
+    """Take the image params out of ``params`` (environment params): (the policy, the params as given)."""
+    given = {k: params.pop(k) for k in IMAGE_PARAMS if k in params}
+    if given and not supported:
+        key = next(iter(given))
+        raise ConfigError(f"Invalid `{_field(key)}`: environment {provider!r} has no images; the image cache params "
+                          f"({', '.join(IMAGE_PARAMS)}) apply to providers with images, such as 'docker'.",
+                          field=_field(key))
+    level = given.get("cache_level", DEFAULT_CACHE_LEVEL)
+    if level not in CACHE_LEVELS:
+        raise ConfigError(f"Invalid `{_field('cache_level')}` {level!r}. Allowed: {', '.join(CACHE_LEVELS)}.",
+                          field=_field("cache_level"))
+    pulls = check_number(given.get("max_concurrent_pulls", DEFAULT_MAX_CONCURRENT_PULLS),
+                         _field("max_concurrent_pulls"), ge=1, le=MAX_COUNT, integer=True)
+    prefetch = check_number(given.get("prefetch_images", DEFAULT_PREFETCH_IMAGES), _field("prefetch_images"),
+                            ge=0, le=MAX_COUNT, integer=True)
+    floor = _size(given["min_free_disk"], "min_free_disk") if "min_free_disk" in given else DEFAULT_MIN_FREE_DISK
+    wait = seconds(given.get("disk_wait_timeout", DEFAULT_DISK_WAIT_S), _field("disk_wait_timeout"))
+    return ImagePolicy(level, floor, int(pulls), int(prefetch), wait), given
+
+
+def image_level(ref: str, *, per_task: bool) -> str:
+    """The official harness's levels by name (``sweb.base.*``, ``sweb.env.*``, ``sweb.eval.*``); other images a
+    task names are ``instance`` level, the provider's default image ``base``."""
+    name = ref.rsplit("/", 1)[-1]
+    if name.startswith("sweb.base."):
+        return "base"
+    if name.startswith("sweb.env."):
+        return "env"
+    return "instance" if name.startswith("sweb.eval.") or per_task else "base"
+
+
+# ----------------------------------------------------------------------------- process-wide counts
+
+_registry_lock = threading.Lock()
+_fetch_slots: dict[str, ProcessSlots] = {}
+#: launches of this process holding each (daemon, image): a launch removes an image only when no other holds it
+_holds: dict[tuple[str, str], int] = {}
+
+
+def _slots(daemon: str) -> ProcessSlots:
+    with _registry_lock:
+        slots = _fetch_slots.get(daemon)
+        if slots is None:
+            slots = _fetch_slots[daemon] = ProcessSlots(f"image fetches on {daemon}")
+        return slots
+
+
+def _hold(key: tuple[str, str], delta: int) -> int:
+    with _registry_lock:
+        before = _holds.get(key, 0)
+        n = before + delta
+        if n > 0:
+            _holds[key] = n
+        else:
+            _holds.pop(key, None)
+        if (before == 0) != (n == 0):
+            _lease(key, n > 0)
+        return n
+
+
+#: one empty file per (daemon, image, pid) holding it, so other processes on this host keep the image too
+LEASE_DIR = os.path.join(tempfile.gettempdir(), "agentcompass-image-holds")
+
+
+def lease_prefix(key: tuple[str, str]) -> str:
+    """Leases of ``(daemon_key, image)`` are the files ``<prefix>.<pid>``."""
+    return os.path.join(LEASE_DIR, hashlib.sha256("\0".join(key).encode()).hexdigest()[:24])
+
+
+def _lease(key: tuple[str, str], held: bool) -> None:
+    path = f"{lease_prefix(key)}.{os.getpid()}"
+    try:
+        if held:
+            os.makedirs(LEASE_DIR, exist_ok=True)
+            with open(path, "w"):
+                pass
+        else:
+            os.unlink(path)
+    except OSError as exc:  # a missing lease only makes another process's removal less careful
+        log.debug("image lease %s: %s", path, exc)
+
+
+def _held_elsewhere(key: tuple[str, str]) -> bool:
+    """Whether another live process of this host holds the image (a dead one's lease is dropped)."""
+    for path in glob.glob(f"{lease_prefix(key)}.*"):
+        try:
+            pid = int(path.rsplit(".", 1)[1])
+        except ValueError:
+            continue
+        if pid == os.getpid():
+            continue
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+            continue
+        except PermissionError:  # alive, another user's
+            pass
+        return True
+    return False
+
+
+def fetches_in_flight(daemon: str) -> int:
+    """Pulls and builds running right now on ``daemon`` (a ``daemon_key``) across this process."""
+    return _slots(daemon).count
+
+
+def daemon_key(provider: Any) -> str:
+    """Which daemon ``provider`` talks to: limits and holds count per daemon."""
+    host = getattr(provider, "docker_host", None) or os.environ.get("DOCKER_HOST") or "local"
+    return f"{provider.name}@{host}"
+
+
+# ----------------------------------------------------------------------------- the cache
+
+
+@dataclass
+class _Image:
+    ref: str
+    key: tuple[str, str]
+    level: str
+    fetch: asyncio.Future[None] | None = None
+    #: absent at the first look and made present by this launch
+    fetched: bool = False
+    #: whether it was there at the first look (None: not looked yet); such an image is never removed
+    present_before: bool | None = None
+    removed: bool = False
+    holds: int = 0
+    #: some holder's cache_level keeps it
+    keep: bool = False
+
+
+@dataclass
+class _Request:
+    name: str
+    run_id: str
+    provider: Any
+    policy: ImagePolicy
+    order: list[tuple[str, str, ImageRecipe | None]] = field(default_factory=list)
+    asked: set[str] = field(default_factory=set)
+    next_prefetch: int = 0
+    task_refs: dict[str, set[str]] = field(default_factory=dict)
+    background: set[asyncio.Task[Any]] = field(default_factory=set)
+    stats: dict[str, int] = field(default_factory=lambda: {"pulled": 0, "built": 0, "removed": 0,
+                                                           "bytes_pulled": 0, "bytes_removed": 0})
+    closed: bool = False
+
+
+class ImageCache:
+    """The launch's images: what is held by which task, what is being fetched, what to remove."""
+
+    def __init__(self, emit: Callable[[ProgressEvent], None]) -> None:
+        self._emit = emit
+        self._images: dict[tuple[str, str], _Image] = {}
+        self._requests: dict[str, _Request] = {}
+        #: set whenever an image is removed: fetches waiting for disk look again
+        self._space = asyncio.Event()
+        self._removing = 0
+
+    def open_request(self, name: str, run_id: str, provider: Any, policy: ImagePolicy) -> RequestImages:
+        """A request's handle (its provider fetches and removes the images it asks for)."""
+        self._requests[name] = _Request(name, run_id, provider, policy)
+        return RequestImages(self, name)
+
+    # ------------------------------------------------------------------ planning and prefetch
+
+    def _entry(self, req: _Request, ref: str, *, per_task: bool) -> _Image:
+        key = (daemon_key(req.provider), ref)
+        img = self._images.get(key)
+        if img is None or img.removed:
+            img = self._images[key] = _Image(ref, key, image_level(ref, per_task=per_task))
+        return img
+
+    def _take(self, req: _Request, task_id: str, img: _Image) -> None:
+        refs = req.task_refs.setdefault(task_id, set())
+        if img.ref in refs:
+            return
+        refs.add(img.ref)
+        if img.holds == 0:
+            _hold(img.key, +1)
+        img.holds += 1
+        img.keep = img.keep or req.policy.keeps(img.level)
+
+    def _resolve(self, req: _Request, image: str | None) -> tuple[str, bool]:
+        if image:
+            return image, True
+        return str(getattr(req.provider, "image", "") or ""), False
+
+    async def plan(self, name: str, benchmark: Any, tasks: Iterable[TaskSpec]) -> None:
+        req = self._requests[name]
+        for i, task in enumerate(tasks):
+            if i % 64 == 63:
+                await asyncio.sleep(0)  # thousands of tasks: let the loop breathe
+            try:
+                prepared = benchmark.prepare(task.public())
+            except Exception:  # reported as that task's prepare_error when it runs
+                continue
+            ref, per_task = self._resolve(req, prepared.image)
+            if not ref:
+                continue
+            img = self._entry(req, ref, per_task=per_task)
+            self._take(req, task.task_id, img)
+            req.order.append((task.task_id, ref, prepared.image_recipe))
+        self._prefetch(req)
+
+    def _prefetch(self, req: _Request) -> None:
+        if req.closed:
+            return
+        window = len(req.asked) + req.policy.prefetch_images
+        while req.next_prefetch < min(window, len(req.order)):
+            task_id, ref, recipe = req.order[req.next_prefetch]
+            req.next_prefetch += 1
+            if task_id in req.asked:
+                continue
+            img = self._images.get((daemon_key(req.provider), ref))
+            if img is not None and img.fetch is not None and img.fetch.done() and img.fetch.exception() is None:
+                continue  # already there
+            self._emit(ImagePull(ts=time.time(), request=req.name, run_id=req.run_id, image=ref, status="scheduled",
+                                 task_id=task_id, prefetch=True))
+            t = asyncio.get_running_loop().create_task(self._prefetch_one(req, task_id, ref, recipe),
+                                                       name=f"prefetch-{ref}")
+            req.background.add(t)
+            t.add_done_callback(req.background.discard)
+
+    async def _prefetch_one(self, req: _Request, task_id: str, ref: str, recipe: ImageRecipe | None) -> None:
+        try:
+            await self.ensure(req.name, task_id, ref, recipe, prefetch=True)
+        except Exception as exc:  # the task that needs it asks again and reports it
+            log.info("prefetch of %s failed: %s", ref, exc)
+
+    # ------------------------------------------------------------------ ensure
+
+    async def ensure(self, name: str, task_id: str | None, image: str | None, recipe: ImageRecipe | None, *,
+                     prefetch: bool = False) -> str:
+        req = self._requests[name]
+        ref, per_task = self._resolve(req, image)
+        img = self._entry(req, ref, per_task=per_task)
+        if task_id is not None:
+            self._take(req, task_id, img)
+            if not prefetch and task_id not in req.asked:
+                req.asked.add(task_id)
+                self._prefetch(req)
+        if img.fetch is None or (img.fetch.done() and img.fetch.exception() is not None):
+            img.fetch = asyncio.get_running_loop().create_task(self._fetch(req, img, recipe, task_id, prefetch))
+        # shielded: one waiter cancelled must not cancel the fetch the others share
+        async with asyncio.timeout(ENSURE_CAP_S):
+            await asyncio.shield(img.fetch)
+        return ref
+
+    def _event(self, req: _Request, img: _Image, status: str, task_id: str | None, prefetch: bool,
+               **extra: Any) -> None:
+        self._emit(ImagePull(ts=time.time(), request=req.name, run_id=req.run_id, image=img.ref, status=status,
+                             task_id=task_id, prefetch=prefetch, **extra))
+
+    async def _fetch(self, req: _Request, img: _Image, recipe: ImageRecipe | None, task_id: str | None,
+                     prefetch: bool) -> None:
+        provider = req.provider
+        size_of = getattr(provider, "image_size", None)
+        if size_of is None:  # a provider that cannot tell what is there: make it present, never remove it
+            await provider.ensure_image(img.ref, recipe)
+            return
+        if img.present_before is None:
+            img.present_before = await size_of(img.ref) is not None
+            if img.present_before:
+                self._event(req, img, "present", task_id, prefetch)
+                return
+        elif img.present_before or img.fetched:
+            return
+        await self._wait_for_disk(req, img, task_id, prefetch)
+        slots = _slots(daemon_key(provider))
+        if slots.count >= req.policy.max_concurrent_pulls:
+            self._event(req, img, "queued", task_id, prefetch)
+        await slots.acquire(req.policy.max_concurrent_pulls)
+        try:
+            building = recipe is not None or (img.ref == getattr(provider, "image", None) and bool(
+                getattr(provider, "build_context", None) or getattr(provider, "dockerfile", None)))
+            self._event(req, img, "building" if building else "pulling", task_id, prefetch)
+            sent_at = [0.0]  # when the last progress event went out
+            pulled = [0]  # bytes so far
+
+            def on_progress(p: Any) -> None:
+                pulled[0] = int(getattr(p, "bytes_done", 0) or 0)
+                now = time.monotonic()
+                if now - sent_at[0] < _PROGRESS_EVERY_S:
+                    return
+                sent_at[0] = now
+                self._event(req, img, "pulling", task_id, prefetch, layers_done=int(getattr(p, "layers_done", 0)),
+                            layers_total=int(getattr(p, "layers_total", 0)), bytes_done=pulled[0],
+                            bytes_total=int(getattr(p, "bytes_total", 0) or 0),
+                            rate_bps=float(getattr(p, "rate_bps", 0.0) or 0.0))
+
+            kwargs: dict[str, Any] = {}
+            if "on_pull_progress" in inspect.signature(provider.ensure_image).parameters:
+                kwargs["on_pull_progress"] = on_progress
+            try:
+                await provider.ensure_image(img.ref, recipe, **kwargs)
+            except BaseException as exc:
+                self._event(req, img, "failed", task_id, prefetch, error=str(exc)[:500])
+                raise
+            img.fetched = True
+            size = int(await size_of(img.ref) or 0)
+            done = pulled[0] or size
+            req.stats["built" if building else "pulled"] += 1
+            if not building:
+                req.stats["bytes_pulled"] += done
+            self._event(req, img, "done", task_id, prefetch, bytes_done=done, bytes_total=size)
+        finally:
+            slots.release()
+
+    def _releasable(self) -> int:
+        """Images this launch fetched that will be removed once released (space that may come back)."""
+        return sum(1 for i in self._images.values() if i.fetched and not i.removed and not i.keep) + self._removing
+
+    async def _wait_for_disk(self, req: _Request, img: _Image, task_id: str | None, prefetch: bool) -> None:
+        floor = req.policy.min_free_disk
+        free_of = getattr(req.provider, "disk_free_bytes", None)
+        if floor is None or free_of is None:
+            return
+        deadline = time.monotonic() + req.policy.disk_wait_timeout
+        announced = False
+        while True:
+            free = await free_of()
+            if free is None or free >= floor:
+                return
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._releasable():
+                waited = f" after waiting {req.policy.disk_wait_timeout:g}s (disk_wait_timeout)" if left <= 0 else ""
+                msg = (f"image {img.ref}: the daemon's disk has {free / 2**30:.1f} GiB free, below "
+                       f"environment_params.min_free_disk ({floor / 2**30:.1f} GiB){waited}; free space, or lower "
+                       "min_free_disk / cache_level")
+                self._event(req, img, "failed", task_id, prefetch, error=msg)
+                raise DiskFull(msg)
+            if not announced:
+                self._event(req, img, "waiting_disk", task_id, prefetch)
+                announced = True
+            self._space.clear()
+            try:
+                async with asyncio.timeout(min(left, 30.0)):
+                    await self._space.wait()
+            except TimeoutError:
+                pass
+
+    # ------------------------------------------------------------------ release and removal
+
+    def task_done(self, name: str, task_id: str) -> None:
+        """Every attempt of ``task_id`` (verifier included) is over: release the images it held."""
+        req = self._requests.get(name)
+        if req is None:
+            return
+        for ref in req.task_refs.pop(task_id, set()):
+            self._release(req, ref)
+
+    def _release(self, req: _Request, ref: str) -> None:
+        img = self._images.get((daemon_key(req.provider), ref))
+        if img is None or img.holds <= 0:
+            return
+        img.holds -= 1
+        if img.holds:
+            return
+        others = _hold(img.key, -1)
+        if img.fetched and not img.keep and not others and not img.removed:
+            img.removed = True
+            self._removing += 1
+            t = asyncio.get_running_loop().create_task(self._remove(req, img), name=f"remove-{ref}")
+            req.background.add(t)
+            t.add_done_callback(req.background.discard)
+
+    async def _remove(self, req: _Request, img: _Image) -> None:
+        try:
+            if await asyncio.to_thread(_held_elsewhere, img.key):
+                self._emit(ImageRemoved(ts=time.time(), request=req.name, run_id=req.run_id, image=img.ref,
+                                        kept="another process holds it"))
+                return
+            async with asyncio.timeout(_REMOVE_CAP_S):
+                freed = await req.provider.remove_image(img.ref)
+        except Exception as exc:
+            log.warning("removing image %s failed: %s", img.ref, exc)
+            return
+        finally:
+            self._removing -= 1
+            self._space.set()
+        if freed:
+            req.stats["removed"] += 1
+            req.stats["bytes_removed"] += freed
+            self._emit(ImageRemoved(ts=time.time(), request=req.name, run_id=req.run_id, image=img.ref,
+                                    bytes_freed=freed))
+        else:
+            self._emit(ImageRemoved(ts=time.time(), request=req.name, run_id=req.run_id, image=img.ref,
+                                    kept="in use or already gone"))
+
+    async def close(self, name: str) -> dict[str, int]:
+        """The request is over: stop its prefetches, release what it still holds, wait (bounded) for its
+        removals. Returns its counts (for summary.json)."""
+        req = self._requests.get(name)
+        if req is None:
+            return {}
+        req.closed = True
+        for t in list(req.background):
+            if t.get_name().startswith("prefetch-"):
+                t.cancel()
+        for task_id in list(req.task_refs):
+            self.task_done(name, task_id)
+        pending = list(req.background)
+        if pending:
+            await asyncio.wait(pending, timeout=_REMOVE_CAP_S)
+        del self._requests[name]
+        return dict(req.stats)
+
+
+class RequestImages:
+    """One request's access to the launch's ImageCache."""
+
+    def __init__(self, cache: ImageCache, name: str) -> None:
+        self._cache = cache
+        self.name = name
+
+    async def plan(self, benchmark: Any, tasks: Iterable[TaskSpec]) -> None:
+        """Record which image each queued task needs (in queue order) and start prefetching."""
+        await self._cache.plan(self.name, benchmark, tasks)
+
+    async def ensure(self, task_id: str | None, image: str | None, recipe: ImageRecipe | None) -> str:
+        """Make ``image`` (None: the provider's default) present for ``task_id``; its fetch is shared."""
+        return await self._cache.ensure(self.name, task_id, image, recipe)
+
+    def task_done(self, task_id: str) -> None:
+        """Every attempt of ``task_id`` is over."""
+        self._cache.task_done(self.name, task_id)
+
+    async def close(self) -> dict[str, int]:
+        """End of the request: its image counts."""
+        return await self._cache.close(self.name)

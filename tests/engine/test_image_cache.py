@@ -1,0 +1,198 @@
+"""The engine's image policy on a real Docker daemon: per-task images built from tiny recipes; what the engine
+decided is read from its events (progress.jsonl / on_progress) and summary.json, never from timing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import agentcompass
+from agentcompass._errors import ConfigError
+from agentcompass.engine.image_cache import CACHE_LEVELS, image_level, lease_prefix, pop_image_policy
+from agentcompass.records import AttemptStarted, ImagePull, ImageRemoved, ProgressEvent, TaskFinished
+from agentcompass.specs import ComponentSpec, ModelSpec, OrchestrationSpec, RunRequestSpec
+
+BENCH = "tests.engine.components:ImageTasksBenchmark"
+HARNESS = "tests.engine.components:SleepingHarness"
+
+
+def _exists(tag: str) -> bool:
+    return subprocess.run(["docker", "image", "inspect", tag], capture_output=True, timeout=60).returncode == 0
+
+
+def _build(tag: str, base: str, ctx: Path) -> None:
+    ctx.mkdir(parents=True, exist_ok=True)
+    (ctx / "Dockerfile").write_text(f"FROM {base}\nLABEL agentcompass.test=image_cache\nRUN echo pre > /marker\n")
+    subprocess.run(["docker", "build", "-q", "-t", tag, str(ctx)], check=True, capture_output=True, timeout=300)
+
+
+@pytest.fixture
+def tags(docker_available: None) -> Iterator[list[str]]:
+    """Fresh image tags for one test; whatever of them is left is removed afterwards (we created them)."""
+    prefix = f"agentcompass-test/imgcache:{uuid.uuid4().hex[:10]}"
+    made = [f"{prefix}-{i}" for i in range(4)]
+    yield made
+    for tag in made:
+        subprocess.run(["docker", "rmi", "-f", tag], capture_output=True, timeout=120)
+
+
+def _request(name: str, run_id: str, tmp: Path, tags: list[str], base: str, **env: Any) -> RunRequestSpec:
+    return RunRequestSpec(
+        name=name, run_id=run_id, results_dir=str(tmp / "results"), data_dir=str(tmp / "data"), task_concurrency=1,
+        benchmark=ComponentSpec(BENCH, {"tags": tags, "base": base, "context_root": str(tmp / "ctx")}),
+        harness=ComponentSpec(HARNESS, {"seconds": 0.1}), model=ModelSpec("scripted"),
+        environment=ComponentSpec("docker", {"image": base, **env}))
+
+
+def _launch(*requests: RunRequestSpec) -> tuple[Any, list[ProgressEvent]]:
+    events: list[ProgressEvent] = []
+    result = agentcompass.launch(OrchestrationSpec(requests=list(requests), progress="none"),
+                                 on_progress=events.append)
+    return result, events
+
+
+def _index(events: list[ProgressEvent], cls: type, **match: Any) -> int:
+    for i, ev in enumerate(events):
+        if isinstance(ev, cls) and all(getattr(ev, k) == v for k, v in match.items()):
+            return i
+    raise AssertionError(f"no {cls.__name__} {match} in {events}")
+
+
+def _max_fetches_in_flight(events: list[ProgressEvent]) -> int:
+    running, peak = 0, 0
+    for ev in events:
+        if isinstance(ev, ImagePull) and ev.status in ("building", "pulling") and not ev.bytes_done:
+            running += 1
+            peak = max(peak, running)
+        elif isinstance(ev, ImagePull) and ev.status in ("done", "failed") and running:
+            running -= 1
+    return peak
+
+
+# ----------------------------------------------------------------------------- params
+
+
+def test_image_params_are_validated_and_named() -> None:
+    policy, given = pop_image_policy({"cache_level": "instance", "min_free_disk": "10g", "prefetch_images": 0},
+                                     supported=True, provider="docker")
+    assert (policy.cache_level, policy.min_free_disk, policy.prefetch_images) == ("instance", 10 << 30, 0)
+    assert given == {"cache_level": "instance", "min_free_disk": "10g", "prefetch_images": 0}
+    for params, field in (({"cache_level": "all"}, "cache_level"), ({"min_free_disk": "lots"}, "min_free_disk"),
+                          ({"max_concurrent_pulls": 0}, "max_concurrent_pulls"),
+                          ({"prefetch_images": -1}, "prefetch_images")):
+        with pytest.raises(ConfigError) as info:
+            pop_image_policy(dict(params), supported=True, provider="docker")
+        assert info.value.field == f"environment_params.{field}"
+    with pytest.raises(ConfigError, match="none, base, env, instance"):
+        pop_image_policy({"cache_level": "all"}, supported=True, provider="docker")
+    with pytest.raises(ConfigError, match="has no images") as info:
+        pop_image_policy({"cache_level": "env"}, supported=False, provider="local")
+    assert info.value.field == "environment_params.cache_level"
+    assert CACHE_LEVELS == ("none", "base", "env", "instance")
+
+
+def test_a_provider_without_images_refuses_the_image_params(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="has no images") as info:
+        agentcompass.run_evaluation("shell_tasks", "shell_agent", "scripted", "local",
+                                    environment_params={"cache_level": "env"}, results_dir=str(tmp_path),
+                                    progress="none")
+    assert info.value.field == "environment_params.cache_level"
+
+
+def test_levels_follow_the_official_names() -> None:
+    assert image_level("swebench/sweb.eval.x86_64.astropy_1776_astropy-12907:latest", per_task=False) == "instance"
+    assert image_level("sweb.env.py.x86_64.abc:latest", per_task=True) == "env"
+    assert image_level("sweb.base.py.x86_64:latest", per_task=True) == "base"
+    assert image_level("agentcompass/swebench-local:x", per_task=True) == "instance"
+    assert image_level("agentcompass/base:debian-bookworm", per_task=False) == "base"
+
+
+# ----------------------------------------------------------------------------- docker
+
+
+@pytest.mark.timeout(600)
+def test_prefetch_limit_and_removal_of_what_the_run_built(busybox_image: str, docker_run_id: str,
+                                                          tags: list[str], tmp_path: Path) -> None:
+    _build(tags[0], busybox_image, tmp_path / "pre")  # there before the run: must stay
+    result, events = _launch(_request("r", docker_run_id, tmp_path, tags, busybox_image, prefetch_images=1,
+                                      max_concurrent_pulls=1))
+    out = result["r"]
+    assert out.status == "completed", (out.error, out.errors_by_kind)
+    # cache_level env (default): the instance-level images this run built are gone, the one from before stays
+    assert _exists(tags[0])
+    assert [t for t in tags[1:] if _exists(t)] == []
+    removed = {ev.image for ev in events if isinstance(ev, ImageRemoved) and ev.bytes_freed > 0}
+    assert removed == set(tags[1:])
+    assert _index(events, ImagePull, image=tags[0], status="present") >= 0
+    # prefetch: task i+1's image was scheduled (and its build started by the prefetch) before task i finished,
+    # and no further ahead than prefetch_images=1 past the tasks that had started
+    for i in range(1, len(tags)):
+        scheduled = _index(events, ImagePull, image=tags[i], status="scheduled")
+        assert scheduled < _index(events, TaskFinished, task_id=f"t{i - 1}")
+        built = [ev for ev in events if isinstance(ev, ImagePull) and ev.image == tags[i] and ev.status == "building"]
+        assert len(built) == 1 and built[0].prefetch is True
+    for i in range(2, len(tags)):
+        assert _index(events, ImagePull, image=tags[i], status="scheduled") > \
+            _index(events, AttemptStarted, task_id=f"t{i - 1}")
+    # the pull limit: never more than one fetch in flight
+    assert _max_fetches_in_flight(events) == 1
+    summary = json.loads((out.run_dir / "summary.json").read_text())
+    assert summary["images"]["built"] == 3 and summary["images"]["removed"] == 3
+    assert summary["images"]["bytes_removed"] > 0 and summary["images"]["pulled"] == 0
+    progress = (out.run_dir / "progress.jsonl").read_text()
+    assert '"event":"image_pull"' in progress and '"event":"image_removed"' in progress
+
+
+@pytest.mark.timeout(600)
+def test_two_requests_share_one_build_and_instance_level_keeps_it(busybox_image: str,
+                                                                   docker_run_id: str, tags: list[str],
+                                                                   tmp_path: Path) -> None:
+    both = tags[:2]
+    result, events = _launch(
+        _request("a", docker_run_id + "-a", tmp_path, both, busybox_image, cache_level="instance"),
+        _request("b", docker_run_id + "-b", tmp_path, both, busybox_image, cache_level="instance"))
+    assert result["a"].status == "completed" and result["b"].status == "completed"
+    for tag in both:
+        fetches = [ev for ev in events if isinstance(ev, ImagePull) and ev.image == tag and ev.status == "building"]
+        assert len(fetches) == 1, fetches  # one build for both requests
+        assert _exists(tag)  # cache_level instance: kept
+    assert not [ev for ev in events if isinstance(ev, ImageRemoved)]
+
+
+@pytest.mark.timeout(300)
+def test_below_the_disk_floor_the_task_fails_with_disk_full(busybox_image: str, docker_run_id: str,
+                                                            tags: list[str], tmp_path: Path) -> None:
+    result, events = _launch(_request("r", docker_run_id, tmp_path, tags[:2], busybox_image,
+                                      min_free_disk="1000000t"))
+    out = result["r"]
+    assert out.status == "failed" and out.errors_by_kind == {"disk_full": 2}
+    detail = json.loads((out.run_dir / "details" / "t0.json").read_text())
+    assert "environment_params.min_free_disk" in detail["attempts"]["1"]["error"]
+    assert not [t for t in tags[:2] if _exists(t)]
+    assert any(isinstance(ev, ImagePull) and ev.status == "failed" for ev in events)
+
+
+@pytest.mark.timeout(300)
+def test_an_image_another_live_process_holds_is_kept(busybox_image: str, docker_run_id: str, tags: list[str],
+                                                     tmp_path: Path) -> None:
+    other = subprocess.Popen(["sleep", "300"])
+    lease = Path(f"{lease_prefix(('docker@' + (os.environ.get('DOCKER_HOST') or 'local'), tags[0]))}.{other.pid}")
+    lease.parent.mkdir(parents=True, exist_ok=True)
+    lease.touch()
+    try:
+        result, events = _launch(_request("r", docker_run_id, tmp_path, tags[:2], busybox_image))
+    finally:
+        other.kill()
+        other.wait()
+        lease.unlink(missing_ok=True)
+    assert result["r"].status == "completed"
+    assert _exists(tags[0]) and not _exists(tags[1])
+    kept = [ev for ev in events if isinstance(ev, ImageRemoved) and ev.image == tags[0]]
+    assert len(kept) == 1 and kept[0].kept == "another process holds it" and kept[0].bytes_freed == 0
