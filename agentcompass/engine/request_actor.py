@@ -421,7 +421,9 @@ class RequestActor:
                     image, recipe = prepared.image, prepared.image_recipe
                 except Exception:  # reported as that task's prepare_error
                     pass
-            await asyncio.wait_for(ensure_image(image, recipe), rt.timeouts.env_open)
+            # not bounded by open_timeout: a pull is bounded by its own inactivity timeout (a 3 GB image
+            # takes what it takes); its failure (e.g. ImagePullError "image_not_found: ...") fails the request
+            await ensure_image(image, recipe)
 
     def _on_done(self, msg: AttemptDone) -> None:
         entry = self.in_flight.get(msg.task_id)
