@@ -71,7 +71,7 @@ class ImagePullError(EnvironmentError_):
 
     def __init__(self, message: str, *, kind: PullErrorKind, image: str) -> None:
         super().__init__(message)
-        self.kind: str = kind
+        self.kind: PullErrorKind = kind
         self.image = image
 
     @property
@@ -151,7 +151,8 @@ def _config_credentials(registry: str, path: str) -> dict[str, str] | None:
         return None
     if not isinstance(config, dict):
         return None
-    auths = config.get("auths") if isinstance(config.get("auths"), dict) else {}
+    auths = config.get("auths")
+    auths = auths if isinstance(auths, dict) else {}
     for key, entry in auths.items():
         if not isinstance(key, str) or _host_key(key) != registry or not isinstance(entry, dict):
             continue
@@ -167,7 +168,8 @@ def _config_credentials(registry: str, path: str) -> dict[str, str] | None:
                 return {"username": user, "password": password, "serveraddress": key}
         if isinstance(entry.get("username"), str) and isinstance(entry.get("password"), str):
             return {"username": entry["username"], "password": entry["password"], "serveraddress": key}
-    helpers = config.get("credHelpers") if isinstance(config.get("credHelpers"), dict) else {}
+    helpers = config.get("credHelpers")
+    helpers = helpers if isinstance(helpers, dict) else {}
     if any(isinstance(k, str) and _host_key(k) == registry for k in helpers) or config.get("credsStore"):
         log.debug("docker config %s names a credential helper for %s; helpers are not run", path, registry)
     return None
@@ -283,7 +285,8 @@ class _Tracker:
             return False
         layer = self.layers.setdefault(layer_id, _Layer())
         before = (layer.status, layer.current, layer.done)
-        detail = msg.get("progressDetail") if isinstance(msg.get("progressDetail"), dict) else {}
+        detail = msg.get("progressDetail")
+        detail = detail if isinstance(detail, dict) else {}
         current, total = detail.get("current"), detail.get("total")
         if status == "Downloading":
             if isinstance(total, int) and total > 0:

@@ -20,7 +20,14 @@ from agentcompass.records import TaskDetail
 from agentcompass.swebench.local_instances import load_local_instances
 
 from ..environments.conftest import containers_of
-from ..environments.registry import build_random_image, image_present, push_as, remove_image, running_registry, swebench_name
+from ..environments.registry import (
+    build_random_image,
+    image_present,
+    push_as,
+    remove_image,
+    running_registry,
+    swebench_name,
+)
 from .conftest import needs_host_py311
 
 
