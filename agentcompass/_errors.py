@@ -29,7 +29,10 @@ class NotSupportedYet(AgentCompassError, NotImplementedError):
 
 
 class EnvironmentError_(AgentCompassError):
-    """An environment could not be opened, lost, or refused a request."""
+    """An environment could not be opened, lost, or refused a request. ``kind``, when set, is the failure kind
+    the engine books for it (e.g. an image pull's ``image_not_found``) instead of the phase's default."""
+
+    kind: str | None = None
 
 
 class ModelError(AgentCompassError):

@@ -109,3 +109,18 @@ def test_docker_lifecycle_measures_ours_against_raw_aiodocker_per_level_and_leav
     report = json.loads(Path(values["json"]).read_text())
     assert [r["concurrency"] for r in report["rows"]] == [1, 2]
     assert all(r["lifecycles"] == 4 for r in report["rows"])
+
+
+@pytest.mark.docker_images("busybox")
+@pytest.mark.skipif(not HAVE_DOCKER, reason="no Docker daemon")
+def test_image_pull_compares_the_provider_with_docker_pull_from_one_registry(tmp_path: Path) -> None:
+    if not os.access("/usr/bin/docker-registry", os.X_OK):
+        if os.environ.get("CI"):
+            pytest.fail("/usr/bin/docker-registry is missing; CI installs docker-registry (.ci/run)")
+        pytest.skip("/usr/bin/docker-registry is missing: apt-get install docker-registry")
+    _, values = run_script("image_pull.py", "--size-mb", "8", "--layers", "2", "--reps", "1",
+                           "--results-dir", str(tmp_path), timeout=600)
+    assert int(values["bytes"]) >= 8 << 20 and values["reps"] == "1" and values["images_left"] == "0"
+    assert float(values["ratio"]) == pytest.approx(float(values["ours_mb_s"]) / float(values["cli_mb_s"]), rel=0.02)
+    report = json.loads(Path(values["json"]).read_text())
+    assert sorted(p["who"] for p in report["pulls"]) == ["cli", "ours"]

@@ -44,6 +44,14 @@ POLICIES: dict[str, FailurePolicy] = {
     "env_open_failed": _TRANSIENT,
     "env_lost": _TRANSIENT,
     "disk_full": _FINAL,  # below min_free_disk after waiting disk_wait_timeout for this run's images to go
+    # the sandbox's image (environments/docker_pull.py): a registry that is down or a stalled pull may recover;
+    # a missing image or refused credentials will not
+    "registry_unreachable": _TRANSIENT,
+    "image_pull_stalled": _TRANSIENT,
+    "image_pull_timeout": _TRANSIENT,
+    "image_not_found": _FINAL,
+    "registry_auth_required": _FINAL,
+    "image_pull_failed": _FINAL,
     # the agent
     "command_timeout": _GRADED,
     "agent_timeout": _GRADED,

@@ -58,7 +58,7 @@ _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNOREC
 class DiskFull(EnvironmentError_):
     """The daemon's disk is below ``min_free_disk`` and nothing this run holds could be released in time."""
 
-    error_kind = "disk_full"
+    kind = "disk_full"
 
 
 def _field(key: str) -> str:

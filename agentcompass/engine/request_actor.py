@@ -447,7 +447,9 @@ class RequestActor:
                 except DiskFull:  # not the request's fault: the tasks that need room fail with disk_full
                     pass
             else:
-                await asyncio.wait_for(ensure_image(image, recipe), rt.timeouts.env_open)
+                # not bounded by open_timeout: a pull is bounded by its own inactivity timeout (a 3 GB image
+                # takes what it takes); its failure (e.g. ImagePullError "image_not_found: ...") fails the request
+                await ensure_image(image, recipe)
 
     def _on_done(self, msg: AttemptDone) -> None:
         entry = self.in_flight.get(msg.task_id)

@@ -347,10 +347,14 @@ class TaskActor:
                            f"opening the {role} environment timed out after {rt.timeouts.env_open:g}s") from None
         except Exception as exc:
             log.error("opening %s environment failed: %s", role, traceback.format_exc())
-            kind = getattr(exc, "error_kind", None)  # an error that knows its kind (e.g. disk_full)
-            raise _Failure("run_error", kind if isinstance(kind, str) else kind_of(exc, "env_open_failed"),
+            own = exc.kind if isinstance(exc, EnvironmentError_) else None  # e.g. an image pull's, disk_full
+            raise _Failure("run_error", kind_of(exc, own or "env_open_failed"),
                            f"opening the {role} environment: {describe(exc)}") from None
         entry: dict[str, Any] = {"role": role, "id": env.id, "workdir": env.workdir, "provider": rt.provider.name}
+        pull_stats = getattr(rt.provider, "pull_stats", None)
+        stats = pull_stats(spec.image or getattr(rt.provider, "image", None)) if pull_stats is not None else None
+        if stats is not None:  # how the image came to be there: present, pulled (bytes, seconds, tries), built
+            entry["image"] = msgspec.to_builtins(stats)
         if rt.keep_environment:
             entry["kept"] = True
             rt.log.warning("keep_environment: %s environment of task %s kept: %s (%s)", role, task_id, env.id,

@@ -54,6 +54,7 @@ from .docker_api import (
 from .docker_archive import receive_archive
 from .docker_images import build_lock
 from .docker_network import DockerNetworks, check_policy, run_labels
+from .docker_pull import ImagePullError, ProgressCallback, PullOptions, PullResult, pull_image
 from .docker_storage import refusal, size_unsupported, storage_opt
 
 log = logging.getLogger("agentcompass.environments.docker")
@@ -84,7 +85,10 @@ _DEFAULTS: dict[str, Any] = {
     "init": True,
     "build_context": None,
     "dockerfile": None,
-    "pull_timeout": 60.0,
+    "pull_timeout": None,
+    "pull_inactivity_timeout": 120.0,
+    "pull_retries": 3,
+    "platform": None,
     "build_timeout": 1800.0,
     "output_limit_bytes": 1 << 20,
     "forwarder_image": DEFAULT_BASE_IMAGE,
@@ -142,6 +146,14 @@ def _tmpfs(value: Any) -> dict[str, int]:
                               field=_field("tmpfs"))
         out[posixpath.normpath(path)] = parse_memory(size, f"tmpfs[{path!r}]")
     return out
+
+
+def _platform(params: dict[str, Any]) -> str | None:
+    value = _string(params, "platform")
+    if value is not None and not re.fullmatch(r"[a-z0-9_]+(/[a-zA-Z0-9_.-]+){0,2}", value):
+        raise ConfigError(f"environment docker: platform must look like os[/arch[/variant]] (e.g. linux/amd64), "
+                          f"got {value!r}", field=_field("platform"))
+    return value
 
 
 def _string(params: dict[str, Any], key: str) -> str | None:
@@ -608,7 +620,11 @@ class DockerProvider:
         self.exec_default_timeout = float(_positive(p, "exec_default_timeout"))
         self.close_timeout = float(_positive(p, "close_timeout"))
         self.daemon_timeout = float(_positive(p, "daemon_timeout"))
-        self.pull_timeout = float(_positive(p, "pull_timeout"))
+        pull_timeout = _positive(p, "pull_timeout")
+        self.pull_options = PullOptions(
+            platform=_platform(p), inactivity_timeout=float(_positive(p, "pull_inactivity_timeout")),
+            timeout=float(pull_timeout) if pull_timeout is not None else None,
+            retries=int(check_number(p["pull_retries"], _field("pull_retries"), ge=0, le=100, integer=True)))
         self.build_timeout = float(_positive(p, "build_timeout"))
         if not isinstance(p["init"], bool):
             raise ConfigError(f"environment docker: init must be true or false, got {p['init']!r}",
@@ -633,7 +649,10 @@ class DockerProvider:
         self._networks: DockerNetworks | None = None
         self._envs: set[DockerEnvironment] = set()
         self._images_ready: set[str] = set()
-        self._image_errors: dict[str, BaseException] = {}
+        #: image -> (the error, monotonic time it was raised); retryable pull errors only hold for callers that
+        #: were already waiting when it was raised
+        self._image_errors: dict[str, tuple[BaseException, float]] = {}
+        self._pull_results: dict[str, PullResult] = {}
         self._closed = False
 
     # ------------------------------------------------------------------ plumbing
@@ -706,36 +725,53 @@ class DockerProvider:
 
     # ------------------------------------------------------------------ images
 
-    async def ensure_image(self, image: str | None = None, recipe: ImageRecipe | None = None) -> str:
+    async def ensure_image(self, image: str | None = None, recipe: ImageRecipe | None = None, *,
+                           on_pull_progress: ProgressCallback | None = None) -> str:
         """Make sure ``image`` (default: the ``image`` param) exists locally.
 
         Builds it from ``recipe`` (a task's) or from the ``build_context``/``dockerfile`` params when given,
-        else tries to pull. Once per image; a failure is remembered so concurrent opens fail fast with the
-        same error.
+        else pulls it (``docker_pull``: progress to ``on_pull_progress``, no whole-pull bound unless
+        ``pull_timeout``, :class:`ImagePullError` with a ``kind`` on failure). Once per image; a failure is
+        remembered so concurrent opens fail fast with the same error; a retryable pull failure (stalled,
+        unreachable) is tried again by the next caller.
         """
         ref = image or self.image
         if ref in self._images_ready:
             return ref
-        if ref in self._image_errors:
-            raise self._image_errors[ref]
+        called = time.monotonic()
+        self._raise_remembered(ref, called)
         async with build_lock(f"image:{ref}"):  # shared by the providers of this loop
             if ref in self._images_ready:
                 return ref
-            if ref in self._image_errors:
-                raise self._image_errors[ref]
+            self._raise_remembered(ref, called)
             try:
-                if not await image_exists(self.docker, ref, timeout_s=self.daemon_timeout):
-                    if recipe is not None:
-                        await self._build(ref, recipe.context_dir, recipe.dockerfile)
-                    elif (self.build_context or self.dockerfile) and ref == self.image:
-                        await self._build(ref, *await asyncio.to_thread(self._build_inputs))
-                    else:
-                        await self._pull(ref)
+                if await image_exists(self.docker, ref, timeout_s=self.daemon_timeout):
+                    self._pull_results.setdefault(ref, PullResult(image=ref, source="present"))
+                elif recipe is not None:
+                    await self._build(ref, recipe.context_dir, recipe.dockerfile)
+                elif (self.build_context or self.dockerfile) and ref == self.image:
+                    await self._build(ref, *await asyncio.to_thread(self._build_inputs))
+                else:
+                    await self._pull(ref, on_pull_progress)
             except (EnvironmentError_, ConfigError) as exc:
-                self._image_errors[ref] = exc
+                self._image_errors[ref] = (exc, time.monotonic())
                 raise
+            self._image_errors.pop(ref, None)
             self._images_ready.add(ref)
             return ref
+
+    def _raise_remembered(self, ref: str, called: float) -> None:
+        remembered = self._image_errors.get(ref)
+        if remembered is None:
+            return
+        exc, failed_at = remembered
+        if not (isinstance(exc, ImagePullError) and exc.retryable) or failed_at >= called:
+            raise exc
+
+    def pull_stats(self, image: str) -> PullResult | None:
+        """How ``image`` came to be present for this provider (``present``, ``pulled`` with bytes, seconds and
+        attempts, or ``built``); None before ``ensure_image`` made it ready."""
+        return self._pull_results.get(image)
 
     def _build_inputs(self) -> tuple[str, str]:
         """(context dir, dockerfile relative to it) from the params; ConfigError if missing."""
@@ -765,23 +801,19 @@ class DockerProvider:
         except aiodocker.DockerError as exc:
             raise EnvironmentError_(f"building image {ref} from {context} failed: {exc.message}") from exc
         log.info("built image %s in %.1fs", ref, time.monotonic() - started)
+        self._pull_results[ref] = PullResult(image=ref, source="built", seconds=round(time.monotonic() - started, 3))
 
-    async def _pull(self, ref: str) -> None:
-        if ref == DEFAULT_BASE_IMAGE:
-            hint = "build it with `agentcompass images build-base`"
-        elif ref.startswith("agentcompass/base:"):
-            hint = f"build it with `agentcompass images build-base --tag {ref}`"
-        else:
-            hint = "build or load it locally, or give build_context/dockerfile"
+    async def _pull(self, ref: str, on_progress: ProgressCallback | None) -> None:
         try:
-            async with asyncio.timeout(self.pull_timeout):
-                await self.docker.images.pull(ref)
-        except TimeoutError as exc:
-            raise EnvironmentError_(f"image {ref} is not present locally and pulling it timed out after "
-                                    f"{self.pull_timeout:.0f}s (no registry reachable?); {hint}") from exc
-        except aiodocker.DockerError as exc:
-            raise EnvironmentError_(f"image {ref} is not present locally and no registry is reachable "
-                                    f"({exc.message}); {hint}") from exc
+            result = await pull_image(self.docker, ref, self.pull_options, on_progress=on_progress)
+        except ImagePullError as exc:
+            if ref.startswith("agentcompass/base:"):
+                # the base images are built locally, never published
+                flag = "" if ref == DEFAULT_BASE_IMAGE else f" --tag {ref}"
+                raise ImagePullError(f"{exc}; build it with `agentcompass images build-base{flag}`",
+                                     kind=exc.kind, image=ref) from exc
+            raise
+        self._pull_results[ref] = result
 
     async def image_size(self, ref: str) -> int | None:
         """The size in bytes of image ``ref`` on the daemon, or None when it has no such image."""

@@ -1,0 +1,206 @@
+"""Pulling images through the docker provider from a real registry on 127.0.0.1 (Debian's docker-registry):
+progress with byte counts, a stalled registry ends in ``image_pull_stalled`` (not a hang), a killed pull is
+completed by the next, and each failure has its own kind."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from agentcompass.environments.docker import DockerProvider
+from agentcompass.environments.docker_pull import ImagePullError, PullProgress, registry_credentials
+from agentcompass.interfaces import ComponentContext
+
+from .registry import (
+    Registry,
+    StallingProxy,
+    build_random_image,
+    free_port,
+    image_present,
+    push_as,
+    remove_image,
+    running_registry,
+    swebench_name,
+)
+
+pytestmark = [pytest.mark.timeout(600)]
+
+INSTANCE = "pulltest__pulltest-1"
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
+    with running_registry() as reg:
+        yield reg
+
+
+@pytest.fixture(scope="module")
+def pushed(registry: Registry, busybox_image: str) -> Iterator[str]:
+    """An image with two 3 MB random layers in the registry under an official SWE-bench name, absent locally."""
+    ref = swebench_name(registry.host, INSTANCE)
+    push_as(build_random_image(busybox_image), ref)
+    yield ref
+    remove_image(ref)
+
+
+@pytest.fixture
+def absent(pushed: str) -> Iterator[str]:
+    """``pushed``, removed locally before and after the test."""
+    remove_image(pushed)
+    yield pushed
+    remove_image(pushed)
+
+
+@pytest_asyncio.fixture
+async def make_provider(docker_run_id: str) -> AsyncIterator[Any]:
+    made: list[DockerProvider] = []
+
+    def make(**params: Any) -> DockerProvider:
+        provider = DockerProvider(params, ComponentContext(run_id=docker_run_id))
+        made.append(provider)
+        return provider
+
+    yield make
+    for p in made:
+        await p.aclose()
+
+
+async def test_pull_reports_layers_and_bytes_and_records_the_result(absent: str, make_provider: Any) -> None:
+    provider = make_provider()
+    seen: list[PullProgress] = []
+    assert await provider.ensure_image(absent, on_pull_progress=seen.append) == absent
+    assert image_present(absent)
+    result = provider.pull_stats(absent)
+    assert result is not None and result.source == "pulled" and result.attempts == 1
+    assert result.bytes_pulled >= 6 << 20  # the two random layers, at least
+    assert seen and seen[-1].status == "done"
+    final = seen[-1]
+    assert final.layers_total >= 2 and final.layers_done == final.layers_total
+    assert final.bytes_done == result.bytes_pulled and final.bytes_total >= final.bytes_done
+    assert any(0 < p.bytes_done for p in seen[:-1]), "no progress with bytes before the end"
+    # present now: no second pull, recorded as such by a new provider
+    again = make_provider()
+    await again.ensure_image(absent)
+    stats = again.pull_stats(absent)
+    assert stats is not None and stats.source == "present"
+
+
+async def test_a_stalled_registry_ends_in_the_stalled_kind_after_the_retries(
+        registry: Registry, absent: str, make_provider: Any) -> None:
+    host, port = registry.host.split(":")
+    proxy = await StallingProxy((host, int(port)), budget=512 << 10).start()
+    ref = absent.replace(registry.host, proxy.host)
+    provider = make_provider(pull_inactivity_timeout=3, pull_retries=1)
+    seen: list[PullProgress] = []
+    try:
+        async with asyncio.timeout(120):  # the test's deadline: a hang fails here
+            with pytest.raises(ImagePullError) as info:
+                await provider.ensure_image(ref, on_pull_progress=seen.append)
+    finally:
+        await proxy.aclose()
+        remove_image(ref)
+    assert info.value.kind == "image_pull_stalled"
+    assert "pull_inactivity_timeout" in str(info.value) and "2 time(s)" in str(info.value)
+    assert [p.status for p in seen].count("retrying") == 1 and seen[-1].status == "failed"
+    assert 0 < proxy.forwarded
+
+
+async def test_a_pull_killed_midway_is_completed_by_the_next(
+        registry: Registry, absent: str, make_provider: Any) -> None:
+    host, port = registry.host.split(":")
+    proxy = await StallingProxy((host, int(port)), budget=1 << 20).start()
+    ref = absent.replace(registry.host, proxy.host)
+    try:
+        got_bytes = asyncio.Event()
+
+        def on_progress(p: PullProgress) -> None:
+            if p.bytes_done > 0:
+                got_bytes.set()
+
+        first = make_provider(pull_inactivity_timeout=300)
+        task = asyncio.create_task(first.ensure_image(ref, on_pull_progress=on_progress))
+        async with asyncio.timeout(120):
+            await got_bytes.wait()
+        task.cancel()  # killed mid-pull
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert not image_present(ref)
+        proxy.release()
+        second = make_provider()
+        async with asyncio.timeout(300):
+            await second.ensure_image(ref)
+        assert image_present(ref)
+        stats = second.pull_stats(ref)
+        assert stats is not None and stats.source == "pulled"
+    finally:
+        await proxy.aclose()
+        remove_image(ref)
+
+
+async def test_a_missing_image_is_image_not_found_and_not_retried(
+        registry: Registry, make_provider: Any) -> None:
+    ref = swebench_name(registry.host, "nosuch__nosuch-404")
+    provider = make_provider(pull_retries=3)
+    with pytest.raises(ImagePullError) as info:
+        await provider.ensure_image(ref)
+    assert info.value.kind == "image_not_found" and not info.value.retryable
+    assert str(info.value).startswith("image_not_found: ") and registry.host in str(info.value)
+    with pytest.raises(ImagePullError) as again:
+        await provider.ensure_image(ref)
+    assert again.value is info.value  # remembered: a missing image stays missing for this provider
+
+
+async def test_a_registry_nobody_listens_on_is_registry_unreachable(make_provider: Any) -> None:
+    ref = swebench_name(f"127.0.0.1:{free_port()}", INSTANCE)
+    provider = make_provider(pull_retries=0)
+    with pytest.raises(ImagePullError) as info:
+        await provider.ensure_image(ref)
+    assert info.value.kind == "registry_unreachable" and info.value.retryable
+    # retryable: the next caller (a retried attempt) tries the registry again rather than the remembered error
+    with pytest.raises(ImagePullError) as again:
+        await provider.ensure_image(ref)
+    assert again.value is not info.value and again.value.kind == "registry_unreachable"
+
+
+def _htpasswd(tmp_path: Path, user: str, password: str) -> Path:
+    bcrypt = pytest.importorskip("bcrypt", reason="bcrypt makes the htpasswd line of the auth registry")
+    path = tmp_path / "htpasswd"
+    path.write_text(f"{user}:{bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=5)).decode()}\n")
+    return path
+
+
+async def test_a_registry_with_auth_needs_the_credentials_of_the_docker_config(
+        registry: Registry, absent: str, make_provider: Any, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    user, password = "pulluser", "s3cret-pull-pass"
+    # a second registry process on the same storage, behind basic auth: it serves the pushed image
+    with running_registry(storage=registry.storage, htpasswd=_htpasswd(tmp_path, user, password)) as private:
+        ref = absent.replace(registry.host, private.host)
+        monkeypatch.delenv("AGENTCOMPASS_REGISTRY_USERNAME", raising=False)
+        monkeypatch.delenv("AGENTCOMPASS_REGISTRY_PASSWORD", raising=False)
+        monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "empty-config"))
+        try:
+            with pytest.raises(ImagePullError) as info:
+                await make_provider().ensure_image(ref)
+            assert info.value.kind == "registry_auth_required" and not info.value.retryable
+            assert f"docker login {private.host}" in str(info.value)
+
+            config = tmp_path / "docker-config"
+            config.mkdir()
+            token = base64.b64encode(f"{user}:{password}".encode()).decode()
+            (config / "config.json").write_text(json.dumps({"auths": {f"http://{private.host}": {"auth": token}}}))
+            monkeypatch.setenv("DOCKER_CONFIG", str(config))
+            assert registry_credentials(ref) == {"username": user, "password": password,
+                                                 "serveraddress": f"http://{private.host}"}
+            provider = make_provider()
+            await provider.ensure_image(ref)
+            assert image_present(ref)
+        finally:
+            remove_image(ref)
