@@ -8,6 +8,7 @@ import asyncio
 import base64
 import json
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -16,7 +17,7 @@ import agentcompass
 from agentcompass.benchmarks.swebench import SWEBenchLocal
 from agentcompass.environments.docker import DockerProvider
 from agentcompass.interfaces import ComponentContext
-from agentcompass.records import TaskDetail
+from agentcompass.records import ImagePull, ImageRemoved, TaskDetail
 from agentcompass.swebench.local_instances import load_local_instances
 
 from ..environments.conftest import containers_of
@@ -66,14 +67,20 @@ def test_an_instance_whose_image_is_only_in_a_registry_is_pulled_and_resolved(
         try:
             script = [{"match": inst["problem_statement"][:200],
                        "turns": [_apply_turn(inst["patch"]), "<submit>done</submit>"]}]
-            out = agentcompass.run_evaluation(
-                "swebench_jsonl", "shell_agent", "scripted", "docker",
-                benchmark_params={"dataset_file": str(dataset), "image_namespace": f"{reg.host}/swebench"},
-                environment_params={"pull_inactivity_timeout": 60},
-                model_params={"script": script, "bundled": False}, run_id=docker_run_id,
-                results_dir=str(tmp_path / "results"), data_dir=str(tmp_path / "data"), progress="none")
+            events: list[Any] = []
+
+            def run(run_id: str, **env_params: Any) -> Any:
+                return agentcompass.run_evaluation(
+                    "swebench_jsonl", "shell_agent", "scripted", "docker",
+                    benchmark_params={"dataset_file": str(dataset), "image_namespace": f"{reg.host}/swebench"},
+                    environment_params={"pull_inactivity_timeout": 60, **env_params},
+                    model_params={"script": script, "bundled": False}, run_id=run_id,
+                    results_dir=str(tmp_path / "results"), data_dir=str(tmp_path / "data"), progress="none",
+                    on_progress=events.append)
+
+            out = run(docker_run_id)  # default cache_level "env": the pulled instance image goes after its task
             assert out.status == "completed" and out.metrics["pass@1"] == 1.0, (out.error, out.errors_by_kind)
-            assert image_present(ref)
+            assert not image_present(ref)
             assert out.run_dir is not None
             detail = msgspec.json.decode(next((out.run_dir / "details").glob("*.json")).read_bytes(),
                                          type=TaskDetail)
@@ -82,6 +89,17 @@ def test_an_instance_whose_image_is_only_in_a_registry_is_pulled_and_resolved(
             agent_env = next(e for e in attempt.meta["environments"] if e["role"] == "agent")
             assert agent_env["image"]["source"] == "pulled" and agent_env["image"]["image"] == ref
             assert agent_env["image"]["bytes_pulled"] >= 2 << 20
+            pulls = [e for e in events if isinstance(e, ImagePull) and e.image == ref]
+            assert any(e.status == "pulling" and e.bytes_done > 0 for e in pulls), pulls
+            assert pulls[-1].status == "done"
+            assert any(isinstance(e, ImageRemoved) and e.image == ref for e in events)
+            images = json.loads((out.run_dir / "summary.json").read_text())["images"]
+            assert images["pulled"] == 1 and images["removed"] == 1 and images["bytes_pulled"] >= 2 << 20, images
+
+            # cache_level "instance" (the official harness's meaning: cache instance images) keeps it
+            out = run(f"{docker_run_id}-keep", cache_level="instance")
+            assert out.status == "completed" and out.metrics["pass@1"] == 1.0, (out.error, out.errors_by_kind)
+            assert image_present(ref)
         finally:
             remove_image(ref)
     assert containers_of(docker_run_id) == []
