@@ -280,5 +280,24 @@ class RequestFinished(_Event, tag="request_finished"):
     error: str | None = None
 
 
+class DependencyInstalling(_Event, tag="dependency_installing"):
+    """A component's declared requirement is missing and is being installed (``auto_install_dependencies``)."""
+
+    package: str
+    #: what declared it: ``benchmark``, ``harness`` or ``environment``
+    component: str
+
+
+class DependencyInstalled(_Event, tag="dependency_installed"):
+    """An install ended. ``shared``: another request's pip run was awaited (pip runs once per package)."""
+
+    package: str
+    component: str
+    seconds: float
+    ok: bool
+    shared: bool = False
+    error: str | None = None
+
+
 ProgressEvent = RequestStarted | AttemptStarted | EnvOpened | TryRetrying | ModelRetrying | ModelLimitChanged \
-    | AttemptFinished | TaskFinished | RequestFinished
+    | AttemptFinished | TaskFinished | RequestFinished | DependencyInstalling | DependencyInstalled
