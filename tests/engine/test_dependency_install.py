@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import io
 from pathlib import Path
 
 import pytest
 
 import agentcompass
 from agentcompass.dependencies import install_counts
+from agentcompass.engine.progress import PlainDisplay
 from agentcompass.records import DependencyInstalled, DependencyInstalling, ProgressEvent, RequestFinished
 from agentcompass.specs import ComponentSpec, ModelSpec, OrchestrationSpec, RunRequestSpec
 from tests.engine.dependency_components import PROBE
@@ -75,3 +77,19 @@ async def test_an_install_in_one_request_does_not_hold_up_the_others(tmp_path: P
     assert again["c"].status == "completed"
     assert not [e for e in events if isinstance(e, DependencyInstalling | DependencyInstalled)]
     assert install_counts()[PROBE.pip] == 1 and index.downloads == {"acdep-probe": 1}
+
+
+def test_the_displays_show_an_install_in_progress() -> None:
+    out = io.StringIO()
+    display = PlainDisplay(stream=out)
+    display.update(DependencyInstalling(ts=0, request="a", package="acdep-x==1", component="harness"))
+    assert display.stats["a"].status_text() == "installing acdep-x==1"  # the rich table's status column
+    display.update(DependencyInstalled(ts=0, request="a", package="acdep-x==1", component="harness", seconds=3.2,
+                                       ok=True, shared=True))
+    assert display.stats["a"].status == "starting"
+    display.update(DependencyInstalled(ts=0, request="b", package="acdep-y==1", component="benchmark", seconds=1,
+                                       ok=False, error="pip exit 1"))
+    assert out.getvalue().splitlines() == [
+        "[a] installing acdep-x==1 for the harness (auto_install_dependencies)",
+        "[a] installed acdep-x==1 in 3.2s (another request's install)",
+        "[b] installing acdep-y==1 failed after 1.0s: pip exit 1"]
