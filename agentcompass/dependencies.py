@@ -55,7 +55,7 @@ from ._errors import ConfigError
 from .records import DependencyInstalled, DependencyInstalling, ProgressEvent
 
 __all__ = ["DEFAULT_PIP_TIMEOUT_S", "InstallReport", "Requirement", "ensure_installed", "install_counts",
-           "missing", "missing_error", "pip_command"]
+           "mask_credentials", "missing", "missing_error", "pip_command"]
 
 DEFAULT_PIP_TIMEOUT_S = 900.0
 TIMEOUT_ENV = "AGENTCOMPASS_PIP_TIMEOUT"
