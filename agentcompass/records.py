@@ -283,6 +283,25 @@ class RequestFinished(_Event, tag="request_finished"):
     error: str | None = None
 
 
+class DependencyInstalling(_Event, tag="dependency_installing"):
+    """A component's declared requirement is missing and is being installed (``auto_install_dependencies``)."""
+
+    package: str
+    #: what declared it: ``benchmark``, ``harness`` or ``environment``
+    component: str
+
+
+class DependencyInstalled(_Event, tag="dependency_installed"):
+    """An install ended. ``shared``: another request's pip run was awaited (pip runs once per package)."""
+
+    package: str
+    component: str
+    seconds: float
+    ok: bool
+    shared: bool = False
+    error: str | None = None
+
+
 class ImagePull(_Event, tag="image_pull"):
     """An image a task needs is being made present (``engine/image_cache.py``).
 
@@ -313,4 +332,5 @@ class ImageRemoved(_Event, tag="image_removed"):
 
 
 ProgressEvent = RequestStarted | AttemptStarted | EnvOpened | TryRetrying | ModelRetrying | ModelLimitChanged \
-    | AttemptFinished | TaskFinished | RequestFinished | ImagePull | ImageRemoved
+    | AttemptFinished | TaskFinished | RequestFinished | DependencyInstalling | DependencyInstalled | ImagePull \
+    | ImageRemoved

@@ -15,6 +15,8 @@ import msgspec
 from ..records import (
     AttemptFinished,
     AttemptStarted,
+    DependencyInstalled,
+    DependencyInstalling,
     ImagePull,
     ModelLimitChanged,
     ModelRetrying,
@@ -99,6 +101,10 @@ class RequestStats:
             self.status = ev.status
             self.running = 0
             self.finished_at = time.monotonic()
+        elif isinstance(ev, DependencyInstalling):
+            self.status = f"installing {ev.package}"
+        elif isinstance(ev, DependencyInstalled) and self.status.startswith("installing"):
+            self.status = "starting"
 
     def rate(self) -> float:
         elapsed = (self.finished_at or time.monotonic()) - self.started_at
@@ -128,6 +134,16 @@ class RequestStats:
                 f" {self.correct} correct, {self.errors} errors, {self.retries} retries,"
                 f" {self.model_retries} model retries,{limit}"
                 f" {self.rate():.1f} tasks/s{eta_s}")
+
+
+def dependency_line(ev: DependencyInstalling | DependencyInstalled) -> str:
+    """The plain progress line of a dependency install."""
+    if isinstance(ev, DependencyInstalling):
+        return f"[{ev.request}] installing {ev.package} for the {ev.component} (auto_install_dependencies)"
+    how = " (another request's install)" if ev.shared else ""
+    if ev.ok:
+        return f"[{ev.request}] installed {ev.package} in {ev.seconds:.1f}s{how}"
+    return f"[{ev.request}] installing {ev.package} failed after {ev.seconds:.1f}s: {ev.error}"
 
 
 class Display:
@@ -185,6 +201,8 @@ class PlainDisplay(Display):
             else:
                 self._pull_printed[ev.image] = now
             print(pull_line(ev), file=self.stream, flush=True)
+        elif isinstance(ev, DependencyInstalling | DependencyInstalled):
+            print(dependency_line(ev), file=self.stream, flush=True)
 
     def _print(self, st: RequestStats) -> None:
         print(st.line(), file=self.stream, flush=True)

@@ -24,6 +24,7 @@ from .. import __version__
 from .._errors import AgentCompassError, ConfigError
 from .._validate import MAX_K, count, seconds
 from ..analyzers import ERRORS_KEY, build_analyzers, flag_names
+from ..dependencies import InstallReport, ensure_installed
 from ..interfaces import ComponentContext, NetworkPolicy, TaskSpec
 from ..metrics import DefaultAccumulator
 from ..models.adaptive import AdaptiveLimiter
@@ -227,8 +228,13 @@ class RequestActor:
                                auto_install_dependencies=spec.auto_install_dependencies,
                                environment=spec.environment.id, benchmark=spec.benchmark.id,
                                price=engine_params.price)
-        benchmark = bench_cls(bench_params, ctx)
-        harness = harness_cls(harness_params, ctx)
+        installed = await self._ensure_requirements((("benchmark", spec.benchmark.id, bench_cls),
+                                                     ("harness", spec.harness.id, harness_cls),
+                                                     ("environment", spec.environment.id, provider_cls)))
+        # Off the loop: a benchmark may load a big dataset, a harness import a heavy package, while other
+        # requests run. Providers stay on the loop (they may make loop-bound clients).
+        benchmark = await asyncio.to_thread(bench_cls, bench_params, ctx)
+        harness = await asyncio.to_thread(harness_cls, harness_params, ctx)
         if getattr(provider_cls, "takes_phase_timeouts", False):
             env_params.update(env_timeouts)
         has_images = callable(getattr(provider_cls, "ensure_image", None))
@@ -269,6 +275,9 @@ class RequestActor:
         run_dir = self._choose_run_dir(redactor)
         log = self._make_logger(run_dir, redactor)
         self.run_dir = run_dir
+        for report in installed:
+            log.info("installed %s for the request (%.1fs%s); pip output:\n%s", report.requirement.pip, report.seconds,
+                     "" if report.ran_pip else ", another request ran pip", report.output)
         self.rt = RequestRuntime(
             index=self.index, name=self.name, run_id=self.run_id, benchmark=benchmark, harness=harness,
             provider=provider, model=model, pool=sup.pool, run_dir=run_dir, log=log, emit=sup.bus.emit,
@@ -290,6 +299,18 @@ class RequestActor:
         run_dir.write_run_info(self.run_info)
         sup.bus.attach_file(self.name, run_dir.paths.progress, redactor)
         log.info("request %s resolved: run_id=%s dir=%s", self.name, self.run_id, run_dir.path)
+
+    async def _ensure_requirements(self, components: Iterable[tuple[str, str, Any]]) -> list[InstallReport]:
+        """Each component class's declared ``requirements``, installed (pip, awaited) when allowed; else a
+        ConfigError naming the command."""
+        reports: list[InstallReport] = []
+        for field, cid, cls in components:
+            reqs = getattr(cls, "requirements", ())
+            if reqs:
+                reports += await ensure_installed(
+                    reqs, auto_install=self.spec.auto_install_dependencies, field=field, who=f"{field} {cid!r}",
+                    emit=self.sup.bus.emit, request=self.name, run_id=self.run_id)
+        return reports
 
     def _base_dir(self) -> Path:
         spec = self.spec

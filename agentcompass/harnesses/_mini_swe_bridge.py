@@ -1,7 +1,8 @@
 """Plumbing for the ``mini_swe_agent`` harness: loading the package, and running its synchronous agent loop
 in a worker thread whose model calls and commands go to our async ModelClient and Environment.
 
-- ``load_minisweagent`` finds (or installs) and imports the package quietly: no banner, and its global
+- ``load_minisweagent`` finds and imports the package quietly (the engine installs the harness's declared
+  requirement first when allowed, see ``agentcompass.dependencies``): no banner, and its global
   config dir (which it creates and loads a ``.env`` from at import) points at a throwaway directory unless
   the user set ``MSWEA_GLOBAL_CONFIG_DIR``.
 - ``LoopBridge`` runs a coroutine on the engine's loop for the worker thread and waits for it; ``stop()``
@@ -21,7 +22,6 @@ import json
 import logging
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import threading
@@ -40,7 +40,6 @@ T = TypeVar("T")
 PACKAGE_MODULE = "minisweagent"
 REQUIREMENT = "mini-swe-agent>=2.4,<3"
 EXTRA_INSTALL_COMMAND = "pip install 'agentcompass[mini-swe-agent]'"
-INSTALL_TIMEOUT_S = 600.0
 #: the first output line by which a command submits (what mini-swe-agent's own environments look for).
 SUBMIT_MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 #: extra time the bridge gives an environment to report a command it was told to stop at its timeout.
@@ -65,36 +64,15 @@ def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", version)[:3])
 
 
-def _install(requirement: str) -> None:
-    cmd = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", requirement]
-    _log.warning("mini_swe_agent: installing %s into %s (auto_install_dependencies)", requirement, sys.prefix)
-    try:
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        raise ConfigError(f"Installing {requirement!r} timed out after {INSTALL_TIMEOUT_S:g}s. Install it "
-                          f"yourself: {EXTRA_INSTALL_COMMAND}", field="harness") from None
-    output = (res.stdout + res.stderr).strip()
-    shown = output if len(output) <= 4000 else f"{output[:2000]}\n...\n{output[-2000:]}"
-    _log.info("pip install %s (exit %d):\n%s", requirement, res.returncode, shown)
-    if res.returncode != 0:
-        raise ConfigError(f"Installing {requirement!r} failed (pip exit {res.returncode}): {output[-1000:]}. "
-                          f"Install it yourself: {EXTRA_INSTALL_COMMAND}", field="harness")
-    importlib.invalidate_caches()
-
-
 def ensure_package(auto_install: bool, module: str = PACKAGE_MODULE) -> None:
-    """Make sure ``module`` can be imported: install ``REQUIREMENT`` when allowed, else a ConfigError naming the
-    command. ``module`` is a seam for tests (a name that does not exist)."""
+    """A ConfigError naming the command when ``module`` cannot be imported. Installing is the engine's: it
+    installs the harness's declared ``requirements`` (awaited, off the loop) before constructing it."""
     if importlib.util.find_spec(module) is not None:
         return
-    if not auto_install:
-        raise ConfigError(f"Harness mini_swe_agent needs the mini-swe-agent package (module {module!r} is not "
-                          f"installed). Install it with: {EXTRA_INSTALL_COMMAND} (or pass "
-                          "auto_install_dependencies=True).", field="harness")
-    _install(REQUIREMENT)
-    if importlib.util.find_spec(module) is None:
-        raise ConfigError(f"Installed {REQUIREMENT!r} but module {module!r} still cannot be imported. Install "
-                          f"it yourself: {EXTRA_INSTALL_COMMAND}", field="harness")
+    hint = ("the engine installs it before constructing the harness when the request sets "
+            "auto_install_dependencies=True" if auto_install else "or pass auto_install_dependencies=True")
+    raise ConfigError(f"Harness mini_swe_agent needs the mini-swe-agent package (module {module!r} is not "
+                      f"installed). Install it with: {EXTRA_INSTALL_COMMAND} ({hint}).", field="harness")
 
 
 @contextlib.contextmanager

@@ -48,12 +48,14 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from .._errors import ConfigError, EnvironmentError_
+from ..dependencies import Requirement
 from ..interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
 from ..models.pricing import PRICE_PARAM
 from ..records import Trajectory
 from . import _field, check_param_keys, dict_param, float_param, int_param, str_param
 from ._mini_swe_bridge import (
     PACKAGE_MODULE,
+    REQUIREMENT,
     AgentStopped,
     EnvAdapter,
     LoopBridge,
@@ -113,8 +115,10 @@ class MiniSweAgent:
 
     evaluates: ClassVar[bool] = True
     needs_environment: ClassVar[bool] = True
-    #: the package's import name; tests point it at a missing module to exercise the install path.
+    #: the package's import name; tests point it at a missing module to exercise the missing-package error.
     package_module: ClassVar[str] = PACKAGE_MODULE
+    #: installed by the engine before construction with ``auto_install_dependencies=True``.
+    requirements: ClassVar[tuple[Requirement, ...]] = (Requirement(REQUIREMENT, PACKAGE_MODULE),)
 
     def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
         check_param_keys(params, _PARAMS, _WHERE)

@@ -24,6 +24,7 @@ import yaml
 
 import agentcompass
 from agentcompass._errors import ConfigError, EnvironmentError_, ModelError
+from agentcompass.dependencies import Requirement
 from agentcompass.harnesses.mini_swe_agent import MiniSweAgent, looks_like_diff
 from agentcompass.interfaces import ComponentContext, Environment, ModelResponse, PreparedTask, RunContext
 from agentcompass.models.pricing import PriceTable
@@ -476,6 +477,7 @@ def test_unknown_config_lists_the_bundled_ones(tmp_path: Path) -> None:
 
 class MissingPackage(MiniSweAgent):
     package_module = "agentcompass_tests_no_such_module"
+    requirements = (Requirement("mini-swe-agent>=2.4,<3", "agentcompass_tests_no_such_module"),)
 
 
 def test_missing_package_error_names_the_install_command() -> None:
@@ -487,13 +489,17 @@ def test_missing_package_error_names_the_install_command() -> None:
         MissingPackage({"bogus": 1}, ComponentContext())
 
 
-def test_missing_package_with_auto_install_runs_pip_then_checks_again(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="agentcompass.harnesses.mini_swe_agent")
-    with pytest.raises(ConfigError) as exc:
-        MissingPackage({}, ComponentContext(auto_install_dependencies=True))
-    # pip really ran (mini-swe-agent is installed, so it had nothing to fetch), the module is still missing
-    assert "still cannot be imported" in str(exc.value) and PIP_COMMAND in str(exc.value)
-    assert "Requirement already satisfied: mini-swe-agent" in caplog.text
+def test_the_engine_refuses_a_missing_declared_package_before_constructing_the_harness(tmp_path: Path) -> None:
+    # installing is tested in tests/test_dependencies.py; without auto_install the request fails naming the command
+    result = agentcompass.launch(OrchestrationSpec(requests=[RunRequestSpec(
+        benchmark=ComponentSpec("shell_tasks", {"sample_ids": ["files/hello_world"]}),
+        harness=ComponentSpec("tests.harnesses.test_mini_swe_agent:MissingPackage"), model=ModelSpec("scripted"),
+        results_dir=str(tmp_path))], progress="none"))
+    o = result.outcomes[0]
+    assert o.status == "failed" and o.error_field == "harness" and o.error_type == "ConfigError"
+    assert "pip install 'mini-swe-agent>=2.4,<3'" in (o.error or "")
+    assert "auto_install_dependencies=True" in (o.error or "")
+    assert o.run_dir is None  # refused before anything was written
 
 
 def test_first_import_is_silent_and_leaves_the_users_config_alone(tmp_path: Path) -> None:

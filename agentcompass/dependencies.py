@@ -1,0 +1,356 @@
+"""Declared Python package requirements of components, installed with pip without blocking the event loop.
+
+A component declares what it imports on its class; the engine checks (and, with
+``auto_install_dependencies=True``, installs) them before it constructs the component::
+
+    from typing import ClassVar
+    from agentcompass.dependencies import Requirement
+
+    class MyBenchmark:
+        requirements: ClassVar[tuple[Requirement, ...]] = (
+            Requirement("huggingface_hub>=0.23", "huggingface_hub"),   # pip requirement, import name
+            Requirement("pyarrow>=14", "pyarrow"),
+        )
+
+A requirement counts as present when its module can be imported (``importlib.util.find_spec``); versions
+are the component's own business. Missing ones are either refused with a ``ConfigError`` naming the
+``pip install ...`` command and ``auto_install_dependencies=True``, or installed by
+``sys.executable -m pip install`` in an asyncio subprocess (awaited, never blocking the loop, killed with its
+process group on timeout or cancellation). pip is run once per requirement per process: concurrent callers
+(other requests, other event loops, other threads) await the same install; a success is remembered, a failure
+is reported to everyone waiting and a later call tries again.
+
+Settings (read from the environment, never written):
+
+- ``AGENTCOMPASS_PIP_TIMEOUT``: seconds one pip run may take (default 900, a slow mirror).
+- ``AGENTCOMPASS_PIP_TARGET``: install into this directory (``pip --target``) instead of the running
+  environment; the directory is appended to ``sys.path``. For read-only environments and tests.
+- pip's own settings apply as usual (``PIP_INDEX_URL``, ``PIP_EXTRA_INDEX_URL``, ``pip.conf``...).
+
+``ensure_installed`` takes ``timeout_s``, ``target`` and ``pip_env`` (extra variables for pip's process only)
+to override those per call. pip's output is returned in each ``InstallReport`` (capped, URL credentials
+masked) for the caller's log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import importlib
+import importlib.util
+import math
+import os
+import re
+import shlex
+import signal
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._errors import ConfigError
+from .records import DependencyInstalled, DependencyInstalling, ProgressEvent
+
+__all__ = ["DEFAULT_PIP_TIMEOUT_S", "InstallReport", "Requirement", "ensure_installed", "install_counts",
+           "mask_credentials", "missing", "missing_error", "pip_command"]
+
+DEFAULT_PIP_TIMEOUT_S = 900.0
+TIMEOUT_ENV = "AGENTCOMPASS_PIP_TIMEOUT"
+TARGET_ENV = "AGENTCOMPASS_PIP_TARGET"
+#: pip output kept for the log: the first and the last bytes of it.
+OUTPUT_HEAD_BYTES = 4096
+OUTPUT_TAIL_BYTES = 16384
+_KILL_WAIT_S = 10.0
+_URL_CREDENTIALS = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s@]+@")
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A package a component imports: the pip requirement (``"mini-swe-agent>=2.4,<3"``) and its import name."""
+
+    pip: str
+    module: str
+
+    def __post_init__(self) -> None:
+        if not self.pip.strip() or self.pip.strip().startswith("-"):
+            raise ConfigError(f"Requirement pip spec must be a requirement, got {self.pip!r}.", field="requirements")
+        if not all(part.isidentifier() for part in self.module.split(".")):
+            raise ConfigError(f"Requirement module must be an import name, got {self.module!r}.",
+                              field="requirements")
+
+
+@dataclass
+class InstallReport:
+    """One requirement that was missing: whether this call ran pip (else it awaited another caller's run)."""
+
+    requirement: Requirement
+    seconds: float
+    ran_pip: bool
+    #: pip's combined stdout/stderr, capped (head and tail), URL credentials masked.
+    output: str = ""
+
+
+def pip_command(reqs: Iterable[Requirement]) -> str:
+    """The command a user runs to install ``reqs`` into the running interpreter."""
+    return shlex.join([sys.executable, "-m", "pip", "install", *(r.pip for r in reqs)])
+
+
+def missing(reqs: Iterable[Requirement]) -> list[Requirement]:
+    """The requirements whose module cannot be imported (``AGENTCOMPASS_PIP_TARGET`` is on the path first)."""
+    _add_target_to_path(_target_from_env())
+    out = []
+    for r in dict.fromkeys(reqs):
+        try:
+            found = importlib.util.find_spec(r.module) is not None
+        except (ImportError, ValueError):  # a parent package that is missing or broken
+            found = False
+        if not found:
+            out.append(r)
+    return out
+
+
+def missing_error(reqs: Iterable[Requirement], field: str, who: str = "") -> ConfigError:
+    """The error for requirements that are missing and may not be installed."""
+    reqs = list(reqs)
+    names = ", ".join(f"{r.pip!r} (module {r.module!r})" for r in reqs)
+    return ConfigError(f"{who or field} needs {names}, which is not installed. Install it with: {pip_command(reqs)} "
+                       "(or pass auto_install_dependencies=True to let the engine install it).", field=field)
+
+
+# ----------------------------------------------------------------------------- the process-wide registry
+
+
+_RETRY = object()  # told to waiters when the caller running pip was cancelled: one of them runs it instead
+
+
+@dataclass
+class _Install:
+    waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[Any]]] = field(default_factory=list)
+    report: InstallReport | None = None
+
+
+_lock = threading.Lock()
+_installs: dict[Requirement, _Install] = {}
+_counts: dict[str, int] = {}
+_path_lock = threading.Lock()
+
+
+def install_counts() -> dict[str, int]:
+    """How many times pip was run for each requirement in this process."""
+    with _lock:
+        return dict(_counts)
+
+
+def _settle(entry: _Install, outcome: Any) -> None:
+    for loop, fut in entry.waiters:
+        def deliver(f: asyncio.Future[Any] = fut) -> None:
+            if not f.done():
+                f.set_result(outcome)
+        with contextlib.suppress(RuntimeError):  # that loop is closed: nobody is waiting there any more
+            loop.call_soon_threadsafe(deliver)
+    entry.waiters.clear()
+
+
+async def _install_once(req: Requirement, field: str,
+                        run: Callable[[], Awaitable[InstallReport]]) -> InstallReport:
+    """Run ``run()`` (pip for ``req``) unless another caller is running it or already did; then share its result."""
+    loop = asyncio.get_running_loop()
+    while True:
+        with _lock:
+            entry = _installs.get(req)
+            owner = entry is None
+            if entry is None:
+                entry = _installs[req] = _Install()
+            elif entry.report is not None:
+                return InstallReport(req, 0.0, ran_pip=False, output=entry.report.output)
+            else:
+                fut: asyncio.Future[Any] = loop.create_future()
+                entry.waiters.append((loop, fut))
+        if owner:
+            break
+        started = time.monotonic()
+        try:
+            outcome = await fut
+        finally:
+            with _lock:
+                with contextlib.suppress(ValueError):
+                    entry.waiters.remove((loop, fut))
+        if outcome is _RETRY:
+            continue
+        if isinstance(outcome, BaseException):  # the same failure, told for this caller's field
+            raise ConfigError(str(outcome), field=field) from outcome
+        return InstallReport(req, round(time.monotonic() - started, 3), ran_pip=False, output=outcome.output)
+    try:
+        report = await run()
+    except asyncio.CancelledError:
+        with _lock:
+            del _installs[req]
+            _settle(entry, _RETRY)
+        raise
+    except BaseException as exc:
+        with _lock:
+            del _installs[req]  # a later call tries again (a mirror that was down)
+            _settle(entry, exc)
+        raise
+    with _lock:
+        entry.report = report
+        _settle(entry, report)
+    return report
+
+
+# ----------------------------------------------------------------------------- running pip
+
+
+def _target_from_env() -> str | None:
+    target = os.environ.get(TARGET_ENV, "").strip()
+    return target or None
+
+
+def _timeout_from_env() -> float:
+    raw = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_PIP_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (0 < value < math.inf):
+        raise ConfigError(f"{TIMEOUT_ENV} must be a number of seconds > 0, got {raw!r}.", field=TIMEOUT_ENV)
+    return value
+
+
+def _add_target_to_path(target: str | None) -> None:
+    if target is None:
+        return
+    path = os.path.abspath(target)
+    with _path_lock:
+        if path not in sys.path:
+            sys.path.append(path)
+            importlib.invalidate_caches()
+
+
+def mask_credentials(text: str) -> str:
+    """``https://user:token@host`` -> ``https://***@host``."""
+    return _URL_CREDENTIALS.sub(r"\1***@", text)
+
+
+class _CappedOutput:
+    def __init__(self) -> None:
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+
+    def add(self, chunk: bytes) -> None:
+        room = OUTPUT_HEAD_BYTES - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        self.tail += chunk
+        if len(self.tail) > OUTPUT_TAIL_BYTES:
+            cut = len(self.tail) - OUTPUT_TAIL_BYTES
+            self.dropped += cut
+            del self.tail[:cut]
+
+    def text(self) -> str:
+        gap = f"\n[... {self.dropped} bytes of pip output left out ...]\n" if self.dropped else ""
+        return mask_credentials((bytes(self.head).decode(errors="replace") + gap
+                                 + bytes(self.tail).decode(errors="replace")).strip())
+
+
+def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)  # pip's own children (build backends) too
+
+
+def _pip_argv(req: Requirement, target: str | None) -> list[str]:
+    cmd = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
+    if target is not None:
+        os.makedirs(target, exist_ok=True)
+        cmd += ["--target", os.path.abspath(target)]
+    return [*cmd, req.pip]
+
+
+async def _run_pip(req: Requirement, *, field: str, timeout_s: float, target: str | None,
+                   pip_env: Mapping[str, str] | None) -> InstallReport:
+    cmd = await asyncio.to_thread(_pip_argv, req, target)
+    env = {**os.environ, **(pip_env or {})}
+    with _lock:
+        _counts[req.pip] = _counts.get(req.pip, 0) + 1
+    started = time.monotonic()
+    proc = await asyncio.create_subprocess_exec(
+        *cmd, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        env=env, start_new_session=True)
+    out = _CappedOutput()
+
+    async def pump() -> None:
+        assert proc.stdout is not None
+        while chunk := await proc.stdout.read(65536):
+            out.add(chunk)
+        await proc.wait()
+
+    try:
+        await asyncio.wait_for(pump(), timeout_s)
+    except TimeoutError:
+        _kill_group(proc)
+        await asyncio.wait_for(proc.wait(), _KILL_WAIT_S)
+        raise ConfigError(f"Installing {req.pip!r} timed out after {timeout_s:g}s (set {TIMEOUT_ENV} for a slow "
+                          f"mirror). pip said: {out.text()[-1000:]}\nInstall it yourself: {pip_command([req])}",
+                          field=field) from None
+    except BaseException:  # cancelled: pip must not outlive the request that started it
+        _kill_group(proc)
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(asyncio.shield(proc.wait()), _KILL_WAIT_S)
+        raise
+    text = out.text()
+    if proc.returncode != 0:
+        raise ConfigError(f"Installing {req.pip!r} failed (pip exit {proc.returncode}): {text[-1000:]}\n"
+                          f"Install it yourself: {pip_command([req])}", field=field)
+    _add_target_to_path(target)
+    importlib.invalidate_caches()
+    if await asyncio.to_thread(missing, [req]):
+        raise ConfigError(f"Installed {req.pip!r} but module {req.module!r} still cannot be imported. Install it "
+                          f"yourself: {pip_command([req])}", field=field)
+    return InstallReport(req, round(time.monotonic() - started, 3), ran_pip=True, output=text)
+
+
+async def ensure_installed(reqs: Iterable[Requirement], *, auto_install: bool, field: str, who: str = "",
+                           emit: Callable[[ProgressEvent], None] | None = None, request: str = "",
+                           run_id: str = "", timeout_s: float | None = None, target: str | None = None,
+                           pip_env: Mapping[str, str] | None = None) -> list[InstallReport]:
+    """Make every requirement importable, or raise a ConfigError for ``field``. Returns a report per requirement
+    that was missing (none when all were present). ``emit`` gets a ``DependencyInstalling`` and a
+    ``DependencyInstalled`` event (for ``request``) around each install; ``who`` names the component in errors;
+    ``timeout_s`` / ``target`` default to ``AGENTCOMPASS_PIP_TIMEOUT`` / ``AGENTCOMPASS_PIP_TARGET``;
+    ``pip_env`` adds variables for pip's process only."""
+    target = target if target is not None else _target_from_env()
+    await asyncio.to_thread(_add_target_to_path, target)
+    todo = await asyncio.to_thread(missing, list(reqs))
+    if not todo:
+        return []
+    if not auto_install:
+        raise missing_error(todo, field, who)
+    timeout = timeout_s if timeout_s is not None else _timeout_from_env()
+    reports = []
+    for req in todo:
+        if emit is not None:
+            emit(DependencyInstalling(ts=time.time(), request=request, run_id=run_id, package=req.pip,
+                                      component=field))
+        started = time.monotonic()
+        try:
+            report = await _install_once(req, field, functools.partial(
+                _run_pip, req, field=field, timeout_s=timeout, target=target, pip_env=pip_env))
+        except Exception as exc:
+            if emit is not None:
+                emit(DependencyInstalled(ts=time.time(), request=request, run_id=run_id, package=req.pip,
+                                         component=field, seconds=round(time.monotonic() - started, 3), ok=False,
+                                         error=str(exc)[:500]))
+            raise
+        if emit is not None:
+            emit(DependencyInstalled(ts=time.time(), request=request, run_id=run_id, package=req.pip,
+                                     component=field, seconds=round(time.monotonic() - started, 3), ok=True,
+                                     shared=not report.ran_pip))
+        reports.append(report)
+    return reports
