@@ -96,7 +96,8 @@ def _splits_in(names: Sequence[str]) -> list[str]:
     return sorted(out)
 
 
-def find_cached(data_dir: Path, repos: Sequence[str], revision: str, split: str) -> tuple[list[Path], HubDataset] | None:
+def find_cached(data_dir: Path, repos: Sequence[str], revision: str,
+                split: str) -> tuple[list[Path], HubDataset] | None:
     """The cached files and manifest of the first of ``repos`` that has this split at this revision."""
     for repo in repos:
         folder = split_dir(data_dir, repo, revision, split)
@@ -156,7 +157,7 @@ def _bar_class(progress: _Progress) -> type:
     """A tqdm class for huggingface_hub that never draws (no bar spam on a non-tty) and feeds ``progress``."""
     from tqdm import tqdm
 
-    class _Bar(tqdm):  # type: ignore[misc]
+    class _Bar(tqdm):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             kwargs.pop("name", None)  # huggingface_hub passes it to its own tqdm subclass only (some versions)
             kwargs["disable"] = True
@@ -212,7 +213,8 @@ def _resolve(hf: Any, settings: HubSettings, repos: Sequence[str], revision: str
             log.info("%s: %s not found on %s, trying the next name", where, repo, settings.endpoint)
         except RevisionNotFoundError:
             raise ConfigError(f"{where}: revision {revision!r} does not exist in {repo} on {settings.endpoint}; "
-                              "give a branch, tag or commit of the dataset", field="benchmark.params.revision") from None
+                              "give a branch, tag or commit of the dataset",
+                              field="benchmark.params.revision") from None
         except OfflineModeIsEnabled:
             raise DatasetDownloadError(f"{where}: huggingface_hub was imported with HF_HUB_OFFLINE set, so it "
                                        "refuses network access in this process") from None
@@ -300,7 +302,8 @@ def _check_parquet(path: Path, size: int | None, where: str) -> None:
     try:
         pq.read_metadata(path)
     except Exception as exc:
-        raise DatasetDownloadError(f"{where}: {path.name} from the Hub is not a readable parquet file ({exc})") from None
+        raise DatasetDownloadError(f"{where}: {path.name} from the Hub is not a readable parquet file "
+                                   f"({exc})") from None
 
 
 __all__ = ["DatasetDownloadError", "HubDataset", "HubSettings", "download", "find_cached", "require_libraries",

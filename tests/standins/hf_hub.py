@@ -27,6 +27,19 @@ _API = re.compile(r"^/api/datasets/(?P<repo>[^/]+/[^/]+)(?:/revision/(?P<rev>[^/
 _RESOLVE = re.compile(r"^/datasets/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<path>.+)$")
 
 
+def swebench_parquet(rows: list[dict[str, Any]]) -> bytes:
+    """A parquet file of SWE-bench rows as the Hub's datasets store them (test lists JSON-encoded)."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    encoded = [{k: json.dumps(v) if isinstance(v, list) else v for k, v in r.items()} for r in rows]
+    buf = io.BytesIO()
+    pq.write_table(pa.Table.from_pylist(encoded), buf)
+    return buf.getvalue()
+
+
 class _Repo:
     def __init__(self) -> None:
         self.commits: dict[str, dict[str, bytes]] = {}
@@ -212,4 +225,4 @@ class HubStandIn:
         h.connection.shutdown(2)  # the peer sees the transfer end short of Content-Length
 
 
-__all__ = ["HubStandIn"]
+__all__ = ["HubStandIn", "swebench_parquet"]
