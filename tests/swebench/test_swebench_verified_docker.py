@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import os
 import subprocess
 import sys
@@ -85,7 +86,8 @@ async def test_swebench_verified_example_downloads_caches_and_resolves(base_imag
                         assert hub.requests[served:] == []  # the cache under AGENTCOMPASS_DATA_DIR, no network
                 assert dict(os.environ) == before
     finally:
-        subprocess.run(["docker", "rmi", image], capture_output=True, timeout=120)
+        with contextlib.suppress(subprocess.CalledProcessError):
+            docker_cli("rmi", image, timeout=120)
     cached = tmp_path / "data" / "hf" / "SWE-bench" / "SWE-bench_Verified" / "main" / "test"
     assert (cached / "agentcompass-manifest.json").is_file()
     for run_dir in runs:
