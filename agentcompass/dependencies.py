@@ -73,6 +73,9 @@ class Requirement:
 
     pip: str
     module: str
+    #: needed on some paths only (e.g. a download the user may have made unnecessary): installed with
+    #: ``auto_install_dependencies``, else left to the component to report where it is used
+    optional: bool = False
 
     def __post_init__(self) -> None:
         if not self.pip.strip() or self.pip.strip().startswith("-"):
@@ -327,6 +330,7 @@ async def ensure_installed(reqs: Iterable[Requirement], *, auto_install: bool, f
     ``pip_env`` adds variables for pip's process only."""
     target = target if target is not None else _target_from_env()
     await asyncio.to_thread(_add_target_to_path, target)
+    reqs = [r for r in reqs if auto_install or not r.optional]
     todo = await asyncio.to_thread(missing, list(reqs))
     if not todo:
         return []

@@ -119,3 +119,15 @@ async def test_a_cancelled_install_lets_the_next_caller_run_pip(index: SimpleInd
     index.release()  # the waiter took over and ran pip itself
     [report] = await asyncio.wait_for(waiter, 120)
     assert report.ran_pip and install_counts()["acdep-cancel==1.0"] == 2
+
+
+async def test_an_optional_requirement_is_installed_only_when_allowed(tmp_path: Path) -> None:
+    """Optional requirements (a download path the user may not need) are skipped without auto-install, never
+    refused; with it they are installed like the others (here: refused only because the index is empty)."""
+    req = Requirement("agentcompass-no-such-package-xyz", "agentcompass_no_such_package_xyz", optional=True)
+    assert await ensure_installed([req], auto_install=False, field="benchmark") == []
+    with pytest.raises(ConfigError) as info:
+        await ensure_installed([req], auto_install=True, field="benchmark", target=str(tmp_path / "t"),
+                               timeout_s=120, pip_env={"PIP_INDEX_URL": "http://127.0.0.1:9/simple",
+                                                       "PIP_RETRIES": "0", "PIP_TIMEOUT": "2"})
+    assert info.value.field == "benchmark"

@@ -11,7 +11,9 @@ Docker only: the instances need their images.
 Params: ``sample_ids``, ``limit``, ``k`` (attempts per task), ``avgk`` (attempts per task, with avg@k as the
 headline metric), ``eval_timeout`` (seconds, default 1800), ``split`` (default ``test``), ``dataset_file``
 (a path; overrides data_dir lookup), ``image_namespace`` (default ``swebench``), ``arch`` (default
-``x86_64``), ``image_tag`` (default ``latest``), ``hide_history`` (default true), ``use_hf_cache``.
+``x86_64``), ``image_tag`` (default ``latest``), ``hide_history`` (default true), ``revision`` (the Hugging Face
+dataset's branch, tag or commit; default ``main``), ``hub`` (default true: take the official dataset from the
+Hugging Face Hub when it is not a file in data_dir; ``use_hf_cache`` is an old name for it).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import msgspec
 
 from .._errors import ConfigError
 from .._validate import MAX_K
+from ..dependencies import Requirement
 from ..interfaces import (
     ComponentContext,
     Environment,
@@ -36,14 +39,14 @@ from ..interfaces import (
     TaskSpec,
 )
 from ..metrics import DefaultAccumulator
-from ..swebench.dataset import default_data_dir, load_instances, select
+from ..swebench.dataset import DatasetSource, default_data_dir, load_instances, select
 from ..swebench.grading import grade
 from ..swebench.images import TESTBED, history_hygiene_script, official_image
 from ..swebench.test_specs import apply_patch_script, make_eval_script
 from . import bool_param, check_param_keys, float_param, int_param, str_list_param, str_param, truncate_middle
 
 _PARAMS = ("sample_ids", "limit", "k", "avgk", "eval_timeout", "split", "dataset_file", "image_namespace",
-           "arch", "image_tag", "hide_history", "use_hf_cache")
+           "arch", "image_tag", "hide_history", "use_hf_cache", "hub", "revision")
 _PATCH_FILE = "/tmp/agentcompass_model.patch"
 _EVAL_FILE = "/tmp/agentcompass_eval.sh"
 _RAW_CAP = 200_000
@@ -71,6 +74,10 @@ class SWEBench:
 
     version: ClassVar[str] = "1"
     name: ClassVar[str] = "swebench"
+    #: the Hub download (the ``swebench`` extra); optional: a dataset already in data_dir needs neither
+    requirements: ClassVar[tuple[Requirement, ...]] = (
+        Requirement("huggingface_hub>=1.1", "huggingface_hub", optional=True),
+        Requirement("pyarrow>=14", "pyarrow", optional=True))
 
     def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
         where = f"benchmark {self.name}"
@@ -89,7 +96,10 @@ class SWEBench:
         self.arch = str_param(params, "arch", where) or "x86_64"
         self.image_tag = str_param(params, "image_tag", where) or "latest"
         self.hide_history = bool_param(params, "hide_history", True, where)
-        self.use_hf_cache = bool_param(params, "use_hf_cache", True, where)
+        if "hub" in params and "use_hf_cache" in params:
+            raise ConfigError(f"{where}: give hub or its old name use_hf_cache, not both", field="benchmark.params.hub")
+        self.hub = bool_param(params, "use_hf_cache" if "use_hf_cache" in params else "hub", True, where)
+        self.revision = str_param(params, "revision", where) or None
         self.data_dir = ctx.data_dir
         if ctx.environment and ctx.environment != "docker":
             raise ConfigError(f"{where} runs in per-instance images: use environment 'docker' "
@@ -105,8 +115,8 @@ class SWEBench:
     # ------------------------------------------------------------------ data
 
     def _load(self) -> list[dict[str, Any]]:
-        rows, self.source = load_instances(self.name, self.data_dir, split=self.split,
-                                           dataset_file=self.dataset_file, use_hf_cache=self.use_hf_cache)
+        rows, self.source = load_instances(self.name, self.data_dir, split=self.split, dataset_file=self.dataset_file,
+                                           hub=self.hub, revision=self.revision)
         return rows
 
     def image_for(self, instance: dict[str, Any]) -> tuple[str, ImageRecipe | None]:
@@ -223,6 +233,7 @@ class SWEBenchJsonl(SWEBench):
     """Any file of SWE-bench-format instances: ``dataset_file`` (required) names it."""
 
     name: ClassVar[str] = "swebench_jsonl"
+    requirements: ClassVar[tuple[Requirement, ...]] = ()  # the user's file: no download
 
     def _load(self) -> list[dict[str, Any]]:
         if not self.dataset_file:
@@ -236,6 +247,7 @@ class SWEBenchLocal(SWEBench):
     recipes, with no registry."""
 
     name: ClassVar[str] = "swebench_local"
+    requirements: ClassVar[tuple[Requirement, ...]] = ()  # bundled
 
     def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
         self._recipes: dict[str, tuple[str, ImageRecipe | None]] = {}
@@ -244,7 +256,7 @@ class SWEBenchLocal(SWEBench):
     def _load(self) -> list[dict[str, Any]]:
         from ..swebench.local_instances import load_local_instances
 
-        self.source = "bundled"
+        self.source = DatasetSource("bundled")
         return load_local_instances()
 
     def image_for(self, instance: dict[str, Any]) -> tuple[str, ImageRecipe | None]:

@@ -384,6 +384,8 @@ class RequestActor:
             "resolved": {"benchmark_params": bench_params, "harness_params": harness_params,
                          "environment_params": env_params, "k": self.rt.k if self.rt else 1,
                          "timeouts": timeouts.__dict__,
+                         # where the benchmark's data came from (e.g. a Hub dataset's resolved commit)
+                         "benchmark_source": msgspec.to_builtins(getattr(benchmark, "source", None)),
                          "network": {"baseline": msgspec.to_builtins(network.baseline),
                                      "run": msgspec.to_builtins(network.run),
                                      "verifier": msgspec.to_builtins(network.verifier)}},

@@ -1,27 +1,42 @@
-"""SWE-bench instances from the user's files (JSONL, JSON or parquet) or the Hugging Face datasets cache.
+"""SWE-bench instances from the user's files (JSONL, JSON or parquet) or the Hugging Face Hub.
 
-Nothing here touches the network: the HF cache is read with the datasets library in offline mode, and a
-missing dataset raises a ConfigError that says which file to put where.
+The user's files in ``data_dir`` come first; the official datasets are then taken from the Hub download cache
+under ``data_dir``, downloading them when missing (``hub.py``). Offline (``HF_HUB_OFFLINE=1``) with nothing
+cached, a ConfigError says which file to put where.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from .._errors import ConfigError
+from .hub import DatasetDownloadError, HubSettings, ProgressCallback, download, find_cached, split_dir
 
-#: benchmark id -> (Hugging Face dataset name, file stem looked for in data_dir)
-HF_DATASETS: dict[str, str] = {
-    "swebench": "princeton-nlp/SWE-bench",
-    "swebench_verified": "princeton-nlp/SWE-bench_Verified",
-    "swebench_lite": "princeton-nlp/SWE-bench_Lite",
+#: benchmark id -> its Hugging Face dataset names, current first, then the old ones (tried in order).
+HF_DATASETS: dict[str, tuple[str, ...]] = {
+    "swebench": ("SWE-bench/SWE-bench", "princeton-nlp/SWE-bench"),
+    "swebench_verified": ("SWE-bench/SWE-bench_Verified", "princeton-nlp/SWE-bench_Verified"),
+    "swebench_lite": ("SWE-bench/SWE-bench_Lite", "princeton-nlp/SWE-bench_Lite"),
 }
+DEFAULT_REVISION = "main"
+
+
+class DatasetSource(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Where a benchmark's instances came from (recorded in params.json): a file, the bundled set, or a Hub
+    dataset at a resolved commit."""
+
+    kind: str
+    path: str = ""
+    repo: str = ""
+    revision: str = ""
+    commit: str = ""
+    files: list[str] = []
 REQUIRED_FIELDS = ("instance_id", "repo", "base_commit", "problem_statement", "patch", "test_patch",
                    "FAIL_TO_PASS", "PASS_TO_PASS")
 LIST_FIELDS = ("FAIL_TO_PASS", "PASS_TO_PASS")
@@ -43,7 +58,7 @@ def candidate_files(data_dir: Path, name: str, split: str = "test") -> list[Path
     stems = [name]
     hf = HF_DATASETS.get(name)
     if hf:
-        stems.append(hf.split("/", 1)[1])  # e.g. SWE-bench_Verified
+        stems.append(hf[0].split("/", 1)[1])  # e.g. SWE-bench_Verified
     out: list[Path] = []
     for stem in stems:
         out += [data_dir / f"{stem}{s}" for s in SUFFIXES]
@@ -111,45 +126,48 @@ def read_instances_file(path: Path) -> list[dict[str, Any]]:
     return [normalize_instance(r, where) for r in rows if isinstance(r, dict)]
 
 
-def _from_hf_cache(hf_name: str, split: str) -> list[dict[str, Any]] | None:
-    """The dataset from the local Hugging Face cache, offline; None when datasets is missing or the cache
-    does not hold it."""
-    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # before the first import of datasets: never the hub
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    try:
-        import datasets  # optional extra
-    except ImportError:
-        return None
-    try:
-        ds = datasets.load_dataset(hf_name, split=split)
-    except Exception:
-        return None
-    return [normalize_instance(dict(r), f"HF cache {hf_name}") for r in ds]
-
-
 def load_instances(name: str, data_dir: str | None, *, split: str = "test", dataset_file: str | None = None,
-                   use_hf_cache: bool = True) -> tuple[list[dict[str, Any]], str]:
-    """(instances, where they came from) for benchmark ``name``; ConfigError saying what to provide."""
+                   hub: bool = True, revision: str | None = None, environ: Mapping[str, str] | None = None,
+                   on_progress: ProgressCallback | None = None) -> tuple[list[dict[str, Any]], DatasetSource]:
+    """(instances, where they came from) for benchmark ``name``: ``dataset_file``, else a file in ``data_dir``,
+    else (``hub``) the Hugging Face dataset at ``revision``, cached under ``data_dir`` and downloaded when
+    missing; a ConfigError saying what to provide. ``environ`` (default ``os.environ``) is only read."""
     if dataset_file:
         path = Path(dataset_file).expanduser()
         if not path.is_file():
             raise ConfigError(f"benchmark {name}: dataset_file {str(path)!r} does not exist", field="dataset_file")
-        return read_instances_file(path), str(path)
+        return read_instances_file(path), DatasetSource("file", path=str(path))
     base = default_data_dir(data_dir)
     candidates = candidate_files(base, name, split)
     for path in candidates:
         if path.is_file():
-            return read_instances_file(path), str(path)
-    hf = HF_DATASETS.get(name)
-    if hf and use_hf_cache:
-        rows = _from_hf_cache(hf, split)
-        if rows is not None:
-            return rows, f"HF cache {hf} ({split})"
-    hint = f" or have {hf} (split {split}) in the Hugging Face datasets cache (pip install datasets)" if hf else ""
-    raise ConfigError(
-        f"benchmark {name}: dataset not found. Put the SWE-bench instances (JSONL, JSON or parquet with the "
-        f"columns {', '.join(REQUIRED_FIELDS)}) at {candidates[0]}{hint}; set `data_dir` to use another "
-        f"folder. Looked in: {', '.join(str(p) for p in candidates[:3])}, ...", field="data_dir")
+            return read_instances_file(path), DatasetSource("file", path=str(path))
+    repos = HF_DATASETS.get(name)
+    rev = revision or DEFAULT_REVISION
+    where = f"benchmark {name}"
+
+    def missing(why: str) -> ConfigError:
+        return ConfigError(
+            f"{where}: dataset not found{why}. Put the SWE-bench instances (JSONL, JSON or parquet with the "
+            f"columns {', '.join(REQUIRED_FIELDS)}) at {candidates[0]}; set `data_dir` to use another folder. "
+            f"Looked in: {', '.join(str(p) for p in candidates[:3])}, ...", field="data_dir")
+
+    if not repos or not hub:
+        raise missing("")
+    settings = HubSettings.from_env(environ)
+    if settings.offline and find_cached(base, repos, rev, split) is None:
+        raise missing(f" and HF_HUB_OFFLINE is set, so {repos[0]} (revision {rev}, split {split}) is not "
+                      f"downloaded into {split_dir(base, repos[0], rev, split)}")
+    try:
+        files, got = download(base, repos, rev, split, where=where, settings=settings, on_progress=on_progress)
+    except DatasetDownloadError as exc:
+        raise DatasetDownloadError(f"{exc}. Or put the instances at {candidates[0]} yourself.") from None
+    source = DatasetSource("hub", path=str(split_dir(base, got.repo, got.revision, split)), repo=got.repo,
+                           revision=got.revision, commit=got.commit, files=got.files)
+    rows: list[dict[str, Any]] = []
+    for f in files:
+        rows += read_instances_file(f)
+    return rows, source
 
 
 def select(instances: Iterable[dict[str, Any]], sample_ids: list[str] | None, name: str) -> list[dict[str, Any]]:

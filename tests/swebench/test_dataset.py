@@ -24,8 +24,8 @@ def _row(iid: str = "octo__demo-1", **over: object) -> dict[str, object]:
 def test_jsonl_rows_load_and_json_encoded_test_lists_become_lists(tmp_path: Path) -> None:
     f = tmp_path / "swebench_verified.jsonl"
     f.write_text("\n".join(json.dumps(_row(f"octo__demo-{i}")) for i in range(3)) + "\n\n")
-    rows, source = load_instances("swebench_verified", str(tmp_path), use_hf_cache=False)
-    assert source == str(f)
+    rows, source = load_instances("swebench_verified", str(tmp_path), hub=False)
+    assert source.kind == "file" and source.path == str(f)
     assert [r["instance_id"] for r in rows] == ["octo__demo-0", "octo__demo-1", "octo__demo-2"]
     assert rows[0]["FAIL_TO_PASS"] == ["tests/t.py::test_a"]
     assert rows[0]["environment_setup_commit"] == "a" * 40
@@ -34,17 +34,16 @@ def test_jsonl_rows_load_and_json_encoded_test_lists_become_lists(tmp_path: Path
 def test_hf_style_file_names_and_split_folders_are_found(tmp_path: Path) -> None:
     (tmp_path / "SWE-bench_Lite").mkdir()
     (tmp_path / "SWE-bench_Lite" / "test.json").write_text(json.dumps([_row()]))
-    rows, source = load_instances("swebench_lite", str(tmp_path), use_hf_cache=False)
-    assert len(rows) == 1 and source.endswith("SWE-bench_Lite/test.json")
+    rows, source = load_instances("swebench_lite", str(tmp_path), hub=False)
+    assert len(rows) == 1 and source.path.endswith("SWE-bench_Lite/test.json")
     assert tmp_path / "swebench_lite.jsonl" == candidate_files(tmp_path, "swebench_lite")[0]
 
 
 def test_missing_dataset_error_names_the_file_to_provide(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
-        load_instances("swebench_verified", str(tmp_path), use_hf_cache=False)
+        load_instances("swebench_verified", str(tmp_path), hub=False)
     msg = str(err.value)
     assert str(tmp_path / "swebench_verified.jsonl") in msg
-    assert "princeton-nlp/SWE-bench_Verified" in msg
     assert err.value.field == "data_dir"
 
 
