@@ -27,6 +27,8 @@ _LAZY = {
     "ModelError": "agentcompass._errors",
     "RunInsideLoopError": "agentcompass._errors",
     "Registries": "agentcompass.registry",
+    "Requirement": "agentcompass.dependencies",
+    "ProgressEvent": "agentcompass.records",
 }
 
 __all__ = sorted([*_LAZY, "__version__"])
@@ -34,6 +36,8 @@ __all__ = sorted([*_LAZY, "__version__"])
 if TYPE_CHECKING:
     from ._errors import AgentCompassError, ConfigError, ModelError, NotSupportedYet, RunInsideLoopError  # noqa: F401
     from .api import async_launch, launch, run_evaluation  # noqa: F401
+    from .dependencies import Requirement  # noqa: F401
+    from .records import ProgressEvent  # noqa: F401
     from .registry import Registries  # noqa: F401
     from .results import EvaluationResult, LaunchResult, RequestOutcome  # noqa: F401
     from .specs import ComponentSpec, ModelSpec, OrchestrationSpec, RunRequestSpec  # noqa: F401

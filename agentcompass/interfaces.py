@@ -8,7 +8,7 @@ short names to ``module:Class`` paths. Adding a benchmark means adding one file 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import IO, Any, ClassVar, Literal, Protocol, runtime_checkable
 
@@ -289,6 +289,9 @@ class ComponentContext(msgspec.Struct, omit_defaults=True):
     benchmark: str = ""
     #: the model's prices (model param ``price_per_million``), None when not given: a harness's own cost limit.
     price: PriceTable | None = None
+    #: ``report_download(what, bytes_done, bytes_total)``: a constructor's data download, shown as progress
+    #: (``DataDownload`` events). Callable from any thread; None outside the engine.
+    report_download: Callable[[str, int, int], None] | None = None
 
 
 __all__ = [

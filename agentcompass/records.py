@@ -302,6 +302,17 @@ class DependencyInstalled(_Event, tag="dependency_installed"):
     error: str | None = None
 
 
+class DataDownload(_Event, tag="data_download"):
+    """A benchmark is downloading its dataset (e.g. SWE-bench from the Hugging Face Hub into ``data_dir``),
+    before the request's run directory exists (so not in ``progress.jsonl``). ``status``: ``downloading``
+    (repeated with byte counts, at most a few per second) or ``done``."""
+
+    what: str
+    status: str
+    bytes_done: int = 0
+    bytes_total: int = 0
+
+
 class ImagePull(_Event, tag="image_pull"):
     """An image a task needs is being made present (``engine/image_cache.py``).
 
@@ -332,5 +343,5 @@ class ImageRemoved(_Event, tag="image_removed"):
 
 
 ProgressEvent = RequestStarted | AttemptStarted | EnvOpened | TryRetrying | ModelRetrying | ModelLimitChanged \
-    | AttemptFinished | TaskFinished | RequestFinished | DependencyInstalling | DependencyInstalled | ImagePull \
-    | ImageRemoved
+    | AttemptFinished | TaskFinished | RequestFinished | DependencyInstalling | DependencyInstalled | DataDownload \
+    | ImagePull | ImageRemoved

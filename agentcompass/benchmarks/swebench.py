@@ -101,6 +101,7 @@ class SWEBench:
         self.hub = bool_param(params, "use_hf_cache" if "use_hf_cache" in params else "hub", True, where)
         self.revision = str_param(params, "revision", where) or None
         self.data_dir = ctx.data_dir
+        self._report_download = ctx.report_download
         if ctx.environment and ctx.environment != "docker":
             raise ConfigError(f"{where} runs in per-instance images: use environment 'docker' "
                               f"(got {ctx.environment!r}).", field="environment")
@@ -116,8 +117,12 @@ class SWEBench:
 
     def _load(self) -> list[dict[str, Any]]:
         rows, self.source = load_instances(self.name, self.data_dir, split=self.split, dataset_file=self.dataset_file,
-                                           hub=self.hub, revision=self.revision)
+                                           hub=self.hub, revision=self.revision, on_progress=self._on_download)
         return rows
+
+    def _on_download(self, bytes_done: int, bytes_total: int) -> None:
+        if self._report_download is not None:
+            self._report_download(f"{self.name} dataset ({self.split})", bytes_done, bytes_total)
 
     def image_for(self, instance: dict[str, Any]) -> tuple[str, ImageRecipe | None]:
         """The instance's image, and how to build it when it is missing (None: pull it)."""

@@ -377,17 +377,22 @@ class ImageCache:
             self._event(req, img, "building" if building else "pulling", task_id, prefetch)
             sent_at = [0.0]  # when the last progress event went out
             pulled = [0]  # bytes so far
+            held: list[Any] = [None]  # the last report the throttle held back
+
+            def send(p: Any) -> None:
+                self._event(req, img, "pulling", task_id, prefetch, layers_done=int(getattr(p, "layers_done", 0)),
+                            layers_total=int(getattr(p, "layers_total", 0)), bytes_done=pulled[0],
+                            bytes_total=int(getattr(p, "bytes_total", 0) or 0),
+                            rate_bps=float(getattr(p, "rate_bps", 0.0) or 0.0))
 
             def on_progress(p: Any) -> None:
                 pulled[0] = int(getattr(p, "bytes_done", 0) or 0)
                 now = time.monotonic()
                 if now - sent_at[0] < _PROGRESS_EVERY_S:
+                    held[0] = p
                     return
-                sent_at[0] = now
-                self._event(req, img, "pulling", task_id, prefetch, layers_done=int(getattr(p, "layers_done", 0)),
-                            layers_total=int(getattr(p, "layers_total", 0)), bytes_done=pulled[0],
-                            bytes_total=int(getattr(p, "bytes_total", 0) or 0),
-                            rate_bps=float(getattr(p, "rate_bps", 0.0) or 0.0))
+                sent_at[0], held[0] = now, None
+                send(p)
 
             kwargs: dict[str, Any] = {}
             if "on_pull_progress" in inspect.signature(provider.ensure_image).parameters:
@@ -397,6 +402,8 @@ class ImageCache:
             except BaseException as exc:
                 self._event(req, img, "failed", task_id, prefetch, error=str(exc)[:500])
                 raise
+            if held[0] is not None:  # the final counts, even when the pull was quicker than the throttle
+                send(held[0])
             img.fetched = True
             size = int(await size_of(img.ref) or 0)
             done = pulled[0] or size

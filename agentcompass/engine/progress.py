@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import IO, Any
@@ -15,6 +17,7 @@ import msgspec
 from ..records import (
     AttemptFinished,
     AttemptStarted,
+    DataDownload,
     DependencyInstalled,
     DependencyInstalling,
     ImagePull,
@@ -105,6 +108,8 @@ class RequestStats:
             self.status = f"installing {ev.package}"
         elif isinstance(ev, DependencyInstalled) and self.status.startswith("installing"):
             self.status = "starting"
+        elif isinstance(ev, DataDownload):
+            self.status = "starting" if ev.status == "done" else f"downloading {ev.what} {_mb(ev.bytes_done)}"
 
     def rate(self) -> float:
         elapsed = (self.finished_at or time.monotonic()) - self.started_at
@@ -134,6 +139,37 @@ class RequestStats:
                 f" {self.correct} correct, {self.errors} errors, {self.retries} retries,"
                 f" {self.model_retries} model retries,{limit}"
                 f" {self.rate():.1f} tasks/s{eta_s}")
+
+
+def download_line(ev: DataDownload) -> str:
+    """``[request] downloading SWE-bench/SWE-bench_Verified (test): 1.2 / 5.0 MB``."""
+    total = f" / {_mb(ev.bytes_total)}" if ev.bytes_total else ""
+    verb = "downloaded" if ev.status == "done" else "downloading"
+    return f"[{ev.request}] {verb} {ev.what}: {_mb(ev.bytes_done)}{total}"
+
+
+def download_reporter(emit: Callable[[ProgressEvent], None], request: str, run_id: str,
+                      every_s: float = 0.5) -> Callable[[str, int, int], None]:
+    """``ComponentContext.report_download`` for a request: callable from any thread (a constructor runs in a
+    worker thread), emits ``DataDownload`` on the loop it was made on, at most once per ``every_s`` per
+    download plus its end."""
+    loop = asyncio.get_running_loop()
+    last: dict[str, float] = {}
+    lock = threading.Lock()
+
+    def report(what: str, bytes_done: int, bytes_total: int) -> None:
+        done = bytes_total > 0 and bytes_done >= bytes_total
+        now = time.monotonic()
+        with lock:
+            if not done and now - last.get(what, -every_s) < every_s:
+                return
+            last[what] = now
+        ev = DataDownload(ts=time.time(), request=request, run_id=run_id, what=what,
+                          status="done" if done else "downloading", bytes_done=bytes_done, bytes_total=bytes_total)
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody is watching any more
+            loop.call_soon_threadsafe(emit, ev)
+
+    return report
 
 
 def dependency_line(ev: DependencyInstalling | DependencyInstalled) -> str:
@@ -203,6 +239,11 @@ class PlainDisplay(Display):
             print(pull_line(ev), file=self.stream, flush=True)
         elif isinstance(ev, DependencyInstalling | DependencyInstalled):
             print(dependency_line(ev), file=self.stream, flush=True)
+        elif isinstance(ev, DataDownload):
+            now = time.monotonic()
+            if ev.status == "done" or now - self._pull_printed.get(ev.what, -self.interval) >= self.interval:
+                self._pull_printed[ev.what] = now
+                print(download_line(ev), file=self.stream, flush=True)
 
     def _print(self, st: RequestStats) -> None:
         print(st.line(), file=self.stream, flush=True)

@@ -50,6 +50,7 @@ from .identity import request_identity, run_fields, task_identity
 from .image_cache import DiskFull, RequestImages, pop_image_policy
 from .messages import AttemptDone, CancelRequest, MsgQueue, Submit, WorkItem
 from .model_access import open_model_access, split_engine_params
+from .progress import download_reporter
 from .redact import RedactingFormatter, Redactor
 from .run_dir import (
     RunDir,
@@ -227,7 +228,8 @@ class RequestActor:
         ctx = ComponentContext(run_id=self.run_id, request=self.name, data_dir=spec.data_dir,
                                auto_install_dependencies=spec.auto_install_dependencies,
                                environment=spec.environment.id, benchmark=spec.benchmark.id,
-                               price=engine_params.price)
+                               price=engine_params.price,
+                               report_download=download_reporter(sup.bus.emit, self.name, self.run_id))
         installed = await self._ensure_requirements((("benchmark", spec.benchmark.id, bench_cls),
                                                      ("harness", spec.harness.id, harness_cls),
                                                      ("environment", spec.environment.id, provider_cls)))

@@ -38,3 +38,26 @@ def test_the_rich_display_has_a_line_per_active_pull() -> None:
     assert "sweb.eval.x86_64.a_1776_b-1" in text and "120.0 MB/2700.0 MB" in text and "35.2 MB/s" in text
     display.update(_pull("done"))
     assert display.pulls == {}
+
+
+async def test_a_download_reported_from_a_worker_thread_reaches_on_progress_throttled() -> None:
+    """``ComponentContext.report_download`` is called from the constructor's worker thread: events arrive on
+    the loop, at most one per interval per download plus the final ``done``."""
+    import asyncio
+
+    from agentcompass.engine.progress import download_line, download_reporter
+    from agentcompass.records import DataDownload
+
+    got: list[DataDownload] = []
+    report = download_reporter(lambda ev: got.append(ev), "req", "run-1", every_s=3600)
+
+    def download() -> None:
+        for done in range(0, 1000, 100):
+            report("demo dataset (test)", done, 1000)
+        report("demo dataset (test)", 1000, 1000)
+
+    await asyncio.to_thread(download)
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert [(e.status, e.bytes_done) for e in got] == [("downloading", 0), ("done", 1000)]
+    assert download_line(got[-1]) == "[req] downloaded demo dataset (test): 0.0 MB / 0.0 MB"

@@ -80,6 +80,8 @@ async def test_swebench_verified_example_downloads_caches_and_resolves(base_imag
                     assert (status, pass1) == ("completed", "1.0"), (out, err[-4000:])
                     runs.append(Path(tmp_path, run_dir) if not Path(run_dir).is_absolute() else Path(run_dir))
                     if attempt == 1:
+                        # the download is shown (plain progress lines: stderr is not a terminal here)
+                        assert "downloaded swebench_verified dataset (test)" in err, err[-4000:]
                         assert hub.downloads() == [f"/datasets/SWE-bench/SWE-bench_Verified/resolve/{commit}/"
                                                    "data/test-00000-of-00001.parquet"]
                     else:
