@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+import agentcompass
 from agentcompass.environments.docker import DockerProvider
 from agentcompass.environments.docker_pull import ImagePullError, PullProgress, registry_credentials
 from agentcompass.interfaces import ComponentContext
@@ -204,3 +206,38 @@ async def test_a_registry_with_auth_needs_the_credentials_of_the_docker_config(
             assert image_present(ref)
         finally:
             remove_image(ref)
+
+
+def test_a_run_whose_registry_stalls_ends_in_the_stalled_kind_not_a_hang(
+        registry: Registry, absent: str, docker_run_id: str, tmp_path: Path) -> None:
+    """Through the engine: the request's image check pulls through a proxy that stops forwarding; the run ends
+    (within the test's deadline) failed with ``image_pull_stalled`` named."""
+    row = {"instance_id": INSTANCE, "repo": "pulltest/pulltest", "base_commit": "0" * 40,
+           "problem_statement": "never reached", "patch": "", "test_patch": "", "FAIL_TO_PASS": [],
+           "PASS_TO_PASS": []}
+    dataset = tmp_path / "instances.jsonl"
+    dataset.write_text(json.dumps(row) + "\n")
+    host, port = registry.host.split(":")
+
+    async def start_proxy() -> StallingProxy:
+        return await StallingProxy((host, int(port)), budget=512 << 10).start()
+
+    loop = asyncio.new_event_loop()
+    proxy = loop.run_until_complete(start_proxy())  # on its own loop: run_evaluation runs a loop of its own
+    runner = threading.Thread(target=loop.run_forever, daemon=True)
+    runner.start()
+    ref = absent.replace(registry.host, proxy.host)
+    try:
+        out = agentcompass.run_evaluation(
+            "swebench_jsonl", "shell_agent", "scripted", "docker",
+            benchmark_params={"dataset_file": str(dataset), "image_namespace": f"{proxy.host}/swebench"},
+            environment_params={"pull_inactivity_timeout": 3, "pull_retries": 1},
+            run_id=docker_run_id, results_dir=str(tmp_path / "results"), progress="none", timeout_seconds=300)
+    finally:
+        asyncio.run_coroutine_threadsafe(proxy.aclose(), loop).result(60)
+        loop.call_soon_threadsafe(loop.stop)
+        runner.join(30)
+        remove_image(ref)
+    assert out.status == "failed", out
+    assert out.error is not None and "image_pull_stalled" in out.error, out.error
+    assert not image_present(ref)
