@@ -36,8 +36,10 @@ def _script(make_turns: Any) -> list[dict[str, Any]]:
 def _run(tmp_path: Path, run_id: str, script: list[dict[str, Any]], name: str) -> tuple[Any, list[TaskDetail]]:
     out = agentcompass.run_evaluation(
         "swebench_local", "shell_agent", "scripted", "docker", model_params={"script": script, "bundled": False},
-        task_concurrency=4, run_id=f"{run_id}-{name}", results_dir=str(tmp_path), data_dir=str(tmp_path / "data"),
-        progress="none")
+        # keep the built instance images for the next run of this module (the default, env, removes them:
+        # tests/engine/test_image_cache.py and the registry test check that)
+        environment_params={"cache_level": "instance"}, task_concurrency=4, run_id=f"{run_id}-{name}",
+        results_dir=str(tmp_path), data_dir=str(tmp_path / "data"), progress="none")
     assert out.run_dir is not None
     details = [msgspec.json.decode(p.read_bytes(), type=TaskDetail) for p in (out.run_dir / "details").glob("*.json")]
     return out, details
@@ -113,7 +115,7 @@ async def test_real_mini_swe_agent_solves_an_instance_through_the_scripted_http_
         spec = OrchestrationSpec(requests=[RunRequestSpec(  # no `config`: SWE-bench gets mini-swe-agent's own
             benchmark=ComponentSpec("swebench_local", {"sample_ids": [inst["instance_id"]]}),
             harness=ComponentSpec("mini_swe_agent", {"step_limit": 10}),
-            environment=ComponentSpec("docker"),
+            environment=ComponentSpec("docker", {"cache_level": "instance"}),
             model=ModelSpec("scripted", base_url=server.base_url, api_key="sk-test-123456"),
             name="mini", run_id=docker_run_id, results_dir=str(tmp_path), data_dir=str(tmp_path / "data"))],
             progress="none")
