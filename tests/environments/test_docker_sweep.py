@@ -68,7 +68,9 @@ async def test_sweep_removes_what_a_killed_process_left_and_keeps_live_owners(
         mine = await live.open(EnvOpenSpec(run_id=docker_run_id, task_id="alive"))
         report = await sweep_orphans(run_id=docker_run_id)
         assert report.errors == []
-        assert len(report.containers) == 2 and report.networks == [network]  # the container and the forwarder
+        # the container and the forwarder; a docker provider starting in another test worker sweeps dead owners
+        # host-wide too and may have removed them first: then this sweep finds nothing of theirs
+        assert (len(report.containers), report.networks) in ((2, [network]), (0, [])), report
         assert report.skipped_alive == 1
         assert containers_of(docker_run_id) == [mine.id]
         assert networks_of(docker_run_id) == []
