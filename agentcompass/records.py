@@ -319,7 +319,8 @@ class ImagePull(_Event, tag="image_pull"):
     ``status``: ``scheduled`` (the engine decided to prefetch it for ``task_id``), ``queued`` (waiting for a
     pull slot), ``waiting_disk`` (below ``min_free_disk``), ``pulling`` /
     ``building`` (started; ``pulling`` again with byte counts while it runs), ``done``, ``present`` (there
-    already), ``failed``. ``prefetch``: asked ahead of the task that needs it."""
+    already), ``failed``, ``cancelled`` (stopped: its request
+    ended, or a prefetch deferred for disk room). ``prefetch``: asked ahead of the task that needs it."""
 
     image: str
     status: str

@@ -49,6 +49,7 @@ POLICIES: dict[str, FailurePolicy] = {
     "registry_unreachable": _TRANSIENT,
     "image_pull_stalled": _TRANSIENT,
     "image_pull_timeout": _TRANSIENT,
+    "image_wait_timeout": _TRANSIENT,  # the image cache's cap on one ensure (ENSURE_CAP_S): slot, disk, fetch
     "image_not_found": _FINAL,
     "registry_auth_required": _FINAL,
     "image_pull_failed": _FINAL,

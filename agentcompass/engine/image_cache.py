@@ -9,19 +9,23 @@ One per launch, shared by its requests, living on the launch's event loop; reque
 - each request fetches the images of its next ``prefetch_images`` queued tasks while earlier tasks run;
 - ``cache_level`` (as in the official SWE-bench harness): an image above the level that this launch fetched
   is removed after the last task that needs it; an image that was there before is never removed;
-- ``min_free_disk``: below it a fetch waits (bounded) for this launch's images to be released, or fails the
-  task with ``disk_full``.
+- ``min_free_disk``: a fetch starts only while the free space, less an estimate for each fetch in flight, stays
+  above it; else it waits (bounded) for this launch's images to be released or fetches to end, or fails the
+  task with ``disk_full``; a prefetch that would take the last room above it is skipped (the task fetches
+  the image when it starts).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import glob
 import hashlib
 import inspect
 import logging
 import os
 import re
+import stat
 import tempfile
 import threading
 import time
@@ -51,6 +55,10 @@ DEFAULT_DISK_WAIT_S = 600.0
 #: the cap on one ensure (the wait for a pull slot plus the fetch); the provider bounds the fetch itself
 ENSURE_CAP_S = 6 * 3600.0
 _REMOVE_CAP_S = 120.0
+#: room a fetch in flight is assumed to take while its size is unknown (a build, a pull before its manifests)
+FETCH_ESTIMATE = 2 << 30
+#: ImagePull statuses after which the image is no longer being fetched
+PULL_ENDED: tuple[str, ...] = ("done", "present", "failed", "cancelled")
 _PROGRESS_EVERY_S = 0.5
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
 
@@ -59,6 +67,10 @@ class DiskFull(EnvironmentError_):
     """The daemon's disk is below ``min_free_disk`` and nothing this run holds could be released in time."""
 
     kind = "disk_full"
+
+
+class _Deferred(Exception):
+    """A prefetch not started: it would take the last room above ``min_free_disk``."""
 
 
 def _field(key: str) -> str:
@@ -132,6 +144,8 @@ _registry_lock = threading.Lock()
 _fetch_slots: dict[str, ProcessSlots] = {}
 #: launches of this process holding each (daemon, image): a launch removes an image only when no other holds it
 _holds: dict[tuple[str, str], int] = {}
+#: bytes each fetch in flight of this process may still write, by (daemon, image)
+_reserved: dict[tuple[str, str], int] = {}
 
 
 def _slots(daemon: str) -> ProcessSlots:
@@ -140,6 +154,19 @@ def _slots(daemon: str) -> ProcessSlots:
         if slots is None:
             slots = _fetch_slots[daemon] = ProcessSlots(f"image fetches on {daemon}")
         return slots
+
+
+def _reserve(key: tuple[str, str], size: int | None) -> None:
+    with _registry_lock:
+        if size is None:
+            _reserved.pop(key, None)
+        else:
+            _reserved[key] = size
+
+
+def _reserved_on(daemon: str) -> int:
+    with _registry_lock:
+        return sum(n for (d, _), n in _reserved.items() if d == daemon)
 
 
 def _hold(key: tuple[str, str], delta: int) -> int:
@@ -155,8 +182,10 @@ def _hold(key: tuple[str, str], delta: int) -> int:
         return n
 
 
-#: one empty file per (daemon, image, pid) holding it, so other processes on this host keep the image too
-LEASE_DIR = os.path.join(tempfile.gettempdir(), "agentcompass-image-holds")
+#: one empty file per (daemon, image, pid) holding it, so other processes of this user on this host keep the
+#: image too. The directory is per user (uid in its name, mode 0o700, refused unless ours) and leases are opened
+#: with O_NOFOLLOW, so another user of a shared /tmp can neither plant links nor fake holds.
+LEASE_DIR = os.path.join(tempfile.gettempdir(), f"agentcompass-image-holds-{os.getuid()}")
 
 
 def lease_prefix(key: tuple[str, str]) -> str:
@@ -164,13 +193,23 @@ def lease_prefix(key: tuple[str, str]) -> str:
     return os.path.join(LEASE_DIR, hashlib.sha256("\0".join(key).encode()).hexdigest()[:24])
 
 
+def _lease_dir_ok() -> bool:
+    """Whether LEASE_DIR is a real directory of ours that nobody else can write (made when missing)."""
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(LEASE_DIR, 0o700)
+    st = os.lstat(LEASE_DIR)
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
 def _lease(key: tuple[str, str], held: bool) -> None:
     path = f"{lease_prefix(key)}.{os.getpid()}"
     try:
         if held:
-            os.makedirs(LEASE_DIR, exist_ok=True)
-            with open(path, "w"):
-                pass
+            if not _lease_dir_ok():
+                log.warning("image leases: %s is not a private directory of this user; leases not written",
+                            LEASE_DIR)
+                return
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
         else:
             os.unlink(path)
     except OSError as exc:  # a missing lease only makes another process's removal less careful
@@ -178,14 +217,15 @@ def _lease(key: tuple[str, str], held: bool) -> None:
 
 
 def _held_elsewhere(key: tuple[str, str]) -> bool:
-    """Whether another live process of this host holds the image (a dead one's lease is dropped)."""
+    """Whether another live process of this host (and user) holds the image (a dead one's lease is dropped)."""
     for path in glob.glob(f"{lease_prefix(key)}.*"):
         try:
             pid = int(path.rsplit(".", 1)[1])
-        except ValueError:
+            st = os.lstat(path)
+        except (ValueError, OSError):
             continue
-        if pid == os.getpid():
-            continue
+        if pid == os.getpid() or not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+            continue  # not a lease this user's processes wrote
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
@@ -219,15 +259,38 @@ class _Image:
     ref: str
     key: tuple[str, str]
     level: str
-    fetch: asyncio.Future[None] | None = None
+    fetch: asyncio.Task[None] | None = None
     #: absent at the first look and made present by this launch
     fetched: bool = False
+    #: its fetch was cancelled after it started: the image may or may not be there
+    partial: bool = False
     #: whether it was there at the first look (None: not looked yet); such an image is never removed
     present_before: bool | None = None
     removed: bool = False
+    #: the removal task once ``removed`` (a new entry for the same image waits for it before it looks)
+    removal: asyncio.Task[None] | None = None
+    #: the removal of the previous entry of this image, still running when this one was made
+    after: asyncio.Task[None] | None = None
     holds: int = 0
+    #: its holds went back to zero once (a fetch ending after that removes it)
+    released: bool = False
+    #: ensure calls awaiting its fetch right now
+    waiters: int = 0
+    #: a task (not only a prefetch) asked for it: its fetch waits for room rather than being skipped
+    wanted: bool = False
     #: some holder's cache_level keeps it
     keep: bool = False
+    #: the last ImagePull status sent for it
+    status: str | None = None
+
+
+def _ok(fetch: asyncio.Task[None] | None) -> bool:
+    """Whether ``fetch`` ended and made the image present."""
+    return fetch is not None and fetch.done() and not fetch.cancelled() and fetch.exception() is None
+
+
+def _failed(fetch: asyncio.Task[None] | None) -> bool:
+    return fetch is None or (fetch.done() and (fetch.cancelled() or fetch.exception() is not None))
 
 
 @dataclass
@@ -253,7 +316,7 @@ class ImageCache:
         self._emit = emit
         self._images: dict[tuple[str, str], _Image] = {}
         self._requests: dict[str, _Request] = {}
-        #: set whenever an image is removed: fetches waiting for disk look again
+        #: set whenever an image is removed or a fetch ends: fetches waiting for disk look again
         self._space = asyncio.Event()
         self._removing = 0
 
@@ -268,7 +331,10 @@ class ImageCache:
         key = (daemon_key(req.provider), ref)
         img = self._images.get(key)
         if img is None or img.removed:
-            img = self._images[key] = _Image(ref, key, image_level(ref, per_task=per_task))
+            new = self._images[key] = _Image(ref, key, image_level(ref, per_task=per_task))
+            if img is not None and img.removal is not None and not img.removal.done():
+                new.after = img.removal
+            img = new
         return img
 
     def _take(self, req: _Request, task_id: str, img: _Image) -> None:
@@ -313,8 +379,10 @@ class ImageCache:
             if task_id in req.asked:
                 continue
             img = self._images.get((daemon_key(req.provider), ref))
-            if img is not None and img.fetch is not None and img.fetch.done() and img.fetch.exception() is None:
+            if img is not None and _ok(img.fetch):
                 continue  # already there
+            if img is not None:
+                img.status = "scheduled"
             self._emit(ImagePull(ts=time.time(), request=req.name, run_id=req.run_id, image=ref, status="scheduled",
                                  task_id=task_id, prefetch=True))
             t = asyncio.get_running_loop().create_task(self._prefetch_one(req, task_id, ref, recipe),
@@ -325,6 +393,11 @@ class ImageCache:
     async def _prefetch_one(self, req: _Request, task_id: str, ref: str, recipe: ImageRecipe | None) -> None:
         try:
             await self.ensure(req.name, task_id, ref, recipe, prefetch=True)
+        except asyncio.CancelledError:
+            img = self._images.get((daemon_key(req.provider), ref))
+            if img is not None and img.status not in PULL_ENDED and (img.fetch is None or img.fetch.done()):
+                self._event(req, img, "cancelled", task_id, True)  # no fetch left to send the last event
+            raise
         except Exception as exc:  # the task that needs it asks again and reports it
             log.info("prefetch of %s failed: %s", ref, exc)
 
@@ -340,21 +413,50 @@ class ImageCache:
             if not prefetch and task_id not in req.asked:
                 req.asked.add(task_id)
                 self._prefetch(req)
-        if img.fetch is None or (img.fetch.done() and img.fetch.exception() is not None):
+        if not prefetch:
+            img.wanted = True
+        if _failed(img.fetch):
             img.fetch = asyncio.get_running_loop().create_task(self._fetch(req, img, recipe, task_id, prefetch))
-        # shielded: one waiter cancelled must not cancel the fetch the others share
-        async with asyncio.timeout(ENSURE_CAP_S):
-            await asyncio.shield(img.fetch)
+        fetch = img.fetch
+        assert fetch is not None
+        img.waiters += 1
+        try:
+            # shielded: one waiter cancelled must not cancel the fetch the others share
+            async with asyncio.timeout(ENSURE_CAP_S):
+                await asyncio.shield(fetch)
+        finally:
+            img.waiters -= 1
         return ref
 
     def _event(self, req: _Request, img: _Image, status: str, task_id: str | None, prefetch: bool,
                **extra: Any) -> None:
+        img.status = status
         self._emit(ImagePull(ts=time.time(), request=req.name, run_id=req.run_id, image=img.ref, status=status,
                              task_id=task_id, prefetch=prefetch, **extra))
 
     async def _fetch(self, req: _Request, img: _Image, recipe: ImageRecipe | None, task_id: str | None,
                      prefetch: bool) -> None:
+        """One fetch, shared by the ensure calls of the image; always ends with a final ImagePull once any
+        event of it went out (a display drops the image's row on it)."""
+        try:
+            await self._fetch_once(req, img, recipe, task_id, prefetch)
+        except BaseException as exc:
+            if img.status is not None and img.status not in PULL_ENDED:
+                if isinstance(exc, asyncio.CancelledError | _Deferred):
+                    self._event(req, img, "cancelled", task_id, prefetch, error=str(exc)[:500] or None)
+                else:
+                    self._event(req, img, "failed", task_id, prefetch, error=str(exc)[:500])
+            raise
+        finally:
+            if img.released and not img.holds:  # it ended after its last task let go of it
+                self._schedule_removal(req, img)
+
+    async def _fetch_once(self, req: _Request, img: _Image, recipe: ImageRecipe | None, task_id: str | None,
+                          prefetch: bool) -> None:
         provider = req.provider
+        if img.after is not None:  # its previous entry is being removed: look once that is over
+            await asyncio.wait({img.after}, timeout=_REMOVE_CAP_S)
+            img.after = None
         size_of = getattr(provider, "image_size", None)
         if size_of is None:  # a provider that cannot tell what is there: make it present, never remove it
             await provider.ensure_image(img.ref, recipe)
@@ -372,51 +474,71 @@ class ImageCache:
             self._event(req, img, "queued", task_id, prefetch)
         await slots.acquire(req.policy.max_concurrent_pulls)
         try:
-            building = recipe is not None or (img.ref == getattr(provider, "image", None) and bool(
-                getattr(provider, "build_context", None) or getattr(provider, "dockerfile", None)))
-            self._event(req, img, "building" if building else "pulling", task_id, prefetch)
-            sent_at = [0.0]  # when the last progress event went out
-            pulled = [0]  # bytes so far
-            held: list[Any] = [None]  # the last report the throttle held back
-
-            def send(p: Any) -> None:
-                self._event(req, img, "pulling", task_id, prefetch, layers_done=int(getattr(p, "layers_done", 0)),
-                            layers_total=int(getattr(p, "layers_total", 0)), bytes_done=pulled[0],
-                            bytes_total=int(getattr(p, "bytes_total", 0) or 0),
-                            rate_bps=float(getattr(p, "rate_bps", 0.0) or 0.0))
-
-            def on_progress(p: Any) -> None:
-                pulled[0] = int(getattr(p, "bytes_done", 0) or 0)
-                now = time.monotonic()
-                if now - sent_at[0] < _PROGRESS_EVERY_S:
-                    held[0] = p
-                    return
-                sent_at[0], held[0] = now, None
-                send(p)
-
-            kwargs: dict[str, Any] = {}
-            if "on_pull_progress" in inspect.signature(provider.ensure_image).parameters:
-                kwargs["on_pull_progress"] = on_progress
+            # again with the slot: fetches that started while this one queued took room
+            await self._wait_for_disk(req, img, task_id, prefetch)
+            _reserve(img.key, FETCH_ESTIMATE)
             try:
-                await provider.ensure_image(img.ref, recipe, **kwargs)
-            except BaseException as exc:
-                self._event(req, img, "failed", task_id, prefetch, error=str(exc)[:500])
-                raise
-            if held[0] is not None:  # the final counts, even when the pull was quicker than the throttle
-                send(held[0])
-            img.fetched = True
-            size = int(await size_of(img.ref) or 0)
-            done = pulled[0] or size
-            req.stats["built" if building else "pulled"] += 1
-            if not building:
-                req.stats["bytes_pulled"] += done
-            self._event(req, img, "done", task_id, prefetch, bytes_done=done, bytes_total=size)
+                await self._run_fetch(req, img, recipe, task_id, prefetch, size_of)
+            finally:
+                _reserve(img.key, None)
+                self._space.set()
         finally:
             slots.release()
 
+    async def _run_fetch(self, req: _Request, img: _Image, recipe: ImageRecipe | None, task_id: str | None,
+                         prefetch: bool, size_of: Callable[[str], Any]) -> None:
+        provider = req.provider
+        building = recipe is not None or (img.ref == getattr(provider, "image", None) and bool(
+            getattr(provider, "build_context", None) or getattr(provider, "dockerfile", None)))
+        self._event(req, img, "building" if building else "pulling", task_id, prefetch)
+        sent_at = [0.0]  # when the last progress event went out
+        pulled = [0]  # bytes so far
+        held: list[Any] = [None]  # the last report the throttle held back
+
+        def send(p: Any) -> None:
+            self._event(req, img, "pulling", task_id, prefetch, layers_done=int(getattr(p, "layers_done", 0)),
+                        layers_total=int(getattr(p, "layers_total", 0)), bytes_done=pulled[0],
+                        bytes_total=int(getattr(p, "bytes_total", 0) or 0),
+                        rate_bps=float(getattr(p, "rate_bps", 0.0) or 0.0))
+
+        def on_progress(p: Any) -> None:
+            pulled[0] = int(getattr(p, "bytes_done", 0) or 0)
+            total = int(getattr(p, "bytes_total", 0) or 0)
+            if total:  # compressed layers plus their extraction
+                _reserve(img.key, 2 * total)
+            now = time.monotonic()
+            if now - sent_at[0] < _PROGRESS_EVERY_S:
+                held[0] = p
+                return
+            sent_at[0], held[0] = now, None
+            send(p)
+
+        kwargs: dict[str, Any] = {}
+        if "on_pull_progress" in inspect.signature(provider.ensure_image).parameters:
+            kwargs["on_pull_progress"] = on_progress
+        try:
+            await provider.ensure_image(img.ref, recipe, **kwargs)
+        except asyncio.CancelledError:
+            img.partial = True  # the daemon may have finished it anyway
+            raise
+        if held[0] is not None:  # the final counts, even when the pull was quicker than the throttle
+            send(held[0])
+        img.fetched = True
+        size = int(await size_of(img.ref) or 0)
+        # the bytes that came (0 when every layer was there); the size only from a provider that cannot tell
+        done = pulled[0] if kwargs else size
+        req.stats["built" if building else "pulled"] += 1
+        if not building:
+            req.stats["bytes_pulled"] += done
+        self._event(req, img, "done", task_id, prefetch, bytes_done=done, bytes_total=size)
+
     def _releasable(self) -> int:
-        """Images this launch fetched that will be removed once released (space that may come back)."""
-        return sum(1 for i in self._images.values() if i.fetched and not i.removed and not i.keep) + self._removing
+        """Images this launch fetched that will be removed once released (space that may come back); an image
+        a queued task holds (prefetched) is not: it stays until that task has run."""
+        queued = {(daemon_key(r.provider), ref) for r in self._requests.values()
+                  for task_id, refs in r.task_refs.items() if task_id not in r.asked for ref in refs}
+        return sum(1 for i in self._images.values()
+                   if i.fetched and not i.removed and not i.keep and i.key not in queued) + self._removing
 
     async def _wait_for_disk(self, req: _Request, img: _Image, task_id: str | None, prefetch: bool) -> None:
         floor = req.policy.min_free_disk
@@ -427,12 +549,21 @@ class ImageCache:
         announced = False
         while True:
             free = await free_of()
-            if free is None or free >= floor:
+            if free is None:
+                return
+            in_flight = _reserved_on(daemon_key(req.provider))
+            room = free - in_flight
+            if prefetch and not img.wanted and room - FETCH_ESTIMATE < floor:
+                raise _Deferred(f"prefetch deferred: {room / 2**30:.1f} GiB free after the fetches in flight, "
+                                f"too close to environment_params.min_free_disk ({floor / 2**30:.1f} GiB); the "
+                                "task fetches it when it starts")
+            if room >= floor:
                 return
             left = deadline - time.monotonic()
-            if left <= 0 or not self._releasable():
+            if left <= 0 or not (self._releasable() or in_flight):
                 waited = f" after waiting {req.policy.disk_wait_timeout:g}s (disk_wait_timeout)" if left <= 0 else ""
-                msg = (f"image {img.ref}: the daemon's disk has {free / 2**30:.1f} GiB free, below "
+                busy = f" ({in_flight / 2**30:.1f} GiB set aside for fetches in flight)" if in_flight else ""
+                msg = (f"image {img.ref}: the daemon's disk has {free / 2**30:.1f} GiB free{busy}, below "
                        f"environment_params.min_free_disk ({floor / 2**30:.1f} GiB){waited}; free space, or lower "
                        "min_free_disk / cache_level")
                 self._event(req, img, "failed", task_id, prefetch, error=msg)
@@ -464,19 +595,44 @@ class ImageCache:
         img.holds -= 1
         if img.holds:
             return
-        others = _hold(img.key, -1)
-        if img.fetched and not img.keep and not others and not img.removed:
-            img.removed = True
-            self._removing += 1
-            t = asyncio.get_running_loop().create_task(self._remove(req, img), name=f"remove-{ref}")
-            req.background.add(t)
-            t.add_done_callback(req.background.discard)
+        img.released = True
+        if _hold(img.key, -1):
+            return
+        fetch = img.fetch
+        if fetch is not None and not fetch.done():
+            if not img.waiters:  # nobody needs it any more; what it leaves is removed when it ends
+                fetch.cancel()
+                req.background.add(fetch)
+                fetch.add_done_callback(req.background.discard)
+            return
+        self._schedule_removal(req, img)
+
+    def _schedule_removal(self, req: _Request, img: _Image) -> None:
+        """Remove ``img`` if this launch made it, its level is not kept and nobody in the process holds it."""
+        if img.removed or img.keep or img.holds or img.present_before or not (img.fetched or img.partial):
+            return
+        with _registry_lock:
+            if _holds.get(img.key):
+                return
+        img.removed = True
+        self._removing += 1
+        t = img.removal = asyncio.get_running_loop().create_task(self._remove(req, img), name=f"remove-{img.ref}")
+        req.background.add(t)
+        t.add_done_callback(req.background.discard)
 
     async def _remove(self, req: _Request, img: _Image) -> None:
         try:
             if await asyncio.to_thread(_held_elsewhere, img.key):
                 self._emit(ImageRemoved(ts=time.time(), request=req.name, run_id=req.run_id, image=img.ref,
                                         kept="another process holds it"))
+                return
+            again = self._images.get(img.key)
+            if again is not None and again is not img and again.holds:
+                # taken again since it was released: the new entry has it (its fetch waited for this)
+                if again.present_before is None:
+                    again.present_before, again.fetched = False, True
+                self._emit(ImageRemoved(ts=time.time(), request=req.name, run_id=req.run_id, image=img.ref,
+                                        kept="needed again"))
                 return
             async with asyncio.timeout(_REMOVE_CAP_S):
                 freed = await req.provider.remove_image(img.ref)
@@ -491,25 +647,28 @@ class ImageCache:
             req.stats["bytes_removed"] += freed
             self._emit(ImageRemoved(ts=time.time(), request=req.name, run_id=req.run_id, image=img.ref,
                                     bytes_freed=freed))
-        else:
+        elif not img.partial:  # a cancelled fetch that left nothing is not news
             self._emit(ImageRemoved(ts=time.time(), request=req.name, run_id=req.run_id, image=img.ref,
                                     kept="in use or already gone"))
 
     async def close(self, name: str) -> dict[str, int]:
-        """The request is over: stop its prefetches, release what it still holds, wait (bounded) for its
-        removals. Returns its counts (for summary.json)."""
+        """The request is over: stop its prefetches and the fetches nobody else holds, release what it still
+        holds, wait (bounded) for its removals. Returns its counts (for summary.json)."""
         req = self._requests.get(name)
         if req is None:
             return {}
         req.closed = True
-        for t in list(req.background):
-            if t.get_name().startswith("prefetch-"):
-                t.cancel()
+        prefetches = [t for t in req.background if t.get_name().startswith("prefetch-")]
+        for t in prefetches:
+            t.cancel()
+        if prefetches:  # they stop waiting at once; then their fetches have no waiter left
+            await asyncio.wait(prefetches, timeout=_REMOVE_CAP_S)
         for task_id in list(req.task_refs):
             self.task_done(name, task_id)
-        pending = list(req.background)
-        if pending:
-            await asyncio.wait(pending, timeout=_REMOVE_CAP_S)
+        deadline = time.monotonic() + _REMOVE_CAP_S
+        # a cancelled fetch ending schedules its removal: wait for that too
+        while (pending := [t for t in req.background if not t.done()]) and time.monotonic() < deadline:
+            await asyncio.wait(pending, timeout=max(0.0, deadline - time.monotonic()))
         del self._requests[name]
         return dict(req.stats)
 

@@ -34,7 +34,7 @@ from .redact import Redactor
 log = logging.getLogger("agentcompass.progress")
 
 #: ImagePull statuses after which the image is no longer being fetched
-_PULL_ENDED = ("done", "present", "failed")
+_PULL_ENDED = ("done", "present", "failed", "cancelled")
 
 
 def _mb(n: float) -> str:

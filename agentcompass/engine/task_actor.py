@@ -30,6 +30,7 @@ from ..interfaces import (
     TaskSpec,
 )
 from ..records import AttemptFinished, AttemptRecord, AttemptStarted, TryRecord, TryRetrying
+from . import image_cache
 from .failures import kind_of, policy
 from .messages import AttemptDone, WorkItem
 from .model_access import AttemptSpend, gateway_usage_of, try_usage
@@ -338,11 +339,18 @@ class TaskActor:
                            image=image, image_recipe=recipe, workdir=workdir, env={**rt.container_env, **env_vars},
                            files=files, network=policy,
                            keep=rt.keep_environment, labels={"agentcompass.request": rt.name})
+        waiting_image = rt.images is not None
         try:
             if rt.images is not None:  # the image first: its fetch is shared, bounded and not the open's time
                 await rt.images.ensure(task_id, image, recipe)
+            waiting_image = False
             env = await rt.pool.open(rt.provider, spec, timeout=rt.timeouts.env_open, request=rt.name)
         except TimeoutError:
+            if waiting_image:
+                raise _Failure("run_error", "image_wait_timeout",
+                               f"the {role} environment's image {image or getattr(rt.provider, 'image', None)} was "
+                               f"not ready after {image_cache.ENSURE_CAP_S:g}s (the wait for a pull slot and room on "
+                               "disk, plus the pull or build)") from None
             raise _Failure("run_error", "env_open_failed",
                            f"opening the {role} environment timed out after {rt.timeouts.env_open:g}s") from None
         except Exception as exc:

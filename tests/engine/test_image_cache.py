@@ -3,6 +3,7 @@ decided is read from its events (progress.jsonl / on_progress) and summary.json,
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -15,7 +16,17 @@ import pytest
 
 import agentcompass
 from agentcompass._errors import ConfigError
-from agentcompass.engine.image_cache import CACHE_LEVELS, image_level, lease_prefix, pop_image_policy
+from agentcompass.engine import image_cache
+from agentcompass.engine.image_cache import (
+    CACHE_LEVELS,
+    ImageCache,
+    ImagePolicy,
+    image_level,
+    lease_prefix,
+    pop_image_policy,
+)
+from agentcompass.environments.docker import DockerProvider
+from agentcompass.interfaces import ComponentContext, ImageRecipe, PreparedTask, TaskSpec
 from agentcompass.records import AttemptStarted, ImagePull, ImageRemoved, ProgressEvent, TaskFinished
 from agentcompass.specs import ComponentSpec, ModelSpec, OrchestrationSpec, RunRequestSpec
 
@@ -196,3 +207,102 @@ def test_an_image_another_live_process_holds_is_kept(busybox_image: str, docker_
     assert _exists(tags[0]) and not _exists(tags[1])
     kept = [ev for ev in events if isinstance(ev, ImageRemoved) and ev.image == tags[0]]
     assert len(kept) == 1 and kept[0].kept == "another process holds it" and kept[0].bytes_freed == 0
+
+
+def test_leases_do_not_follow_links_and_another_users_lease_is_ignored(tmp_path: Path) -> None:
+    key = ("docker@test-leases", f"agentcompass-test/lease:{uuid.uuid4().hex[:10]}")
+    mine = Path(f"{lease_prefix(key)}.{os.getpid()}")
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    assert image_cache._lease_dir_ok()
+    assert os.stat(image_cache.LEASE_DIR).st_mode & 0o777 == 0o700 and str(os.getuid()) in image_cache.LEASE_DIR
+    mine.symlink_to(victim)
+    try:
+        image_cache._lease(key, True)  # a planted link: not followed, the victim untouched
+        assert victim.read_text() == "keep" and mine.is_symlink()
+    finally:
+        mine.unlink()
+    image_cache._lease(key, True)
+    assert mine.is_file() and not mine.is_symlink() and mine.stat().st_mode & 0o777 == 0o600
+    image_cache._lease(key, False)
+    assert not mine.exists()
+    if os.getuid() != 0:
+        return
+    other = subprocess.Popen(["sleep", "60"])
+    lease = Path(f"{lease_prefix(key)}.{other.pid}")
+    try:
+        lease.touch()
+        assert image_cache._held_elsewhere(key)
+        os.chown(lease, 12345, 12345)  # a lease some other user wrote is not one of ours
+        assert not image_cache._held_elsewhere(key)
+    finally:
+        other.kill()
+        other.wait()
+        lease.unlink(missing_ok=True)
+
+
+class _SlowImages:
+    """Benchmark stand-in for ``plan``: task t<i> needs tags[i], built by a recipe that takes a while."""
+
+    def __init__(self, tags: list[str], base: str, root: Path) -> None:
+        self.tags, self.root = tags, root
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "Dockerfile").write_text(f"FROM {base}\nLABEL agentcompass.test=image_cache\nRUN sleep 30\n")
+
+    def prepare(self, task: Any) -> PreparedTask:
+        return PreparedTask(task_id=task.task_id, prompt="", image=self.tags[int(task.task_id[1:])],
+                            image_recipe=ImageRecipe(str(self.root)))
+
+
+@pytest.mark.timeout(300)
+def test_closing_a_request_stops_its_fetches_and_ends_their_rows(busybox_image: str, docker_run_id: str,
+                                                                 tags: list[str], tmp_path: Path) -> None:
+    events: list[ProgressEvent] = []
+
+    async def main() -> tuple[dict[str, int], bool]:
+        building = asyncio.Event()
+
+        def on_event(ev: ProgressEvent) -> None:
+            events.append(ev)
+            if isinstance(ev, ImagePull) and ev.status == "building":
+                building.set()
+
+        provider = DockerProvider({"image": busybox_image}, ComponentContext(run_id=docker_run_id))
+        try:
+            cache = ImageCache(on_event)
+            images = cache.open_request("r", docker_run_id, provider,
+                                        ImagePolicy(min_free_disk=None, prefetch_images=1))
+            await images.plan(_SlowImages(tags, busybox_image, tmp_path / "slow"), [TaskSpec(task_id="t0")])
+            async with asyncio.timeout(120):  # the prefetch's build has started
+                await building.wait()
+            img = cache._images[(image_cache.daemon_key(provider), tags[0])]
+            stats = await images.close()
+            return stats, img.fetch is not None and img.fetch.done()
+        finally:
+            await provider.aclose()
+
+    stats, fetch_over = asyncio.run(main())
+    assert fetch_over  # the build nobody needs any more was stopped, not left running
+    assert stats["built"] == 0 and not _exists(tags[0])
+    pulls = [e for e in events if isinstance(e, ImagePull) and e.image == tags[0]]
+    assert pulls[-1].status == "cancelled", pulls  # the display drops the row
+
+
+@pytest.mark.timeout(600)
+def test_a_prefetch_never_takes_the_last_room_above_the_floor(busybox_image: str, docker_run_id: str,
+                                                             tags: list[str], tmp_path: Path) -> None:
+    root = subprocess.run(["docker", "info", "-f", "{{.DockerRootDir}}"], capture_output=True, text=True,
+                          check=True, timeout=60).stdout.strip()
+    st = os.statvfs(root)
+    # the floor 1 GiB under the free space: a task's own fetch fits, a prefetch (estimated 2 GiB) does not
+    floor = st.f_bavail * st.f_frsize - (1 << 30)
+    result, events = _launch(_request("r", docker_run_id, tmp_path, tags[:3], busybox_image, prefetch_images=1,
+                                      min_free_disk=floor))
+    out = result["r"]
+    assert out.status == "completed", (out.error, out.errors_by_kind)
+    for tag in tags[1:3]:
+        pulls = [e for e in events if isinstance(e, ImagePull) and e.image == tag]
+        assert any(e.status == "cancelled" and e.prefetch and "prefetch deferred" in (e.error or "")
+                   for e in pulls), pulls
+        builds = [e for e in pulls if e.status == "building"]
+        assert len(builds) == 1 and builds[0].prefetch is False, pulls
