@@ -14,8 +14,8 @@ A component declares what it imports on its class; the engine checks (and, with
 
 A requirement counts as present when its module can be imported (``importlib.util.find_spec``) and the
 installed distribution's version (``importlib.metadata``) matches the requirement's specifier; a too-old (or
-too-new) one counts as missing, so an install upgrades it. Missing ones are either refused with a ``ConfigError`` naming the
-``pip install ...`` command and ``auto_install_dependencies=True``, or installed by
+too-new) one counts as missing, so an install upgrades it. Missing ones are either refused with a
+``ConfigError`` naming the ``pip install ...`` command and ``auto_install_dependencies=True``, or installed by
 ``sys.executable -m pip install`` in an asyncio subprocess (awaited, never blocking the loop, killed with its
 process group on timeout or cancellation). pip is run once per requirement per process: concurrent callers
 (other requests, other event loops, other threads) await the same install; a success is remembered, a failure

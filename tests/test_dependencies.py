@@ -51,7 +51,7 @@ async def test_concurrent_callers_in_two_event_loops_share_one_pip_run(index: Si
     # credentials in the index URL never reach the returned output
     env = pip_env(index, index.url.replace("http://", "http://user:s3cret-token@"))
 
-    def call(request: str) -> asyncio.Future[list]:  # type: ignore[type-arg]
+    def call(request: str) -> asyncio.Future[list]:
         return asyncio.ensure_future(ensure_installed([req], auto_install=True, field="harness", request=request,
                                                       emit=events.append, target=target, pip_env=env))
 

@@ -17,8 +17,8 @@ import pytest
 import pytest_asyncio
 
 import agentcompass
-from agentcompass.environments.docker import DockerProvider
 from agentcompass._errors import ConfigError
+from agentcompass.environments.docker import DockerProvider
 from agentcompass.environments.docker_pull import (
     ImagePullError,
     PullProgress,
