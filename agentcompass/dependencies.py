@@ -12,9 +12,10 @@ A component declares what it imports on its class; the engine checks (and, with
             Requirement("pyarrow>=14", "pyarrow"),
         )
 
-A requirement counts as present when its module can be imported (``importlib.util.find_spec``); versions
-are the component's own business. Missing ones are either refused with a ``ConfigError`` naming the
-``pip install ...`` command and ``auto_install_dependencies=True``, or installed by
+A requirement counts as present when its module can be imported (``importlib.util.find_spec``) and the
+installed distribution's version (``importlib.metadata``) matches the requirement's specifier; a too-old (or
+too-new) one counts as missing, so an install upgrades it. Missing ones are either refused with a
+``ConfigError`` naming the ``pip install ...`` command and ``auto_install_dependencies=True``, or installed by
 ``sys.executable -m pip install`` in an asyncio subprocess (awaited, never blocking the loop, killed with its
 process group on timeout or cancellation). pip is run once per requirement per process: concurrent callers
 (other requests, other event loops, other threads) await the same install; a success is remembered, a failure
@@ -38,7 +39,9 @@ import asyncio
 import contextlib
 import functools
 import importlib
+import importlib.metadata
 import importlib.util
+import logging
 import math
 import os
 import re
@@ -50,6 +53,9 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from packaging.requirements import InvalidRequirement
+from packaging.requirements import Requirement as _PipRequirement
 
 from ._errors import ConfigError
 from .records import DependencyInstalled, DependencyInstalling, ProgressEvent
@@ -64,6 +70,7 @@ TARGET_ENV = "AGENTCOMPASS_PIP_TARGET"
 OUTPUT_HEAD_BYTES = 4096
 OUTPUT_TAIL_BYTES = 16384
 _KILL_WAIT_S = 10.0
+log = logging.getLogger("agentcompass.dependencies")
 _URL_CREDENTIALS = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s@]+@")
 
 
@@ -101,8 +108,27 @@ def pip_command(reqs: Iterable[Requirement]) -> str:
     return shlex.join([sys.executable, "-m", "pip", "install", *(r.pip for r in reqs)])
 
 
+def _version_matches(req: Requirement) -> bool:
+    """Whether the installed distribution of ``req`` satisfies its version specifier (True when there is no
+    specifier, or nothing to compare: a URL requirement, a module without distribution metadata)."""
+    try:
+        parsed = _PipRequirement(req.pip)
+    except InvalidRequirement:
+        return True
+    if not parsed.specifier:
+        return True
+    dists = list(importlib.metadata.distributions(name=parsed.name))  # in sys.path order
+    if not dists:
+        return True
+    # The first folder's copy is the one imported; in it, any: ``pip --target --upgrade`` leaves the old
+    # dist-info beside the new one.
+    first = dists[0].locate_file("")
+    return any(parsed.specifier.contains(d.version, prereleases=True) for d in dists if d.locate_file("") == first)
+
+
 def missing(reqs: Iterable[Requirement]) -> list[Requirement]:
-    """The requirements whose module cannot be imported (``AGENTCOMPASS_PIP_TARGET`` is on the path first)."""
+    """The requirements whose module cannot be imported or whose installed version does not match
+    (``AGENTCOMPASS_PIP_TARGET`` is on the path first)."""
     _add_target_to_path(_target_from_env())
     out = []
     for r in dict.fromkeys(reqs):
@@ -110,7 +136,7 @@ def missing(reqs: Iterable[Requirement]) -> list[Requirement]:
             found = importlib.util.find_spec(r.module) is not None
         except (ImportError, ValueError):  # a parent package that is missing or broken
             found = False
-        if not found:
+        if not found or not _version_matches(r):
             out.append(r)
     return out
 
@@ -119,7 +145,8 @@ def missing_error(reqs: Iterable[Requirement], field: str, who: str = "") -> Con
     """The error for requirements that are missing and may not be installed."""
     reqs = list(reqs)
     names = ", ".join(f"{r.pip!r} (module {r.module!r})" for r in reqs)
-    return ConfigError(f"{who or field} needs {names}, which is not installed. Install it with: {pip_command(reqs)} "
+    return ConfigError(f"{who or field} needs {names}, which is not installed (or not a matching version). Install "
+                       f"it with: {pip_command(reqs)} "
                        "(or pass auto_install_dependencies=True to let the engine install it).", field=field)
 
 
@@ -272,7 +299,8 @@ def _pip_argv(req: Requirement, target: str | None) -> list[str]:
     cmd = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
     if target is not None:
         os.makedirs(target, exist_ok=True)
-        cmd += ["--target", os.path.abspath(target)]
+        # --upgrade: without it pip --target keeps an older copy already there (a version that did not match)
+        cmd += ["--target", os.path.abspath(target), "--upgrade"]
     return [*cmd, req.pip]
 
 
@@ -298,7 +326,10 @@ async def _run_pip(req: Requirement, *, field: str, timeout_s: float, target: st
         await asyncio.wait_for(pump(), timeout_s)
     except TimeoutError:
         _kill_group(proc)
-        await asyncio.wait_for(proc.wait(), _KILL_WAIT_S)
+        try:
+            await asyncio.wait_for(proc.wait(), _KILL_WAIT_S)
+        except TimeoutError:  # the caller still gets the error naming its field
+            log.warning("pip (pid %d) was killed but did not exit within %gs", proc.pid, _KILL_WAIT_S)
         raise ConfigError(f"Installing {req.pip!r} timed out after {timeout_s:g}s (set {TIMEOUT_ENV} for a slow "
                           f"mirror). pip said: {out.text()[-1000:]}\nInstall it yourself: {pip_command([req])}",
                           field=field) from None
@@ -314,8 +345,9 @@ async def _run_pip(req: Requirement, *, field: str, timeout_s: float, target: st
     _add_target_to_path(target)
     importlib.invalidate_caches()
     if await asyncio.to_thread(missing, [req]):
-        raise ConfigError(f"Installed {req.pip!r} but module {req.module!r} still cannot be imported. Install it "
-                          f"yourself: {pip_command([req])}", field=field)
+        raise ConfigError(f"Installed {req.pip!r} but module {req.module!r} still cannot be imported (or an "
+                          f"earlier copy on sys.path does not match). Install it yourself: {pip_command([req])}",
+                          field=field)
     return InstallReport(req, round(time.monotonic() - started, 3), ran_pip=True, output=text)
 
 

@@ -8,6 +8,7 @@ short names to ``module:Class`` paths. Adding a benchmark means adding one file 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import IO, Any, ClassVar, Literal, Protocol, runtime_checkable
@@ -292,6 +293,9 @@ class ComponentContext(msgspec.Struct, omit_defaults=True):
     #: ``report_download(what, bytes_done, bytes_total)``: a constructor's data download, shown as progress
     #: (``DataDownload`` events). Callable from any thread; None outside the engine.
     report_download: Callable[[str, int, int], None] | None = None
+    #: set by the engine when the request is cancelled while a constructor runs (in a worker thread, which
+    #: cannot be interrupted): a constructor's long wait (a download, a lock) checks it and gives up.
+    cancelled: threading.Event | None = None
 
 
 __all__ = [

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import importlib.metadata
+import logging
+import os
+import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from agentcompass import dependencies
 from agentcompass._errors import ConfigError
-from agentcompass.dependencies import Requirement, ensure_installed, install_counts, pip_command
+from agentcompass.dependencies import Requirement, ensure_installed, install_counts, missing, pip_command
 from agentcompass.records import DependencyInstalled, DependencyInstalling, ProgressEvent
 from tests.pypi_index import SimpleIndex
 
@@ -45,7 +51,7 @@ async def test_concurrent_callers_in_two_event_loops_share_one_pip_run(index: Si
     # credentials in the index URL never reach the returned output
     env = pip_env(index, index.url.replace("http://", "http://user:s3cret-token@"))
 
-    def call(request: str) -> asyncio.Future[list]:  # type: ignore[type-arg]
+    def call(request: str) -> asyncio.Future[list]:
         return asyncio.ensure_future(ensure_installed([req], auto_install=True, field="harness", request=request,
                                                       emit=events.append, target=target, pip_env=env))
 
@@ -131,3 +137,55 @@ async def test_an_optional_requirement_is_installed_only_when_allowed(tmp_path: 
                                timeout_s=120, pip_env={"PIP_INDEX_URL": "http://127.0.0.1:9/simple",
                                                        "PIP_RETRIES": "0", "PIP_TIMEOUT": "2"})
     assert info.value.field == "benchmark"
+
+
+def _fake_installed(where: Path, name: str, module: str, version: str) -> None:
+    """A package as pip leaves it: the module and its dist-info (METADATA with the version)."""
+    (where / module).mkdir(parents=True)
+    (where / module / "__init__.py").write_text("")
+    info = where / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+
+
+def test_an_installed_version_outside_the_specifier_counts_as_missing(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_installed(tmp_path, "acdep-aged", "acdep_aged", "0.5")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    old_enough, too_old = Requirement("acdep-aged>=0.1", "acdep_aged"), Requirement("acdep-aged>=1.1", "acdep_aged")
+    assert missing([old_enough, too_old, Requirement("acdep-aged", "acdep_aged")]) == [too_old]
+
+
+async def test_a_too_old_package_is_upgraded_by_auto_install(index: SimpleIndex, tmp_path: Path) -> None:
+    target = tmp_path / "target"
+    _fake_installed(target, "acdep-upgr", "acdep_upgr", "0.5")
+    index.add_wheel("acdep-upgr", "2.0", {"acdep_upgr/__init__.py": "NEW = True\n"})
+    req = Requirement("acdep-upgr>=1.1", "acdep_upgr")
+    with pytest.raises(ConfigError, match="not a matching version"):
+        await ensure_installed([req], auto_install=False, field="benchmark", target=str(target))
+    [report] = await ensure_installed([req], auto_install=True, field="benchmark", target=str(target),
+                                      pip_env=pip_env(index))
+    assert report.ran_pip and missing([req]) == []
+    assert "2.0" in {d.version for d in importlib.metadata.distributions(name="acdep-upgr")}
+    assert importlib.import_module("acdep_upgr").NEW
+
+
+async def test_pip_that_outlives_its_kill_still_ends_in_the_config_error(
+        index: SimpleIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """No wait for the killed pip to exit (it cannot have been reaped yet): the caller still gets the
+    ConfigError naming its field, not a bare TimeoutError, and the log says so."""
+    monkeypatch.setattr(dependencies, "_KILL_WAIT_S", 0.0)
+    index.add_wheel("acdep-unkilled", "1.0", {"acdep_unkilled/__init__.py": ""}, gated=True)
+    with caplog.at_level(logging.WARNING, logger="agentcompass.dependencies"), pytest.raises(ConfigError) as exc:
+        await ensure_installed([Requirement("acdep-unkilled==1.0", "acdep_unkilled")], auto_install=True,
+                               field="harness", target=str(tmp_path / "t"), pip_env=pip_env(index), timeout_s=3)
+    assert exc.value.field == "harness" and "timed out after 3s" in str(exc.value)
+    [pid] = [int(m) for r in caplog.records for m in re.findall(r"pip \(pid (\d+)\) was killed", r.getMessage())]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # let this loop reap it (no "Event loop is closed" from its transport)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0)

@@ -102,6 +102,7 @@ class SWEBench:
         self.revision = str_param(params, "revision", where) or None
         self.data_dir = ctx.data_dir
         self._report_download = ctx.report_download
+        self._cancelled = ctx.cancelled
         if ctx.environment and ctx.environment != "docker":
             raise ConfigError(f"{where} runs in per-instance images: use environment 'docker' "
                               f"(got {ctx.environment!r}).", field="environment")
@@ -117,7 +118,8 @@ class SWEBench:
 
     def _load(self) -> list[dict[str, Any]]:
         rows, self.source = load_instances(self.name, self.data_dir, split=self.split, dataset_file=self.dataset_file,
-                                           hub=self.hub, revision=self.revision, on_progress=self._on_download)
+                                           hub=self.hub, revision=self.revision, on_progress=self._on_download,
+                                           cancelled=self._cancelled)
         return rows
 
     def _on_download(self, bytes_done: int, bytes_total: int) -> None:

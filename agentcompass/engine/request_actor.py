@@ -11,6 +11,7 @@ import os
 import platform
 import re
 import sys
+import threading
 import time
 import traceback
 from collections.abc import AsyncIterator, Iterable
@@ -225,7 +226,8 @@ class RequestActor:
 
         # price_per_million / max_concurrency are the engine's: they never reach the client or the upstream
         engine_params = split_engine_params(spec.model.params)
-        ctx = ComponentContext(run_id=self.run_id, request=self.name, data_dir=spec.data_dir,
+        cancelled = threading.Event()
+        ctx = ComponentContext(cancelled=cancelled, run_id=self.run_id, request=self.name, data_dir=spec.data_dir,
                                auto_install_dependencies=spec.auto_install_dependencies,
                                environment=spec.environment.id, benchmark=spec.benchmark.id,
                                price=engine_params.price,
@@ -235,8 +237,12 @@ class RequestActor:
                                                      ("environment", spec.environment.id, provider_cls)))
         # Off the loop: a benchmark may load a big dataset, a harness import a heavy package, while other
         # requests run. Providers stay on the loop (they may make loop-bound clients).
-        benchmark = await asyncio.to_thread(bench_cls, bench_params, ctx)
-        harness = await asyncio.to_thread(harness_cls, harness_params, ctx)
+        try:
+            benchmark = await asyncio.to_thread(bench_cls, bench_params, ctx)
+            harness = await asyncio.to_thread(harness_cls, harness_params, ctx)
+        except asyncio.CancelledError:  # the thread runs on (asyncio.run waits for it): tell it to stop
+            cancelled.set()
+            raise
         if getattr(provider_cls, "takes_phase_timeouts", False):
             env_params.update(env_timeouts)
         has_images = callable(getattr(provider_cls, "ensure_image", None))

@@ -54,7 +54,7 @@ from .docker_api import (
 from .docker_archive import receive_archive
 from .docker_images import build_lock
 from .docker_network import DockerNetworks, check_policy, run_labels
-from .docker_pull import ImagePullError, ProgressCallback, PullOptions, PullResult, pull_image
+from .docker_pull import ImagePullError, ProgressCallback, PullOptions, PullResult, check_registry_env, pull_image
 from .docker_storage import refusal, size_unsupported, storage_opt
 
 log = logging.getLogger("agentcompass.environments.docker")
@@ -625,6 +625,7 @@ class DockerProvider:
             platform=_platform(p), inactivity_timeout=float(_positive(p, "pull_inactivity_timeout")),
             timeout=float(pull_timeout) if pull_timeout is not None else None,
             retries=int(check_number(p["pull_retries"], _field("pull_retries"), ge=0, le=100, integer=True)))
+        check_registry_env()  # before any run: not at the first pull
         self.build_timeout = float(_positive(p, "build_timeout"))
         if not isinstance(p["init"], bool):
             raise ConfigError(f"environment docker: init must be true or false, got {p['init']!r}",

@@ -11,9 +11,10 @@ Failures are :class:`ImagePullError` with a ``kind`` the engine books as the att
 ``registry_unreachable``, ``image_not_found``, ``registry_auth_required``, ``image_pull_stalled`` (and
 ``image_pull_timeout`` for the optional whole-pull bound, ``image_pull_failed`` for anything else).
 
-Credentials come from the environment (``AGENTCOMPASS_REGISTRY_USERNAME``/``_PASSWORD``, optionally limited to
-the registry ``AGENTCOMPASS_REGISTRY``) or the user's Docker config (``$DOCKER_CONFIG/config.json`` or
-``~/.docker/config.json``, ``auths`` entries). They travel to the daemon in the ``X-Registry-Auth`` header only:
+Credentials come from the environment (``AGENTCOMPASS_REGISTRY_USERNAME``/``_PASSWORD``, for the one registry
+named by ``AGENTCOMPASS_REGISTRY``, which is required with them) or the user's Docker config
+(``$DOCKER_CONFIG/config.json`` or ``~/.docker/config.json``, ``auths`` entries; credential helpers,
+``credsStore``/``credHelpers``, are not run). They travel to the daemon in the ``X-Registry-Auth`` header only:
 never logged, never written.
 """
 
@@ -35,7 +36,7 @@ import aiodocker
 import aiohttp
 import msgspec
 
-from .._errors import EnvironmentError_
+from .._errors import ConfigError, EnvironmentError_
 
 log = logging.getLogger("agentcompass.environments.docker_pull")
 
@@ -64,6 +65,9 @@ _HUB_KEYS = ("https://index.docker.io/v1/", "index.docker.io", "docker.io", "reg
 ENV_USERNAME = "AGENTCOMPASS_REGISTRY_USERNAME"
 ENV_PASSWORD = "AGENTCOMPASS_REGISTRY_PASSWORD"
 ENV_REGISTRY = "AGENTCOMPASS_REGISTRY"
+_HELPERS_NOT_RUN = ("credential helpers (credsStore/credHelpers of the Docker config) are not consulted: set "
+                    f"{ENV_REGISTRY}, {ENV_USERNAME} and {ENV_PASSWORD}, or an `auths` entry in the Docker config")
+_helper_warned: set[tuple[str, str]] = set()
 
 
 class ImagePullError(EnvironmentError_):
@@ -171,17 +175,36 @@ def _config_credentials(registry: str, path: str) -> dict[str, str] | None:
     helpers = config.get("credHelpers")
     helpers = helpers if isinstance(helpers, dict) else {}
     if any(isinstance(k, str) and _host_key(k) == registry for k in helpers) or config.get("credsStore"):
-        log.debug("docker config %s names a credential helper for %s; helpers are not run", path, registry)
+        if (path, registry) not in _helper_warned:  # once per registry: every pull of a run would say it again
+            _helper_warned.add((path, registry))
+            log.warning("docker config %s names a credential helper for %s, which is skipped; %s", path, registry,
+                        _HELPERS_NOT_RUN)
     return None
 
 
-def registry_credentials(ref: str, environ: Mapping[str, str] | None = None) -> dict[str, str] | None:
-    """The credentials for the registry of ``ref``: the environment's first, then the Docker config's."""
+def check_registry_env(environ: Mapping[str, str] | None = None) -> None:
+    """ConfigError unless the ``AGENTCOMPASS_REGISTRY*`` variables are unset or name one registry and both
+    credentials: credentials without a registry would be sent to every registry (Docker Hub too)."""
     env = os.environ if environ is None else environ
+    user, password, only = env.get(ENV_USERNAME), env.get(ENV_PASSWORD), (env.get(ENV_REGISTRY) or "").strip()
+    if (user or password) and not only:
+        raise ConfigError(f"{ENV_USERNAME}/{ENV_PASSWORD} are set but {ENV_REGISTRY} is not: set {ENV_REGISTRY} to "
+                          "the registry host they are for (e.g. registry.example.com:5000); they are never sent to "
+                          "another registry.", field=ENV_REGISTRY)
+    if only and not (user and password):
+        raise ConfigError(f"{ENV_REGISTRY} is set but {ENV_USERNAME if not user else ENV_PASSWORD} is not: give "
+                          f"both {ENV_USERNAME} and {ENV_PASSWORD}, or unset {ENV_REGISTRY}.",
+                          field=ENV_USERNAME if not user else ENV_PASSWORD)
+
+
+def registry_credentials(ref: str, environ: Mapping[str, str] | None = None) -> dict[str, str] | None:
+    """The credentials for the registry of ``ref``: the environment's when ``AGENTCOMPASS_REGISTRY`` is that
+    registry, else the Docker config's. ConfigError for an incomplete environment (``check_registry_env``)."""
+    env = os.environ if environ is None else environ
+    check_registry_env(env)
     registry = registry_of(ref)
-    user, password = env.get(ENV_USERNAME), env.get(ENV_PASSWORD)
-    only = env.get(ENV_REGISTRY)
-    if user and password and (not only or _host_key(only) == registry):
+    user, password, only = env.get(ENV_USERNAME), env.get(ENV_PASSWORD), env.get(ENV_REGISTRY)
+    if user and password and only and _host_key(only) == registry:
         return {"username": user, "password": password, "serveraddress": registry}
     return _config_credentials(registry, docker_config_path(env))
 
@@ -238,7 +261,8 @@ def _explain(kind: str, ref: str, detail: str, *, has_credentials: bool) -> str:
         return f"image_not_found: image {ref} is not in registry {registry} (daemon: {detail})"
     if kind == "registry_auth_required":
         how = ("the credentials given were refused" if has_credentials else
-               f"no credentials for {registry}: `docker login {registry}` or set {ENV_USERNAME}/{ENV_PASSWORD}")
+               f"no credentials for {registry}; {_HELPERS_NOT_RUN} (`docker login {registry}` writes one when no "
+               f"credential helper is configured)")
         return f"registry_auth_required: pulling {ref} needs authentication; {how} (daemon: {detail})"
     if kind == "registry_unreachable":
         return f"registry_unreachable: registry {registry} cannot be reached to pull {ref} (daemon: {detail})"
@@ -249,11 +273,13 @@ def _explain(kind: str, ref: str, detail: str, *, has_credentials: bool) -> str:
 
 
 class _Layer:
-    __slots__ = ("current", "done", "status", "total")
+    __slots__ = ("current", "done", "extracted", "status", "total")
 
     def __init__(self) -> None:
         self.current = 0
         self.total = 0
+        #: bytes of the layer unpacked so far ("Extracting" progressDetail): a long extraction is progress
+        self.extracted = 0
         self.done = False
         self.status = ""
 
@@ -273,7 +299,8 @@ class _Tracker:
         self._pending: asyncio.TimerHandle | None = None
 
     def feed(self, msg: dict[str, Any]) -> bool:
-        """Take one stream message; whether it showed progress (a new layer state or more bytes)."""
+        """Take one stream message; whether it showed progress (a new layer state, more bytes downloaded or
+        more of a layer extracted)."""
         status = str(msg.get("status") or "")
         layer_id = msg.get("id")
         if status.startswith(("Status:", "Digest:")):
@@ -284,7 +311,7 @@ class _Tracker:
         if status.startswith("Retrying"):  # the daemon's own countdown after a failed layer fetch
             return False
         layer = self.layers.setdefault(layer_id, _Layer())
-        before = (layer.status, layer.current, layer.done)
+        before = (layer.status, layer.current, layer.extracted, layer.done)
         detail = msg.get("progressDetail")
         detail = detail if isinstance(detail, dict) else {}
         current, total = detail.get("current"), detail.get("total")
@@ -293,14 +320,17 @@ class _Tracker:
                 layer.total = total
             if isinstance(current, int) and current >= 0:
                 layer.current = max(layer.current, current) if layer.done else current
-        elif status == "Extracting" and not layer.total and isinstance(total, int) and total > 0:
-            layer.total = total
+        elif status == "Extracting":
+            if not layer.total and isinstance(total, int) and total > 0:
+                layer.total = total
+            if isinstance(current, int) and current > layer.extracted:
+                layer.extracted = current
         if status in ("Download complete", "Verifying Checksum", "Extracting", "Pull complete") and layer.total:
             layer.current = layer.total
         if status in ("Pull complete", "Already exists"):
             layer.done = True
         layer.status = status
-        return (layer.status, layer.current, layer.done) != before
+        return (layer.status, layer.current, layer.extracted, layer.done) != before
 
     def snapshot(self, status: Literal["pulling", "retrying", "done", "failed"]) -> PullProgress:
         now = time.monotonic()

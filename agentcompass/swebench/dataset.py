@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -128,10 +129,12 @@ def read_instances_file(path: Path) -> list[dict[str, Any]]:
 
 def load_instances(name: str, data_dir: str | None, *, split: str = "test", dataset_file: str | None = None,
                    hub: bool = True, revision: str | None = None, environ: Mapping[str, str] | None = None,
-                   on_progress: ProgressCallback | None = None) -> tuple[list[dict[str, Any]], DatasetSource]:
+                   on_progress: ProgressCallback | None = None,
+                   cancelled: threading.Event | None = None) -> tuple[list[dict[str, Any]], DatasetSource]:
     """(instances, where they came from) for benchmark ``name``: ``dataset_file``, else a file in ``data_dir``,
     else (``hub``) the Hugging Face dataset at ``revision``, cached under ``data_dir`` and downloaded when
-    missing; a ConfigError saying what to provide. ``environ`` (default ``os.environ``) is only read."""
+    missing; a ConfigError saying what to provide. ``environ`` (default ``os.environ``) is only read; a set
+    ``cancelled`` stops a download (or the wait for another process's) with a DatasetDownloadError."""
     if dataset_file:
         path = Path(dataset_file).expanduser()
         if not path.is_file():
@@ -159,7 +162,8 @@ def load_instances(name: str, data_dir: str | None, *, split: str = "test", data
         raise missing(f" and HF_HUB_OFFLINE is set, so {repos[0]} (revision {rev}, split {split}) is not "
                       f"downloaded into {split_dir(base, repos[0], rev, split)}")
     try:
-        files, got = download(base, repos, rev, split, where=where, settings=settings, on_progress=on_progress)
+        files, got = download(base, repos, rev, split, where=where, settings=settings, on_progress=on_progress,
+                              cancelled=cancelled)
     except DatasetDownloadError as exc:
         raise DatasetDownloadError(f"{exc}. Or put the instances at {candidates[0]} yourself.") from None
     source = DatasetSource("hub", path=str(split_dir(base, got.repo, got.revision, split)), repo=got.repo,

@@ -16,6 +16,7 @@ import fnmatch
 import logging
 import os
 import shutil
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -38,6 +39,8 @@ MAX_DOWNLOAD_BYTES = 2 << 30
 METADATA_TIMEOUT = 30.0
 #: seconds to wait for another process that is downloading the same split.
 LOCK_WAIT = 1800.0
+#: how often that wait looks at the lock (and at the caller's cancellation)
+_LOCK_POLL = 0.2
 MANIFEST = "agentcompass-manifest.json"
 MIN_HUB_VERSION = (1, 1)
 INSTALL_HINT = "pip install 'agentcompass[swebench]'"
@@ -132,12 +135,16 @@ def require_libraries(where: str) -> Any:
 class _Progress:
     """Bytes of one download across its files: plain log lines (at most one every 2 s) and a callback."""
 
-    def __init__(self, label: str, total: int, max_bytes: int, on_progress: ProgressCallback | None) -> None:
+    def __init__(self, label: str, total: int, max_bytes: int, on_progress: ProgressCallback | None,
+                 cancelled: threading.Event | None = None) -> None:
         self.label, self.total, self.max_bytes, self.on_progress = label, total, max_bytes, on_progress
+        self.cancelled = cancelled
         self.done = 0
         self._logged = 0.0
 
     def add(self, n: int) -> None:
+        if self.cancelled is not None and self.cancelled.is_set():
+            raise DatasetDownloadError(f"{self.label}: download cancelled")
         self.done = max(0, self.done + n)
         if self.done > self.max_bytes:  # the server sends more than it announced
             raise DatasetDownloadError(f"{self.label}: more than {self.max_bytes} bytes received; download stopped")
@@ -171,8 +178,9 @@ def _bar_class(progress: _Progress) -> type:
 
 
 @contextlib.contextmanager
-def _locked(path: Path, wait: float) -> Iterator[None]:
-    """An exclusive lock on ``path`` between processes and threads, waited for at most ``wait`` seconds."""
+def _locked(path: Path, wait: float, cancelled: threading.Event | None = None) -> Iterator[None]:
+    """An exclusive lock on ``path`` between processes and threads, waited for at most ``wait`` seconds (a
+    DatasetDownloadError as soon as ``cancelled`` is set)."""
     import fcntl
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -184,10 +192,16 @@ def _locked(path: Path, wait: float) -> Iterator[None]:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
+                if cancelled is not None and cancelled.is_set():
+                    raise DatasetDownloadError(f"waiting for {path} (another process downloading the same "
+                                               "dataset): cancelled") from None
                 if time.monotonic() > deadline:
                     raise DatasetDownloadError(f"another process holds {path} (downloading the same dataset) "
                                                f"for more than {wait:.0f} s") from None
-                time.sleep(0.2)
+                if cancelled is not None:
+                    cancelled.wait(_LOCK_POLL)
+                else:
+                    time.sleep(_LOCK_POLL)
         yield
     finally:
         os.close(fd)
@@ -227,11 +241,13 @@ def _resolve(hf: Any, settings: HubSettings, repos: Sequence[str], revision: str
 
 def download(data_dir: Path, repos: Sequence[str], revision: str, split: str, *, where: str,
              settings: HubSettings | None = None, max_bytes: int = MAX_DOWNLOAD_BYTES,
-             on_progress: ProgressCallback | None = None) -> tuple[list[Path], HubDataset]:
+             on_progress: ProgressCallback | None = None,
+             cancelled: threading.Event | None = None) -> tuple[list[Path], HubDataset]:
     """The split's parquet files from the cache, else downloaded from the Hub into it.
 
     ``repos`` are tried in order (current name, then old ones). Does not look at ``settings.offline``: the
-    caller decides what an offline miss means.
+    caller decides what an offline miss means. A set ``cancelled`` (``ComponentContext.cancelled``) stops the
+    download, or the wait for another process's, with a DatasetDownloadError.
     """
     hit = find_cached(data_dir, repos, revision, split)
     if hit is not None:
@@ -251,7 +267,7 @@ def download(data_dir: Path, repos: Sequence[str], revision: str, split: str, *,
     commit = str(info.sha or revision)
     final = split_dir(data_dir, repo, revision, split)
     label = f"{repo}@{commit[:12]} ({split})"
-    with _locked(final.parent / f".{final.name}.lock", LOCK_WAIT):
+    with _locked(final.parent / f".{final.name}.lock", LOCK_WAIT, cancelled):
         hit = find_cached(data_dir, [repo], revision, split)  # another process may have finished it meanwhile
         if hit is not None:
             return hit
@@ -261,7 +277,7 @@ def download(data_dir: Path, repos: Sequence[str], revision: str, split: str, *,
         tmp.mkdir(parents=True)
         try:
             log.info("downloading %s from %s: %d file(s), %s", label, settings.endpoint, len(files), _size(total))
-            bar = _bar_class(_Progress(label, total, max_bytes, on_progress))
+            bar = _bar_class(_Progress(label, total, max_bytes, on_progress, cancelled))
             for name in files:
                 _fetch_file(hf, settings, repo, commit, name, tmp, bar, where)
                 _check_parquet(tmp / name, sizes.get(name), where)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -16,8 +17,14 @@ import pytest
 import pytest_asyncio
 
 import agentcompass
+from agentcompass._errors import ConfigError
 from agentcompass.environments.docker import DockerProvider
-from agentcompass.environments.docker_pull import ImagePullError, PullProgress, registry_credentials
+from agentcompass.environments.docker_pull import (
+    ImagePullError,
+    PullProgress,
+    _Tracker,
+    registry_credentials,
+)
 from agentcompass.interfaces import ComponentContext
 
 from .registry import (
@@ -193,6 +200,7 @@ async def test_a_registry_with_auth_needs_the_credentials_of_the_docker_config(
                 await make_provider().ensure_image(ref)
             assert info.value.kind == "registry_auth_required" and not info.value.retryable
             assert f"docker login {private.host}" in str(info.value)
+            assert "credential helpers" in str(info.value) and "AGENTCOMPASS_REGISTRY" in str(info.value)
 
             config = tmp_path / "docker-config"
             config.mkdir()
@@ -241,3 +249,77 @@ def test_a_run_whose_registry_stalls_ends_in_the_stalled_kind_not_a_hang(
     assert out.status == "failed", out
     assert out.error is not None and "image_pull_stalled" in out.error, out.error
     assert not image_present(ref)
+
+
+# ----------------------------------------------------------------------------- without docker
+
+
+def test_a_long_extraction_is_progress_until_it_stops_moving() -> None:
+    """The daemon's messages for one big layer: every step of "Extracting" that unpacks more counts as progress
+    (the inactivity bound restarts), the same message again does not."""
+    tracker = _Tracker("x/y:1", None)
+    total = 1_500_000_000
+
+    def msg(status: str, current: int | None = None) -> dict[str, Any]:
+        detail = {"current": current, "total": total} if current is not None else {}
+        return {"status": status, "id": "abc123", "progressDetail": detail}
+
+    assert tracker.feed(msg("Pulling fs layer"))
+    assert tracker.feed(msg("Downloading", 1 << 20))
+    assert tracker.feed(msg("Downloading", total))
+    assert not tracker.feed(msg("Downloading", total))
+    assert tracker.feed(msg("Download complete"))
+    decided = [tracker.feed(msg("Extracting", step * 100_000_000)) for step in range(1, 16)]
+    assert decided == [True] * 15
+    assert not tracker.feed(msg("Extracting", 1_500_000_000))  # nothing new unpacked
+    assert tracker.feed(msg("Pull complete"))
+    assert tracker.bytes_done == total and tracker.layers["abc123"].done
+
+
+def _env(tmp_path: Path, **values: str) -> dict[str, str]:
+    return {"DOCKER_CONFIG": str(tmp_path / "no-config"), **values}
+
+
+def test_environment_credentials_go_only_to_the_registry_named(tmp_path: Path) -> None:
+    env = _env(tmp_path, AGENTCOMPASS_REGISTRY="mirror.example:5000", AGENTCOMPASS_REGISTRY_USERNAME="u",
+               AGENTCOMPASS_REGISTRY_PASSWORD="p")
+    assert registry_credentials("mirror.example:5000/swebench/x:1", env) == {
+        "username": "u", "password": "p", "serveraddress": "mirror.example:5000"}
+    assert registry_credentials("swebench/x:1", env) is None  # Docker Hub never sees the mirror's password
+    assert registry_credentials("other.example/x:1", env) is None
+
+
+@pytest.mark.parametrize(("values", "field"), [
+    ({"AGENTCOMPASS_REGISTRY_USERNAME": "u", "AGENTCOMPASS_REGISTRY_PASSWORD": "s3cret"}, "AGENTCOMPASS_REGISTRY"),
+    ({"AGENTCOMPASS_REGISTRY_PASSWORD": "s3cret"}, "AGENTCOMPASS_REGISTRY"),
+    ({"AGENTCOMPASS_REGISTRY": "mirror.example", "AGENTCOMPASS_REGISTRY_USERNAME": "u"},
+     "AGENTCOMPASS_REGISTRY_PASSWORD"),
+])
+def test_incomplete_environment_credentials_are_refused(tmp_path: Path, values: dict[str, str],
+                                                        field: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        registry_credentials("swebench/x:1", _env(tmp_path, **values))
+    assert info.value.field == field and field in str(info.value)
+    assert "s3cret" not in str(info.value)
+
+
+def test_the_provider_refuses_credentials_without_a_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AGENTCOMPASS_REGISTRY", raising=False)
+    monkeypatch.setenv("AGENTCOMPASS_REGISTRY_USERNAME", "u")
+    monkeypatch.setenv("AGENTCOMPASS_REGISTRY_PASSWORD", "p")
+    with pytest.raises(ConfigError) as info:
+        DockerProvider({}, ComponentContext(run_id="r"))
+    assert info.value.field == "AGENTCOMPASS_REGISTRY"
+
+
+def test_a_credential_helper_is_named_as_skipped_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    config = tmp_path / "helper-config"
+    config.mkdir()
+    (config / "config.json").write_text(json.dumps({"credsStore": "desktop", "auths": {"ghcr.io": {}}}))
+    env = {"DOCKER_CONFIG": str(config)}
+    with caplog.at_level(logging.WARNING, logger="agentcompass.environments.docker_pull"):
+        assert registry_credentials("ghcr.io/x/y:1", env) is None
+        assert registry_credentials("ghcr.io/x/z:1", env) is None
+    warned = [r for r in caplog.records if "credential helper" in r.getMessage()]
+    assert len(warned) == 1
+    assert "ghcr.io" in warned[0].getMessage() and "AGENTCOMPASS_REGISTRY" in warned[0].getMessage()

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -220,3 +221,51 @@ def test_the_process_environment_is_unchanged_from_first_import_on(hub: HubStand
                          text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "True"
+
+
+def test_a_wait_for_another_download_stops_when_cancelled(hub: HubStandIn, tmp_path: Path) -> None:
+    """The engine sets ``ComponentContext.cancelled`` when a request is cancelled while its benchmark's
+    constructor runs in a worker thread: the wait for another process's download of the same split ends."""
+    import fcntl
+
+    hub.add_dataset(VERIFIED, {TEST_FILE: _parquet("octo__demo-1")})
+    lock = split_dir(tmp_path, VERIFIED, "main", "test").parent / ".test.lock"
+    lock.parent.mkdir(parents=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT)  # "another process" downloading the same split
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    cancelled = threading.Event()
+    outcome: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            load_instances("swebench_verified", str(tmp_path), environ=_env(hub), cancelled=cancelled)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    waiter = threading.Thread(target=load, daemon=True)
+    try:
+        waiter.start()
+        deadline = time.monotonic() + 60
+        while not hub.requests and time.monotonic() < deadline:  # it asked the Hub, now it waits
+            time.sleep(0.05)
+        waiter.join(1.0)
+        assert waiter.is_alive() and not outcome, outcome  # waiting on the lock (up to LOCK_WAIT otherwise)
+        cancelled.set()
+        waiter.join(60)
+        assert not waiter.is_alive()
+    finally:
+        os.close(fd)
+    [err] = outcome
+    assert isinstance(err, DatasetDownloadError) and "cancelled" in str(err)
+    assert find_cached(tmp_path, [VERIFIED], "main", "test") is None and not hub.downloads()
+
+
+def test_a_cancelled_download_stops_at_the_next_bytes(hub: HubStandIn, tmp_path: Path) -> None:
+    hub.add_dataset(VERIFIED, {TEST_FILE: _parquet("octo__demo-1", pad=50_000)})
+    cancelled = threading.Event()
+    cancelled.set()
+    with pytest.raises(DatasetDownloadError, match="cancelled"):
+        download(tmp_path, [VERIFIED], "main", "test", where="benchmark x", settings=HubSettings(endpoint=hub.url),
+                 cancelled=cancelled)
+    assert find_cached(tmp_path, [VERIFIED], "main", "test") is None
+    assert not list(split_dir(tmp_path, VERIFIED, "main", "test").parent.glob(".partial-*"))
