@@ -9,6 +9,7 @@ a loop. Every numeric setting goes through ``check_number`` (or its two shorthan
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from ._errors import ConfigError
@@ -67,3 +68,15 @@ def seconds(value: Any, field: str, *, maximum: float = MAX_SECONDS, label: str 
 def count(value: Any, field: str, *, minimum: int = 1, maximum: int = MAX_COUNT, label: str | None = None) -> int:
     """A count: an integer in ``[minimum, maximum]``."""
     return int(check_number(value, field, ge=minimum, le=maximum, integer=True, label=label))
+
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
+
+
+def size_text(text: Any) -> int | None:
+    """``"2g"``, ``"512m"``, ``"1.5GiB"`` -> bytes (powers of 1024; may be 0); None when ``text`` is not such a
+    size. The callers say what is allowed (ints, zero) and name their field."""
+    match = _SIZE_RE.match(text) if isinstance(text, str) else None
+    if not match:
+        return None
+    return int(float(match.group(1)) * 1024 ** " kmgt".index(match.group(2).lower() or " "))

@@ -24,7 +24,6 @@ import hashlib
 import inspect
 import logging
 import os
-import re
 import stat
 import tempfile
 import threading
@@ -34,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import ConfigError, EnvironmentError_
-from .._validate import MAX_COUNT, check_number, seconds
+from .._validate import MAX_COUNT, check_number, seconds, size_text
 from ..interfaces import ImageRecipe, TaskSpec
 from ..records import ImagePull, ImageRemoved, ProgressEvent
 from .env_pool import ProcessSlots
@@ -60,7 +59,6 @@ FETCH_ESTIMATE = 2 << 30
 #: ImagePull statuses after which the image is no longer being fetched
 PULL_ENDED: tuple[str, ...] = ("done", "present", "failed", "cancelled")
 _PROGRESS_EVERY_S = 0.5
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
 
 
 class DiskFull(EnvironmentError_):
@@ -83,11 +81,10 @@ def _size(value: Any, key: str) -> int | None:
         return None
     if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= 1 << 60:
         return value
-    match = _SIZE_RE.match(value) if isinstance(value, str) else None
-    if not match:
+    size = size_text(value)
+    if size is None:
         raise ConfigError(f"Invalid `{_field(key)}` {value!r}: expected a size like '10g' or '512m' (units k, m, "
                           "g, t), an int of bytes, or 0 / null for no floor.", field=_field(key))
-    size = int(float(match.group(1)) * 1024 ** " kmgt".index(match.group(2).lower() or " "))
     return size or None
 
 

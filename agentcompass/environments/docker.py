@@ -25,7 +25,7 @@ import aiodocker
 from aiodocker.containers import DockerContainer
 
 from .._errors import ConfigError, EnvironmentError_
-from .._validate import MAX_COUNT, MAX_SECONDS, check_number, seconds
+from .._validate import MAX_COUNT, MAX_SECONDS, check_number, seconds, size_text
 from ..interfaces import ComponentContext, EnvOpenSpec, ExecResult, ImageRecipe, NetworkPolicy
 from ._output import CappedBuffer
 from ._tar import (
@@ -97,7 +97,6 @@ _DEFAULTS: dict[str, Any] = {
 }
 ALLOWED_PARAMS: tuple[str, ...] = (*_DEFAULTS, *ARCHIVE_PARAMS)
 
-_MEMORY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
 _NAME_RE = re.compile(r"[^a-zA-Z0-9_.-]+")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -114,12 +113,11 @@ def parse_memory(value: Any, key: str = "memory") -> int:
     param in the error."""
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return value
-    match = _MEMORY_RE.match(value) if isinstance(value, str) else None
-    if not match or float(match.group(1)) <= 0:
+    size = size_text(value)
+    if not size:
         raise ConfigError(f"environment docker: {key} must be a size like '512m' or '2g' (units k, m, g, t) "
                           f"or a positive int of bytes, got {value!r}", field=_field(key))
-    scale = 1024 ** " kmgt".index(match.group(2).lower() or " ")
-    return int(float(match.group(1)) * scale)
+    return size
 
 
 _MAX_CPUS = 4096.0
