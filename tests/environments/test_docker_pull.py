@@ -81,11 +81,40 @@ async def make_provider(docker_run_id: str) -> AsyncIterator[Any]:
         await p.aclose()
 
 
-async def test_pull_reports_layers_and_bytes_and_records_the_result(absent: str, make_provider: Any) -> None:
+async def test_pull_reports_layers_and_bytes_and_records_the_result(
+        registry: Registry, absent: str, make_provider: Any) -> None:
+    # The registry is reached through a proxy that holds the pull mid-layer until a progress report with
+    # bytes has arrived: a fast local pull may otherwise finish before the daemon sends any byte counts.
+    host, port = registry.host.split(":")
+    proxy = await StallingProxy((host, int(port)), budget=1 << 20).start()
+    ref = absent.replace(registry.host, proxy.host)
     provider = make_provider()
     seen: list[PullProgress] = []
-    assert await provider.ensure_image(absent, on_pull_progress=seen.append) == absent
-    assert image_present(absent)
+
+    def on_progress(p: PullProgress) -> None:
+        seen.append(p)
+        if p.bytes_done > 0:
+            proxy.release()
+
+    async def release_anyway() -> None:  # the pull never hangs the test; the assertion below then fails
+        await asyncio.sleep(120)
+        proxy.release()
+
+    guard = asyncio.create_task(release_anyway())
+    try:
+        assert await provider.ensure_image(ref, on_pull_progress=on_progress) == ref
+    finally:
+        guard.cancel()
+        await proxy.aclose()
+    assert any(0 < p.bytes_done for p in seen[:-1]), "no progress with bytes before the end"
+    assert image_present(ref)
+    try:
+        await _check_recorded_pull(ref, provider, seen, make_provider)
+    finally:
+        remove_image(ref)
+
+
+async def _check_recorded_pull(absent: str, provider: Any, seen: list[PullProgress], make_provider: Any) -> None:
     result = provider.pull_stats(absent)
     assert result is not None and result.source == "pulled" and result.attempts == 1
     assert result.bytes_pulled >= 6 << 20  # the two random layers, at least
@@ -93,7 +122,6 @@ async def test_pull_reports_layers_and_bytes_and_records_the_result(absent: str,
     final = seen[-1]
     assert final.layers_total >= 2 and final.layers_done == final.layers_total
     assert final.bytes_done == result.bytes_pulled and final.bytes_total >= final.bytes_done
-    assert any(0 < p.bytes_done for p in seen[:-1]), "no progress with bytes before the end"
     # present now: no second pull, recorded as such by a new provider
     again = make_provider()
     await again.ensure_image(absent)
