@@ -1,7 +1,8 @@
 """Grade a SWE-bench attempt from its test log, as the official harness (``swebench/harness/grading.py``) does.
 
 A FAIL_TO_PASS test succeeds when it PASSED or XFAILed; a PASS_TO_PASS test also when it was SKIPPED (a
-skip is no regression, but a skipped F2P test resolves nothing). A test missing from the log failed.
+skip is no regression, but a skipped F2P test resolves nothing). A test missing from the log failed; names
+match exactly. The repos of ``FAIL_ONLY_REPOS`` are graded fail-only: only a recorded FAILED fails.
 ``resolved`` means every F2P and every P2P test succeeded. A log is not graded at all when it shows the
 patch or the reset failed, an error or timeout marker, no test-output markers, no test results, or a
 non-zero test exit code with no failing test in it (a patch printing its own PASSED lines).
@@ -85,6 +86,11 @@ _BAD_MARKERS: tuple[tuple[str, GradeError], ...] = (
 )
 _EXIT_CODE_RE = re.compile(rf"{re.escape(TEST_EXIT_CODE)}:\s*(-?\d+)")
 _PASSING = frozenset({TestStatus.PASSED.value, TestStatus.XFAIL.value})
+_STATUS_VALUES = frozenset(s.value for s in TestStatus)
+_NOT_PASSING = frozenset({TestStatus.FAILED.value, TestStatus.ERROR.value, TestStatus.SKIPPED.value})
+
+#: Repos the official harness grades fail-only (``EvalType.FAIL_ONLY``): their parsers record failures only.
+FAIL_ONLY_REPOS = frozenset({"chartjs/Chart.js", "processing/p5.js", "markedjs/marked"})
 
 
 def load_test_list(value: Any, field: str) -> list[str]:
@@ -101,50 +107,38 @@ def load_test_list(value: Any, field: str) -> list[str]:
     raise ConfigError(f"{field} must be a list of test names, got {type(value).__name__}", field=field)
 
 
-def _resolve_case(case: str, status_map: Mapping[str, str]) -> str | None:
-    """The status-map key for ``case``; a truncated parametrized id (``t[a b`` with no ``]``) matches by
-    prefix when every candidate agrees on pass vs fail (the official fix for ids truncated in the datasets)."""
-    if case in status_map:
-        return case
-    if case.count("[") > case.count("]"):
-        matches = [k for k in status_map if k.startswith(case)]
-        if matches and len({status_map[k] in _PASSING for k in matches}) == 1:
-            return matches[0]
-    return None
-
-
 def test_passed(case: str, status_map: Mapping[str, str]) -> bool:
     """PASSED or XFAIL."""
-    key = _resolve_case(case, status_map)
-    return key is not None and status_map[key] in _PASSING
+    return status_map.get(case) in _PASSING
 
 
 def test_maintained(case: str, status_map: Mapping[str, str]) -> bool:
     """P2P success: passed, or SKIPPED (a skip is no regression)."""
-    key = _resolve_case(case, status_map)
-    return test_passed(case, status_map) or (key is not None and status_map[key] == TestStatus.SKIPPED)
+    return test_passed(case, status_map) or status_map.get(case) == TestStatus.SKIPPED
 
 
 def test_failed(case: str, status_map: Mapping[str, str]) -> bool:
-    """Missing from the log, FAILED, ERROR or SKIPPED."""
-    key = _resolve_case(case, status_map)
-    return key is None or status_map[key] in (TestStatus.FAILED, TestStatus.ERROR, TestStatus.SKIPPED)
+    """Missing from the log, FAILED, ERROR or SKIPPED (any other recorded value is neither passed nor failed)."""
+    return case not in status_map or status_map[case] in _NOT_PASSING
+
+
+def _fail_only_success(case: str, status_map: Mapping[str, str]) -> bool:
+    """Fail-only grading: everything but a recorded FAILED succeeds (missing, ERROR and SKIPPED too)."""
+    return status_map.get(case) != TestStatus.FAILED
 
 
 def get_tests_report(status_map: Mapping[str, str], fail_to_pass: Sequence[str],
-                     pass_to_pass: Sequence[str]) -> dict[str, TestOutcomes]:
-    """Sort the F2P and P2P tests into success and failure."""
+                     pass_to_pass: Sequence[str], *, fail_only: bool = False) -> dict[str, TestOutcomes]:
+    """Sort the F2P and P2P tests into success and failure (``fail_only`` for the FAIL_ONLY_REPOS)."""
     f2p, p2p = TestOutcomes(), TestOutcomes()
-    for case in fail_to_pass:
-        if test_passed(case, status_map):
-            f2p.success.append(case)
-        elif test_failed(case, status_map):
-            f2p.failure.append(case)
-    for case in pass_to_pass:
-        if test_maintained(case, status_map):
-            p2p.success.append(case)
-        elif test_failed(case, status_map):
-            p2p.failure.append(case)
+    for cases, outcomes, succeeded in ((fail_to_pass, f2p, test_passed), (pass_to_pass, p2p, test_maintained)):
+        for case in cases:
+            if fail_only:
+                (outcomes.success if _fail_only_success(case, status_map) else outcomes.failure).append(case)
+            elif succeeded(case, status_map):
+                outcomes.success.append(case)
+            elif test_failed(case, status_map):
+                outcomes.failure.append(case)
     return {FAIL_TO_PASS: f2p, PASS_TO_PASS: p2p}
 
 
@@ -186,12 +180,14 @@ def parse_test_output(log: str, parser_name: str) -> tuple[dict[str, str], Grade
     if START_TEST_OUTPUT not in log or END_TEST_OUTPUT not in log:
         return {}, GradeError.TEST_OUTPUT_MISSING
     parser = get_parser(None, parser_name)
-    section = log.split(START_TEST_OUTPUT, 1)[1].split(END_TEST_OUTPUT, 1)[0]
+    # as officially: from the first start marker to the next start or end marker
+    section = log.split(START_TEST_OUTPUT)[1].split(END_TEST_OUTPUT)[0]
     status_map = parser(section)
     if not status_map:
         # some runners print results outside the markers (stream ordering), so try the whole log
         status_map = parser(log)
-    if not status_map:
+    if not any(s in _STATUS_VALUES for s in status_map.values()):
+        # officially graded: an empty map, or one of words like "ERROR:" ("ERROR: file not found")
         return {}, GradeError.NO_TEST_RESULTS
     exit_code = parse_test_exit_code(log)
     if exit_code not in (None, 0) and not any(
@@ -229,7 +225,7 @@ def grade(
     else:
         status_map, error = parse_test_output(test_output, name)
 
-    tests_status = get_tests_report(status_map, f2p, p2p)
+    tests_status = get_tests_report(status_map, f2p, p2p, fail_only=instance.get("repo") in FAIL_ONLY_REPOS)
     status = ResolvedStatus.NO if error is not None else get_resolution_status(tests_status)
     return GradeReport(
         instance_id=instance_id,
