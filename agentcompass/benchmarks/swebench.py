@@ -8,6 +8,10 @@ files, applies the test patch and runs the repo's test command, and the log is p
 FAIL_TO_PASS / PASS_TO_PASS results. The raw eval output and per-test results go to ``extra.eval_raw_data``.
 Docker only: the instances need their images.
 
+Rows may carry their own grading (newer SWE-bench releases, SWE-smith / SWE-Gym style data): ``eval_script``
+(run instead of the generated script), ``test_cmd`` and ``log_parser``, and an image (``image``, else
+``image_name``) used instead of the official image name.
+
 Params: ``sample_ids``, ``limit``, ``k`` (attempts per task), ``avgk`` (attempts per task, with avg@k as the
 headline metric), ``eval_timeout`` (seconds, default 1800), ``split`` (default ``test``), ``dataset_file``
 (a path; overrides data_dir lookup), ``image_namespace`` (default ``swebench``), ``arch`` (default
@@ -42,7 +46,7 @@ from ..metrics import DefaultAccumulator
 from ..swebench.dataset import DatasetSource, default_data_dir, load_instances, select
 from ..swebench.grading import grade
 from ..swebench.images import TESTBED, history_hygiene_script, official_image
-from ..swebench.test_specs import apply_patch_script, make_eval_script
+from ..swebench.test_specs import apply_patch_script, make_eval_script, own_eval_script
 from . import bool_param, check_param_keys, float_param, int_param, str_list_param, str_param, truncate_middle
 
 _PARAMS = ("sample_ids", "limit", "k", "avgk", "eval_timeout", "split", "dataset_file", "image_namespace",
@@ -52,6 +56,10 @@ _EVAL_FILE = "/tmp/agentcompass_eval.sh"
 _RAW_CAP = 200_000
 _DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/(\S+)", re.MULTILINE)
 _TEST_PATH = re.compile(r"(^|/)(tests?|testing)(/|$)|(^|/)test_[^/]*\.py$|_tests?\.py$|(^|/)conftest\.py$")
+#: the fields a row names its own image with, in order (newer SWE-bench releases; SWE-smith / SWE-Gym)
+IMAGE_FIELDS = ("image", "image_name")
+#: the fields of a row that say how to grade it, kept with the ground truth
+_GRADING_FIELDS = ("test_cmd", "log_parser", "eval_script", "eval_type")
 
 
 def changed_files(patch: str) -> list[str]:
@@ -67,6 +75,19 @@ def changed_files(patch: str) -> list[str]:
 def is_test_path(path: str) -> bool:
     """Whether ``path`` looks like a test file or lives in a test directory."""
     return bool(_TEST_PATH.search(path))
+
+
+def instance_image(instance: dict[str, Any]) -> str | None:
+    """The image the row names itself (``image``, else ``image_name``), or None."""
+    for field in IMAGE_FIELDS:
+        value = instance.get(field)
+        if value is None or value == "":
+            continue
+        if not isinstance(value, str) or value != value.strip() or " " in value:
+            raise ConfigError(f"instance {instance.get('instance_id', '?')!r}: {field} must be an image "
+                              f"name, got {value!r}", field=field)
+        return value
+    return None
 
 
 class SWEBench:
@@ -109,6 +130,9 @@ class SWEBench:
         # Fail fast (before any run directory exists) when the dataset is missing or an id is unknown.
         self._instances = select(self._load(), self.sample_ids, self.name)
         self._by_id = {inst["instance_id"]: inst for inst in self._instances}
+        for inst in self._instances:  # a row's own script and image are checked before any run starts
+            own_eval_script(inst)
+            instance_image(inst)
 
     def new_accumulator(self) -> DefaultAccumulator:
         """pass@k and avg@k; with ``avgk`` the headline (``primary``) is avg@k."""
@@ -127,7 +151,11 @@ class SWEBench:
             self._report_download(f"{self.name} dataset ({self.split})", bytes_done, bytes_total)
 
     def image_for(self, instance: dict[str, Any]) -> tuple[str, ImageRecipe | None]:
-        """The instance's image, and how to build it when it is missing (None: pull it)."""
+        """The instance's image, and how to build it when it is missing (None: pull it): the row's own
+        image if it names one, else the official name."""
+        own = instance_image(instance)
+        if own is not None:
+            return own, None
         return official_image(instance["instance_id"], self.namespace, self.arch, self.image_tag), None
 
     def load_tasks(self) -> list[TaskSpec]:
@@ -135,7 +163,7 @@ class SWEBench:
         out: list[TaskSpec] = []
         for inst in self._instances:
             truth = {k: inst[k] for k in ("patch", "test_patch", "FAIL_TO_PASS", "PASS_TO_PASS")}
-            for k in ("test_cmd", "log_parser"):
+            for k in _GRADING_FIELDS:
                 if k in inst:
                     truth[k] = inst[k]
             out.append(TaskSpec(
@@ -278,5 +306,5 @@ class SWEBenchLocal(SWEBench):
         return self._recipes[iid]
 
 
-__all__ = ["SWEBench", "SWEBenchJsonl", "SWEBenchLite", "SWEBenchLocal", "SWEBenchVerified", "changed_files",
-           "is_test_path"]
+__all__ = ["IMAGE_FIELDS", "SWEBench", "SWEBenchJsonl", "SWEBenchLite", "SWEBenchLocal", "SWEBenchVerified",
+           "changed_files", "instance_image", "is_test_path"]

@@ -1,14 +1,22 @@
 """Per-repo test commands and the bash scripts that apply a patch and run an instance's tests.
 
 The commands, directives and script steps follow the official SWE-bench harness
-(``MAP_REPO_VERSION_TO_SPECS``, ``get_test_directives``, ``make_eval_script_list_py``); the scripts
-differ only where our images do: conda is activated only when ``/opt/miniconda3/bin/activate`` exists,
-and git is told the repo is safe per call instead of through the global config.
+(``MAP_REPO_VERSION_TO_SPECS``, ``get_test_directives``, ``make_eval_script_list_py`` of swebench 4.1.0);
+tests/swebench/differential/test_eval_scripts.py compares the scripts with the official ones for every
+Python (repo, version). The scripts differ in mechanics: conda is activated only when
+``/opt/miniconda3/bin/activate`` exists, git is told the repo is safe per call instead of through the
+global config, markers are echoed (not traced by ``set -x``), paths are shell-quoted, and the official
+informational ``git status/show/diff`` lines are left out. They differ on purpose where the official script
+is wrong (docs/swebench.md, "Agreement with the official harness: eval scripts"): files the test patch
+creates are removed before it is applied, no bare ``git checkout <base>`` when it creates every file, and
+a test patch that does not apply stops the script instead of testing the unpatched files.
+
+An instance that carries its own ``eval_script`` (newer SWE-bench releases) is run with it, made to record
+the test command's exit code as swebench 5.x does.
 """
 
 from __future__ import annotations
 
-import posixpath
 import re
 import shlex
 from collections.abc import Mapping
@@ -53,7 +61,7 @@ TEST_SYMPY = "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' bin/tes
 class RepoSpec(msgspec.Struct, frozen=True):
     """How one repo (at one version) runs its tests: the command, the reinstall step, env setup lines."""
 
-    test_cmd: str
+    test_cmd: str | None
     install: str | None = None
     eval_commands: tuple[str, ...] = ()
 
@@ -86,6 +94,9 @@ _REPO_SPECS: dict[str, RepoSpec] = {
     "pylint-dev/astroid": RepoSpec(TEST_PYTEST, _PIP_E),
     "pyvista/pyvista": RepoSpec(TEST_PYTEST, _PIP_E),
     "sqlfluff/sqlfluff": RepoSpec(TEST_PYTEST, _PIP_E),
+    # the official table has no test command for dbt-core: its instances must bring a test_cmd
+    "dbt-labs/dbt-core": RepoSpec(None, _PIP_E),
+    "swe-bench/humaneval": RepoSpec("python"),
 }
 
 _VERSION_SPECS: dict[tuple[str, str], RepoSpec] = {
@@ -113,7 +124,7 @@ def get_repo_spec(repo: str, version: str | None = None) -> RepoSpec | None:
 
 def known_repos() -> list[str]:
     """Repos with a built-in test command."""
-    return sorted(_REPO_SPECS)
+    return sorted(repo for repo, spec in _REPO_SPECS.items() if spec.test_cmd is not None)
 
 
 def _version(instance: Mapping[str, Any]) -> str | None:
@@ -130,7 +141,7 @@ def get_test_cmd(instance: Mapping[str, Any]) -> str:
         return own
     repo = str(instance.get("repo", ""))
     spec = get_repo_spec(repo, _version(instance))
-    if spec is None:
+    if spec is None or spec.test_cmd is None:
         raise ConfigError(f"no test command known for repo {repo!r}: give the instance a test_cmd "
                           f"(known repos: {', '.join(known_repos())})", field="test_cmd")
     return spec.test_cmd
@@ -232,25 +243,33 @@ def patch_files(patch: str) -> list[PatchFile]:
     return files
 
 
-def is_django_test_file(path: str) -> bool:
-    """Whether a django path holds tests (the official rule)."""
-    name = posixpath.basename(path)
-    return name == "tests.py" or name.startswith("test_") or "/tests/" in path or "/test_" in path
+def _directive_paths(test_patch: str) -> list[str]:
+    """The b/ path of every ``diff --git`` header, in order (renamed files by their new name).
+
+    As the official generator: a header git had to quote (non-ASCII or unusual characters in a path)
+    names no directive, and a path containing `` b/`` is cut at its last `` b/``.
+    """
+    out = []
+    for line in test_patch.split("\n"):
+        rest = line.rstrip("\r")[len("diff --git "):]
+        if not line.startswith("diff --git a/") or ' "b/' in rest:
+            continue
+        m = re.match(r"a/.* b/(.*)$", rest)
+        if m:
+            out.append(m.group(1))
+    return out
 
 
 def get_test_directives(instance: Mapping[str, Any]) -> list[str]:
-    """What to pass the test command: the test patch's files; for django, the test module names."""
-    paths = [f.path for f in patch_files(str(instance.get("test_patch") or ""))]
+    """What to pass the test command: the test patch's files without data files; for django, each as a
+    module name (``tests/`` and ``.py`` dropped, slashes to dots), every file as the official generator
+    does (``tests/runtests.py`` too)."""
+    if instance.get("repo") == "swe-bench/humaneval":
+        return ["test.py"]
+    paths = _directive_paths(str(instance.get("test_patch") or ""))
     paths = [p for p in paths if not p.endswith(NON_TEST_EXTS)]
     if instance.get("repo") == "django/django":
-        modules = []
-        for p in paths:
-            if not is_django_test_file(p):
-                continue
-            p = p.removesuffix(".py")
-            p = p.removeprefix("tests/")
-            modules.append(p.replace("/", "."))
-        return modules
+        return [p.removesuffix(".py").removeprefix("tests/").replace("/", ".") for p in paths]
     return paths
 
 
@@ -295,7 +314,12 @@ def make_eval_script(
     marker; run ``test_cmd`` (default: ``get_test_cmd``) on the test directives; print the end marker and
     the test command's exit code; reset the test files again. stderr is merged into stdout. With
     ``test_timeout`` the test command is killed after that many seconds and the timeout marker printed.
+    An instance with its own ``eval_script`` gets that (``own_eval_script``) and the other arguments
+    do not apply.
     """
+    own = own_eval_script(instance)
+    if own is not None:
+        return own
     base_commit = str(instance.get("base_commit") or "")
     if not base_commit:
         raise ConfigError("instance has no base_commit", field="base_commit")
@@ -344,6 +368,31 @@ def make_eval_script(
         "exit 0",
     ]
     return "\n".join(lines) + "\n"
+
+
+_OFFICIAL_PROLOGUE = ("#!/bin/bash", "set -uxo pipefail")
+
+
+def own_eval_script(instance: Mapping[str, Any]) -> str | None:
+    """The instance's own ``eval_script`` (newer SWE-bench releases), or None if it has none.
+
+    Run as given, as swebench 5.x runs it: under ``set -uxo pipefail`` (the official script prints its
+    markers through ``set -x``), with the test command's exit code saved just before the end marker and
+    printed after it. stderr is merged into stdout so the traced markers and the test output stay in order.
+    """
+    script = instance.get("eval_script")
+    if script is None or script == "":
+        return None
+    if not isinstance(script, str):
+        raise ConfigError(f"eval_script must be a string, got {type(script).__name__}", field="eval_script")
+    if START_TEST_OUTPUT not in script or END_TEST_OUTPUT not in script:
+        raise ConfigError(f"instance {instance.get('instance_id', '?')!r}: its eval_script prints no "
+                          f"{START_TEST_OUTPUT!r} / {END_TEST_OUTPUT!r} markers, so its log cannot be graded",
+                          field="eval_script")
+    lines = [line for line in script.strip().split("\n") if line not in _OFFICIAL_PROLOGUE]
+    end = next(i for i, line in enumerate(lines) if END_TEST_OUTPUT in line)
+    lines[end:end + 1] = ["ac_test_rc=$?", lines[end], f'echo "{TEST_EXIT_CODE}: $ac_test_rc"']
+    return "\n".join([*_OFFICIAL_PROLOGUE, "exec 2>&1", *lines]) + "\n"
 
 
 def apply_patch_script(patch_path: str, *, repo_dir: str = DEFAULT_REPO_DIR) -> str:

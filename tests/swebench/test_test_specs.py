@@ -131,8 +131,15 @@ def test_patch_files_reads_modified_new_deleted_renamed_and_quoted_paths() -> No
 
 def test_directives_are_the_test_patch_files_without_data_files() -> None:
     inst = {"repo": "pytest-dev/pytest", "test_patch": TEST_PATCH}
+    # renamed files by their new name; a header git quotes names no directive (as the official generator)
     assert ts.get_test_directives(inst) == ["tests/test_calc.py", "tests/test_new.py", "tests/old_helper.py",
-                                            "tests/b.py", "tests/with space.py", "tests/café.py"]
+                                            "tests/b.py", "tests/with space.py"]
+
+
+def test_only_header_lines_name_directives() -> None:
+    patch = ("diff --git a/tests/test_diff.py b/tests/test_diff.py\n--- a/tests/test_diff.py\n"
+             "+++ b/tests/test_diff.py\n@@ -1 +1 @@\n-x\n+diff --git a/x.py b/y.py\n")
+    assert ts.get_test_directives({"repo": "psf/requests", "test_patch": patch}) == ["tests/test_diff.py"]
 
 
 def test_sympy_directives_are_the_test_file_paths() -> None:
@@ -142,16 +149,39 @@ def test_sympy_directives_are_the_test_file_paths() -> None:
         "sympy/core/tests/test_basic.py"]
 
 
-def test_django_directives_are_test_module_names() -> None:
+def test_django_directives_are_the_module_names_of_every_test_patch_file() -> None:
     def diff(path: str) -> str:
         return f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -1 +1 @@\n-a\n+b\n"
 
     patch = "".join(diff(p) for p in ("tests/migrations/test_autodetector.py", "tests/admin_views/tests.py",
                                       "tests/i18n/sampleproject/locale/fr/LC_MESSAGES/django.po",
                                       "tests/auth_tests/models/custom_user.py", "tests/templates/x.txt",
-                                      "django/db/models/base.py"))
+                                      "tests/runtests.py", "django/db/models/base.py"))
+    # as the official generator: no file is dropped for not looking like a test, only data files
     assert ts.get_test_directives({"repo": "django/django", "test_patch": patch}) == [
-        "migrations.test_autodetector", "admin_views.tests"]  # custom_user.py is no test file by the rule
+        "migrations.test_autodetector", "admin_views.tests", "i18n.sampleproject.locale.fr.LC_MESSAGES.django.po",
+        "auth_tests.models.custom_user", "runtests", "django.db.models.base"]
+
+
+def test_a_django_test_patch_of_data_files_only_passes_no_label() -> None:
+    patch = "diff --git a/tests/fixtures/x.json b/tests/fixtures/x.json\n--- a/tests/fixtures/x.json\n" \
+            "+++ b/tests/fixtures/x.json\n@@ -1 +1 @@\n-a\n+b\n"
+    inst = {"repo": "django/django", "version": "4.0", "test_patch": patch, "base_commit": "abc"}
+    assert ts.get_test_directives(inst) == []
+    assert f"\n{ts.TEST_DJANGO}\n" in ts.make_eval_script(inst)
+
+
+def test_humaneval_runs_its_test_file() -> None:
+    inst = {"repo": "swe-bench/humaneval", "version": "1.0", "test_patch": "", "base_commit": "abc"}
+    assert ts.get_test_directives(inst) == ["test.py"]
+    assert "\npython test.py\n" in ts.make_eval_script(inst)
+
+
+def test_dbt_core_has_no_official_test_command_but_takes_the_instances() -> None:
+    with pytest.raises(ConfigError) as exc:
+        ts.get_test_cmd({"repo": "dbt-labs/dbt-core", "version": "1.7"})
+    assert exc.value.field == "test_cmd" and "dbt-labs/dbt-core" not in ts.known_repos()
+    assert ts.get_test_cmd({"repo": "dbt-labs/dbt-core", "version": "1.7", "test_cmd": "pytest"}) == "pytest"
 
 
 # ---------------------------------------------------------------------------------------------- scripts, for real
@@ -340,3 +370,50 @@ def test_a_patch_nothing_can_apply_prints_the_failure_marker(repo: tuple[Path, d
     assert model_patch_applied(res.stdout) is False
     assert ts.APPLY_PATCH_COMMANDS == ("git apply --verbose", "git apply --verbose --reject",
                                        "patch --batch --fuzz=5 -p1 -i")
+
+
+# ------------------------------------------------------------------------------------- an instance's own script
+
+def _official_style_script(inst: dict[str, Any], repo: Path) -> str:
+    """An eval script as newer SWE-bench releases ship it in the ``eval_script`` column (4.1.0's shape)."""
+    reset = f"git checkout {inst['base_commit']} tests/test_calc.py"
+    return "\n".join([
+        "#!/bin/bash", "set -uxo pipefail", f"cd {repo}", f"git config --global --add safe.directory {repo}",
+        reset, f"git apply -v - <<'EOF_114329324912'\n{inst['test_patch']}\nEOF_114329324912",
+        f": '{ts.START_TEST_OUTPUT}'", f"{inst['test_cmd']} tests/test_calc.py tests/test_new.py",
+        f": '{ts.END_TEST_OUTPUT}'", reset]) + "\n"
+
+
+def test_an_instance_eval_script_is_run_as_given_with_its_exit_code_recorded(
+        repo: tuple[Path, dict[str, Any]]) -> None:
+    path, inst = repo
+    own = {**inst, "eval_script": _official_style_script(inst, path), "test_cmd": "false"}
+    script = ts.make_eval_script(own, "also ignored", test_timeout=5)
+    lines = script.splitlines()
+    assert lines[:3] == ["#!/bin/bash", "set -uxo pipefail", "exec 2>&1"] and "false" not in lines
+    end = lines.index(f": '{ts.END_TEST_OUTPUT}'")
+    assert lines[end - 1] == "ac_test_rc=$?" and lines[end + 1] == f'echo "{ts.TEST_EXIT_CODE}: $ac_test_rc"'
+    assert lines[end - 2].endswith("tests/test_calc.py tests/test_new.py")
+
+    before = grade(own, _bash(script, path).stdout)
+    assert not before.resolved and before.error is None and before.test_exit_code == 1
+    assert before.tests_status["FAIL_TO_PASS"].failure == F2P
+    # that script leaves the file its test patch created (the official shape does); a fresh container has none
+    (path / "tests/test_new.py").unlink()
+    applied = _apply(path, inst["patch"])
+    out = _bash(script, path).stdout
+    assert out.index(ts.START_TEST_OUTPUT) < out.index("PASSED tests/test_calc.py::test_add_negative") \
+        < out.index(ts.END_TEST_OUTPUT) < out.index(f"{ts.TEST_EXIT_CODE}: 0")
+    after = grade(own, applied.stdout + out)
+    assert after.resolved and after.error is None and after.test_exit_code == 0
+
+
+def test_an_eval_script_without_markers_or_not_text_is_a_config_error() -> None:
+    inst = {"instance_id": "x__y-1", "repo": "x/y", "base_commit": "abc", "test_patch": ""}
+    with pytest.raises(ConfigError, match="markers") as exc:
+        ts.make_eval_script({**inst, "eval_script": "#!/bin/bash\npytest\n"})
+    assert exc.value.field == "eval_script"
+    with pytest.raises(ConfigError) as exc:
+        ts.own_eval_script({**inst, "eval_script": ["pytest"]})
+    assert exc.value.field == "eval_script"
+    assert ts.own_eval_script({**inst, "eval_script": ""}) is None and ts.own_eval_script(inst) is None
