@@ -18,7 +18,7 @@ _WORDS = ["parse", "render", "works", "handles", "empty", "input", "config", "me
           "dash-ed", "under_score", "colon:", "q?", "'quote'", '"dq"', "=eq", "…", "emoji 🚀", "tab\tbed", "",
           " - ", " > ", "✓", "PASS", "ok", "1)", "ms", "(12ms)", "(3 ms)"]
 _MARKS = ["", "", "", " ", "  ", "\t", "\x1b[32m", "\x1b[0m", "\x1b[1m\x1b[31m", "(", ")", "[", "]", ".", "..",
-          "-", "=", ":", ">", "/", "✓", "✕", "×", "✔", "✖", "○", "↓", "↩", "✘", "é", "\u00a0", "\r", " (5 ms)",
+          "-", "=", ":", ">", "/", "✓", "✕", "\u00d7", "✔", "✖", "○", "↓", "↩", "✘", "é", "\u00a0", "\r", " (5 ms)",
           " (12ms)", " 3ms", "ok", "FAILED", "PASSED", "#", "§", "<", ">", "&", '"', "{", "}", "]\n", "\n  "]
 
 
@@ -167,7 +167,7 @@ def _jq(rng: random.Random) -> list[str]:
 
 
 def _micropython_test(rng: random.Random) -> list[str]:
-    out = [f"platform=linux arch=x64"]
+    out = ["platform=linux arch=x64"]
     for _ in range(rng.randint(1, 8)):
         out.append(f"{rng.choice(['pass', 'pass', 'FAIL', 'skip', 'lrun'])}{rng.choice([' ', '  '])}"
                    f"{rng.choice(['basics', 'extmod', 'micropython', 'float'])}/{ident(rng)}.py")
@@ -203,7 +203,7 @@ def _googletest(rng: random.Random) -> list[str]:
 
 
 def _doctest(rng: random.Random) -> list[str]:
-    out = [f"[doctest] doctest version is \"2.4.11\"", '<?xml version="1.0" encoding="UTF-8"?>',
+    out = ["[doctest] doctest version is \"2.4.11\"", '<?xml version="1.0" encoding="UTF-8"?>',
            f'<doctest binary="/testbed/build/tests/test-{ident(rng)}" version="2.4.11">',
            '  <Options order_by="file" rand_seed="0" first="0" last="4294967295" abort_after="0"/>',
            '  <TestSuite>']
@@ -220,7 +220,8 @@ def _doctest(rng: random.Random) -> list[str]:
         return lines
 
     for _ in range(rng.randint(1, 4)):
-        out.append(f"    <TestCase name={quoteattr(words(rng))} filename=\"tests/src/unit-{ident(rng)}.cpp\" line=\"7\">")
+        out.append(f"    <TestCase name={quoteattr(words(rng))} filename=\"tests/src/unit-{ident(rng)}.cpp\""
+                   ' line="7">')
         for _ in range(rng.randint(0, 3)):
             out += subcase(0)
         out += ['      <OverallResultsAsserts successes="3" failures="0" test_case_success="true"/>', "    </TestCase>"]
@@ -329,7 +330,7 @@ def _jest(rng: random.Random) -> list[str]:
     out = ["yarn run v1.22.19", f"$ jest {ident(rng)} --verbose"]
     out += _jest_describe(rng, ("✓", "✕", "○"), _jest_timed)
     if rng.random() < 0.5:
-        out += [f"  ● {words(rng)} › {words(rng)}", "", "    expect(received).toBe(expected)", ""]
+        out += [f"  ● {words(rng)} \u203a {words(rng)}", "", "    expect(received).toBe(expected)", ""]
     out += ["Test Suites: 1 failed, 2 passed, 3 total", "Tests:       2 failed, 1 skipped, 10 passed, 13 total",
             "Snapshots:   0 total", "Time:        2.345 s", "Ran all test suites matching /x/i."]
     return out
@@ -344,12 +345,13 @@ def _jest_json(rng: random.Random) -> list[str]:
 
 
 def _vitest(rng: random.Random) -> list[str]:
-    out = [f" RUN  v1.6.0 /testbed", ""]
+    out = [" RUN  v1.6.0 /testbed", ""]
     for _ in range(rng.randint(1, 3)):
         f = f"packages/{ident(rng)}/__tests__/{ident(rng)}.spec.ts"
-        out.append(f" {rng.choice(['✓', '❯'])} {f} ({rng.randint(1, 40)} tests | 1 skipped) {ms(rng)}ms")
+        file_mark = rng.choice(["✓", "\u276f"])
+        out.append(f" {file_mark} {f} ({rng.randint(1, 40)} tests | 1 skipped) {ms(rng)}ms")
         for _ in range(rng.randint(1, 6)):
-            mark = rng.choice(["✓", "✓", "×", "↓"])
+            mark = rng.choice(["✓", "✓", "\u00d7", "↓"])
             suffix = rng.choice(["", f" {ms(rng)}ms", " [skipped]", f" {ms(rng)}", " 3s"])
             out.append(f"   {mark} {f} > {words(rng)} > {words(rng)}{suffix}")
     out += ["", " Test Files  1 failed | 2 passed (3)", "      Tests  1 failed | 30 passed | 1 skipped (32)",
@@ -395,13 +397,13 @@ def _calypso(rng: random.Random) -> list[str]:
         out.append(f"PASS client/{ident(rng)}/test/index.js")
         out += _jest_describe(rng, ("✓", "✕", "✓"), lambda r: r.choice(["", f" ({ms(r)}ms)", f" ({ms(r)} ms)"]))
         if rng.random() < 0.3:
-            out += [f"  ● {words(rng)} › {words(rng)}", "    TypeError: x is undefined"]
+            out += [f"  ● {words(rng)} \u203a {words(rng)}", "    TypeError: x is undefined"]
         out += ["Test Suites: 1 passed, 1 total", "Tests:       3 passed, 3 total"]
     return out
 
 
 def _chart_js(rng: random.Random) -> list[str]:
-    out = [f"12 04 2024 10:00:00.000:INFO [launcher]: Starting browser ChromeHeadless"]
+    out = ["12 04 2024 10:00:00.000:INFO [launcher]: Starting browser ChromeHeadless"]
     for _ in range(rng.randint(1, 6)):
         browser = rng.choice(["Chrome 120.0.6099.109", "Chrome 120.0.6099.109", "Chrome Headless 120.0.6099.109",
                               "Firefox 121.0"])
@@ -410,7 +412,7 @@ def _chart_js(rng: random.Random) -> list[str]:
             out.append(f"Chrome 120.0.6099.109 (Linux x86_64) {words(rng)} FAILED")
         if rng.random() < 0.5:
             out.append(f"\tExpected {words(rng)} to equal {words(rng)}.")
-    out.append(f"Chrome 120.0.6099.109 (Linux x86_64): Executed 10 of 12 (1 FAILED) (skipped 2) (1.2 secs / 1 secs)")
+    out.append("Chrome 120.0.6099.109 (Linux x86_64): Executed 10 of 12 (1 FAILED) (skipped 2) (1.2 secs / 1 secs)")
     return out
 
 
@@ -434,12 +436,12 @@ def _p5js(rng: random.Random) -> list[str]:
         titles = [words(rng) for _ in range(rng.randint(1, 3))]
         lines = [f"  {i}) {titles[0]}"] + [" " * (5 + 2 * k) + t for k, t in enumerate(titles[1:])]
         lines[-1] += ":"
-        out += lines + [f"     AssertionError: {words(rng)}", "      at Context.<anonymous> (test/unit/x.js:1:2)", ""]
+        out += [*lines, f"     AssertionError: {words(rng)}", "      at Context.<anonymous> (test/unit/x.js:1:2)", ""]
     return out
 
 
 def _react_pdf(rng: random.Random) -> list[str]:
-    out = [f"$ jest --no-color"]
+    out = ["$ jest --no-color"]
     for _ in range(rng.randint(1, 8)):
         out.append(f"{rng.choice(['PASS', 'FAIL', ' PASS ', 'PASS '])} "
                    f"{rng.choice(['tests/', 'packages/layout/tests/'])}{ident(rng)}.test.js"
