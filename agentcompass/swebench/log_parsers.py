@@ -292,3 +292,17 @@ def get_parser_name(repo: str | None, name: str | None = None) -> str:
 def get_parser(repo: str | None, name: str | None = None) -> LogParser:
     """The parser named ``name`` if given, else the official one for ``repo``; ConfigError otherwise."""
     return PARSERS[get_parser_name(repo, name)]
+
+
+# SWE-bench Multilingual (every non-Python repo of the official harness). Imported last: those modules use
+# TestStatus from here; the import goes through lang_parsers.registry so it works whichever module loads first.
+from agentcompass.swebench.lang_parsers.registry import (  # noqa: E402
+    LANG_PARSERS as _LANG_PARSERS,
+)
+from agentcompass.swebench.lang_parsers.registry import (  # noqa: E402
+    LANG_REPO_TO_PARSER_NAME as _LANG_REPO_TO_PARSER_NAME,
+)
+
+PARSERS.update(_LANG_PARSERS)
+MAP_REPO_TO_PARSER_NAME.update(_LANG_REPO_TO_PARSER_NAME)
+MAP_REPO_TO_PARSER.update({repo: PARSERS[name] for repo, name in _LANG_REPO_TO_PARSER_NAME.items()})
