@@ -13,6 +13,7 @@ from collections.abc import Callable
 from enum import StrEnum
 
 from agentcompass._errors import ConfigError
+from agentcompass.swebench.lang_parsers.go import parse_log_gotest
 
 
 class TestStatus(StrEnum):
@@ -211,6 +212,7 @@ PARSERS: dict[str, LogParser] = {
     "seaborn": parse_log_seaborn,
     "sympy": parse_log_sympy,
     "matplotlib": parse_log_matplotlib,
+    "gotest": parse_log_gotest,
     # aliases, as the official harness names them
     "astroid": parse_log_pytest,
     "flask": parse_log_pytest,

@@ -59,7 +59,7 @@ def _instance(repo: str, version: str, rng: random.Random) -> dict[str, Any]:
         parts.append(_file_diff(kind, f"{directory}/{name}".replace(" ", "_"), rng))
     inst: dict[str, Any] = {
         "instance_id": f"{repo.replace('/', '__')}-{version}", "repo": repo, "version": version,
-        "base_commit": "%040x" % rng.getrandbits(160), "test_patch": "".join(parts), "patch": "",
+        "base_commit": f"{rng.getrandbits(160):040x}", "test_patch": "".join(parts), "patch": "",
         "problem_statement": "", "FAIL_TO_PASS": "[]", "PASS_TO_PASS": "[]",
     }
     if ext == "js" and rng.random() < 0.3:

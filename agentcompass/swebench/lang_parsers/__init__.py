@@ -1,0 +1,1 @@
+"""Log parsers of the non-Python SWE-bench languages, one module per language."""
