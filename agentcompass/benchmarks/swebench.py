@@ -99,10 +99,12 @@ class SWEBench:
     requirements: ClassVar[tuple[Requirement, ...]] = (
         Requirement("huggingface_hub>=1.1", "huggingface_hub", optional=True),
         Requirement("pyarrow>=14", "pyarrow", optional=True))
+    #: params a subclass reads itself, besides the common ones
+    extra_params: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
         where = f"benchmark {self.name}"
-        check_param_keys(params, _PARAMS, where)
+        check_param_keys(params, (*_PARAMS, *self.extra_params), where)
         if "k" in params and "avgk" in params:
             raise ConfigError(f"{where}: give either k or avgk, not both", field="benchmark.params.avgk")
         self.k = int_param(params, "avgk" if "avgk" in params else "k", ctx.k or 1, where, maximum=MAX_K)
@@ -214,6 +216,10 @@ class SWEBench:
 
     # ------------------------------------------------------------------ grading
 
+    def eval_script(self, instance: dict[str, Any], repo_dir: str) -> str:
+        """The bash script that applies the test patch and runs the instance's tests in ``repo_dir``."""
+        return make_eval_script(instance, repo_dir=repo_dir)
+
     async def evaluate(self, ctx: EvalContext) -> EvalResult:
         """Apply the patch in a fresh verifier container, run the eval script, grade the log."""
         inst = {**self._instance(ctx.task.task_id), **(ctx.task.ground_truth or {})}
@@ -241,7 +247,7 @@ class SWEBench:
             eval_out = ""
             timed_out = False
             if applied.exit_code == 0:
-                await verifier.write_file(_EVAL_FILE, make_eval_script(inst, repo_dir=verifier.workdir))
+                await verifier.write_file(_EVAL_FILE, self.eval_script(inst, verifier.workdir))
                 res = await verifier.exec(["bash", _EVAL_FILE], cwd=verifier.workdir, timeout=self.eval_timeout)
                 eval_out, timed_out = res.output, res.timed_out
         report = grade(inst, eval_out, apply_output=apply_log, timed_out=timed_out)

@@ -18,7 +18,7 @@ import yaml
 
 #: benchmark ids whose tasks are SWE-bench instances (they get mini-swe-agent's SWE-bench config by default).
 SWEBENCH_BENCHMARKS = frozenset({"swebench", "swebench_verified", "swebench_lite", "swebench_jsonl",
-                                 "swebench_local"})
+                                 "swebench_local", "swebench_multilingual"})
 #: where the SWE-bench runner's default lives in 2.4.x, if its module cannot be imported to ask it.
 _SWEBENCH_FALLBACK = Path("benchmarks") / "swebench.yaml"
 #: its SWE-bench config for text replies (```mswea_bash_command blocks), for ``mode: text`` without a config.

@@ -24,6 +24,7 @@ HF_DATASETS: dict[str, tuple[str, ...]] = {
     "swebench": ("SWE-bench/SWE-bench", "princeton-nlp/SWE-bench"),
     "swebench_verified": ("SWE-bench/SWE-bench_Verified", "princeton-nlp/SWE-bench_Verified"),
     "swebench_lite": ("SWE-bench/SWE-bench_Lite", "princeton-nlp/SWE-bench_Lite"),
+    "swebench_multilingual": ("SWE-bench/SWE-bench_Multilingual",),
 }
 DEFAULT_REVISION = "main"
 

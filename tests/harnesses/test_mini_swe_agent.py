@@ -399,7 +399,7 @@ def _swebench_runner_config() -> tuple[Path, bytes]:
     return Path(DEFAULT_CONFIG_FILE), Path(DEFAULT_CONFIG_FILE).read_bytes()
 
 
-@pytest.mark.parametrize("benchmark", ["swebench_local", "swebench_verified", "swebench"])
+@pytest.mark.parametrize("benchmark", ["swebench_local", "swebench_verified", "swebench", "swebench_multilingual"])
 def test_a_swebench_benchmark_gets_mini_swe_agents_own_swebench_config(benchmark: str) -> None:
     agent = MiniSweAgent({}, ComponentContext(benchmark=benchmark))
     path, raw = _swebench_runner_config()
