@@ -36,6 +36,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "swebench_lite": "agentcompass.benchmarks.swebench:SWEBenchLite",
         "swebench_jsonl": "agentcompass.benchmarks.swebench:SWEBenchJsonl",
         "swebench_local": "agentcompass.benchmarks.swebench:SWEBenchLocal",
+        "swebench_pro": "agentcompass.benchmarks.swebench_pro:SWEBenchPro",
     },
     "harness": {
         "none": "agentcompass.harnesses.none:NoneHarness",
