@@ -172,7 +172,9 @@ def _fetch(url: str, into: Path, *, max_bytes: int, deadline: float, on_progress
     done = 0
     end = time.monotonic() + deadline
     try:
-        with httpx.Client(timeout=httpx.Timeout(HTTP_TIMEOUT), follow_redirects=True) as client, \
+        # a stalled transfer ends by the read timeout, a slow one at the deadline between two chunks
+        timeout = httpx.Timeout(min(HTTP_TIMEOUT, deadline))
+        with httpx.Client(timeout=timeout, follow_redirects=True) as client, \
                 client.stream("GET", url) as resp:
             if resp.status_code != 200:
                 raise ScriptsDownloadError(f"GET {url} answered HTTP {resp.status_code}")
