@@ -37,6 +37,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "swebench_jsonl": "agentcompass.benchmarks.swebench:SWEBenchJsonl",
         "swebench_local": "agentcompass.benchmarks.swebench:SWEBenchLocal",
         "swebench_multilingual": "agentcompass.benchmarks.swebench_multilingual:SWEBenchMultilingual",
+        "swebench_pro": "agentcompass.benchmarks.swebench_pro:SWEBenchPro",
     },
     "harness": {
         "none": "agentcompass.harnesses.none:NoneHarness",

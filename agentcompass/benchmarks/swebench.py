@@ -95,16 +95,16 @@ class SWEBench:
 
     version: ClassVar[str] = "1"
     name: ClassVar[str] = "swebench"
+    #: the params a subclass accepts
+    param_names: ClassVar[tuple[str, ...]] = _PARAMS
     #: the Hub download (the ``swebench`` extra); optional: a dataset already in data_dir needs neither
     requirements: ClassVar[tuple[Requirement, ...]] = (
         Requirement("huggingface_hub>=1.1", "huggingface_hub", optional=True),
         Requirement("pyarrow>=14", "pyarrow", optional=True))
-    #: params a subclass reads itself, besides the common ones
-    extra_params: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
         where = f"benchmark {self.name}"
-        check_param_keys(params, (*_PARAMS, *self.extra_params), where)
+        check_param_keys(params, self.param_names, where)
         if "k" in params and "avgk" in params:
             raise ConfigError(f"{where}: give either k or avgk, not both", field="benchmark.params.avgk")
         self.k = int_param(params, "avgk" if "avgk" in params else "k", ctx.k or 1, where, maximum=MAX_K)

@@ -39,7 +39,7 @@ class SWEBenchMultilingual(SWEBench):
     """SWE-bench Multilingual (test split), or with ``local`` the bundled instances that build here."""
 
     name: ClassVar[str] = "swebench_multilingual"
-    extra_params: ClassVar[tuple[str, ...]] = ("local",)
+    param_names: ClassVar[tuple[str, ...]] = (*SWEBench.param_names, "local")
     requirements: ClassVar[tuple[Requirement, ...]] = SWEBench.requirements
 
     def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:

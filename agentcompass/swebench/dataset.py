@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ HF_DATASETS: dict[str, tuple[str, ...]] = {
     "swebench_verified": ("SWE-bench/SWE-bench_Verified", "princeton-nlp/SWE-bench_Verified"),
     "swebench_lite": ("SWE-bench/SWE-bench_Lite", "princeton-nlp/SWE-bench_Lite"),
     "swebench_multilingual": ("SWE-bench/SWE-bench_Multilingual",),
+    "swebench_pro": ("ScaleAI/SWE-bench_Pro",),
 }
 DEFAULT_REVISION = "main"
 
@@ -96,8 +97,13 @@ def normalize_instance(row: dict[str, Any], where: str) -> dict[str, Any]:
     return out
 
 
-def read_instances_file(path: Path) -> list[dict[str, Any]]:
-    """Rows of a JSONL, JSON (a list, or {"instances"|"data": [...]}) or parquet file."""
+#: checks one row and returns it normalised (``normalize_instance`` for SWE-bench-format rows)
+RowNormalizer = Callable[[dict[str, Any], str], dict[str, Any]]
+
+
+def read_instances_file(path: Path, normalize: RowNormalizer = normalize_instance) -> list[dict[str, Any]]:
+    """Rows of a JSONL, JSON (a list, or {"instances"|"data": [...]}) or parquet file, each through
+    ``normalize``."""
     where = str(path)
     if path.suffix == ".parquet":
         try:
@@ -125,27 +131,29 @@ def read_instances_file(path: Path) -> list[dict[str, Any]]:
         if not isinstance(data, list):
             raise ConfigError(f"{where}: expected a JSON list of instances", field="data_dir")
         rows = data
-    return [normalize_instance(r, where) for r in rows if isinstance(r, dict)]
+    return [normalize(r, where) for r in rows if isinstance(r, dict)]
 
 
 def load_instances(name: str, data_dir: str | None, *, split: str = "test", dataset_file: str | None = None,
                    hub: bool = True, revision: str | None = None, environ: Mapping[str, str] | None = None,
-                   on_progress: ProgressCallback | None = None,
-                   cancelled: threading.Event | None = None) -> tuple[list[dict[str, Any]], DatasetSource]:
+                   on_progress: ProgressCallback | None = None, cancelled: threading.Event | None = None,
+                   normalize: RowNormalizer = normalize_instance,
+                   columns: Sequence[str] = REQUIRED_FIELDS) -> tuple[list[dict[str, Any]], DatasetSource]:
     """(instances, where they came from) for benchmark ``name``: ``dataset_file``, else a file in ``data_dir``,
     else (``hub``) the Hugging Face dataset at ``revision``, cached under ``data_dir`` and downloaded when
     missing; a ConfigError saying what to provide. ``environ`` (default ``os.environ``) is only read; a set
-    ``cancelled`` stops a download (or the wait for another process's) with a DatasetDownloadError."""
+    ``cancelled`` stops a download (or the wait for another process's) with a DatasetDownloadError. Rows go
+    through ``normalize``; ``columns`` are the ones the not-found error asks for."""
     if dataset_file:
         path = Path(dataset_file).expanduser()
         if not path.is_file():
             raise ConfigError(f"benchmark {name}: dataset_file {str(path)!r} does not exist", field="dataset_file")
-        return read_instances_file(path), DatasetSource("file", path=str(path))
+        return read_instances_file(path, normalize), DatasetSource("file", path=str(path))
     base = default_data_dir(data_dir)
     candidates = candidate_files(base, name, split)
     for path in candidates:
         if path.is_file():
-            return read_instances_file(path), DatasetSource("file", path=str(path))
+            return read_instances_file(path, normalize), DatasetSource("file", path=str(path))
     repos = HF_DATASETS.get(name)
     rev = revision or DEFAULT_REVISION
     where = f"benchmark {name}"
@@ -153,7 +161,7 @@ def load_instances(name: str, data_dir: str | None, *, split: str = "test", data
     def missing(why: str) -> ConfigError:
         return ConfigError(
             f"{where}: dataset not found{why}. Put the SWE-bench instances (JSONL, JSON or parquet with the "
-            f"columns {', '.join(REQUIRED_FIELDS)}) at {candidates[0]}; set `data_dir` to use another folder. "
+            f"columns {', '.join(columns)}) at {candidates[0]}; set `data_dir` to use another folder. "
             f"Looked in: {', '.join(str(p) for p in candidates[:3])}, ...", field="data_dir")
 
     if not repos or not hub:
@@ -171,7 +179,7 @@ def load_instances(name: str, data_dir: str | None, *, split: str = "test", data
                            revision=got.revision, commit=got.commit, files=got.files)
     rows: list[dict[str, Any]] = []
     for f in files:
-        rows += read_instances_file(f)
+        rows += read_instances_file(f, normalize)
     return rows, source
 
 
