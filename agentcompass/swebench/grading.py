@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 
 from agentcompass._errors import ConfigError
+from agentcompass.swebench.lang_parsers.dispatch import parser_name_for_instance
 from agentcompass.swebench.log_parsers import TestStatus, get_parser, get_parser_name
 from agentcompass.swebench.test_specs import (
     APPLY_PATCH_FAIL,
@@ -213,7 +214,9 @@ def grade(
     instance_id = str(instance.get("instance_id", ""))
     f2p = load_test_list(instance.get(FAIL_TO_PASS), FAIL_TO_PASS)
     p2p = load_test_list(instance.get(PASS_TO_PASS), PASS_TO_PASS)
-    name = get_parser_name(instance.get("repo"), parser_name or instance.get("log_parser") or None)
+    # jekyll and immutable-js switch parser by the instance's PR number, as the official harness does
+    name = parser_name_for_instance(
+        get_parser_name(instance.get("repo"), parser_name or instance.get("log_parser") or None), instance_id)
 
     applied = model_patch_applied(apply_output) if apply_output is not None else None
     status_map: dict[str, str] = {}

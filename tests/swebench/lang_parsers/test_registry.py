@@ -39,3 +39,14 @@ def test_a_go_instance_grades_resolved_from_its_go_test_output() -> None:
             "FAIL_TO_PASS": ["TestNew/a b"], "PASS_TO_PASS": ["TestNew"]}
     assert grade(inst, log).resolved
     assert not grade({**inst, "PASS_TO_PASS": ["TestOld"]}, log).resolved
+
+
+def test_grading_a_jekyll_instance_picks_the_parser_its_pr_number_names() -> None:
+    from agentcompass.swebench.grading import grade
+    from agentcompass.swebench.test_specs import END_TEST_OUTPUT, START_TEST_OUTPUT
+
+    # a cut-off cucumber run has no "N scenarios" summary: only the instance id says it is cucumber
+    log = f"{START_TEST_OUTPUT}\n{END_TEST_OUTPUT}\n"
+    instance = {"instance_id": "jekyll__jekyll-8761", "repo": "jekyll/jekyll", "FAIL_TO_PASS": [], "PASS_TO_PASS": []}
+    assert grade(instance, log).parser == "cucumber"
+    assert grade({**instance, "instance_id": "jekyll__jekyll-8167"}, log).parser == "minitest"
