@@ -15,13 +15,12 @@ import shlex
 from typing import Any
 
 import pytest
+import swebench.harness.constants as official_constants  # the oracle: a test dependency, never skipped
+import swebench.harness.log_parsers as official_parsers
+import swebench.harness.test_spec.test_spec as official_test_spec
 
 from agentcompass.swebench import multilingual_specs as ml
 from agentcompass.swebench.test_specs import patch_files
-
-official_constants = pytest.importorskip("swebench.harness.constants")
-official_test_spec = pytest.importorskip("swebench.harness.test_spec.test_spec")
-official_parsers = pytest.importorskip("swebench.harness.log_parsers")
 
 NON_PYTHON = sorted((repo, version) for repo, versions in official_constants.MAP_REPO_VERSION_TO_SPECS.items()
                     if official_constants.MAP_REPO_TO_EXT[repo] != "py" for version in versions)
