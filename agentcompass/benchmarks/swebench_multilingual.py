@@ -23,7 +23,7 @@ from ..interfaces import ComponentContext, ImageRecipe, TaskSpec
 from ..swebench import multilingual_specs as ml
 from ..swebench.dataset import DatasetSource, default_data_dir
 from ..swebench.log_parsers import get_parser_name
-from ..swebench.test_specs import get_repo_spec
+from ..swebench.test_specs import get_repo_spec, own_eval_script
 from . import bool_param
 from .swebench import SWEBench
 
@@ -123,7 +123,11 @@ class SWEBenchMultilingual(SWEBench):
     # ------------------------------------------------------------------ grading
 
     def eval_script(self, instance: dict[str, Any], repo_dir: str) -> str:
-        """The non-Python eval script (official specs table); a Python repo's rows keep the Python one."""
+        """The row's own ``eval_script`` if it has one; else the non-Python eval script (official specs
+        table); a Python repo's rows keep the Python one."""
+        own = own_eval_script(instance, repo_dir=repo_dir)
+        if own is not None:
+            return own
         if self._non_python(instance):
             return ml.make_eval_script(instance, repo_dir=repo_dir)
         return super().eval_script(instance, repo_dir)

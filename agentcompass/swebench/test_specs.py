@@ -317,7 +317,7 @@ def make_eval_script(
     An instance with its own ``eval_script`` gets that (``own_eval_script``) and the other arguments
     do not apply.
     """
-    own = own_eval_script(instance)
+    own = own_eval_script(instance, repo_dir=repo_dir)
     if own is not None:
         return own
     base_commit = str(instance.get("base_commit") or "")
@@ -373,12 +373,16 @@ def make_eval_script(
 _OFFICIAL_PROLOGUE = ("#!/bin/bash", "set -uxo pipefail")
 
 
-def own_eval_script(instance: Mapping[str, Any]) -> str | None:
+def own_eval_script(instance: Mapping[str, Any], *, repo_dir: str = DEFAULT_REPO_DIR) -> str | None:
     """The instance's own ``eval_script`` (newer SWE-bench releases), or None if it has none.
 
-    Run as given, as swebench 5.x runs it: under ``set -uxo pipefail`` (the official script prints its
-    markers through ``set -x``), with the test command's exit code saved just before the end marker and
-    printed after it. stderr is merged into stdout so the traced markers and the test output stay in order.
+    Run as swebench 5.x runs it: under ``set -uxo pipefail`` (the official script prints its markers
+    through ``set -x``), with the test command's exit code saved just before the end marker and printed
+    after it. stderr is merged into stdout so the traced markers and the test output stay in order.
+    Before it, in ``repo_dir``, the files of the row's ``test_patch`` are reset (existing ones checked out
+    at ``base_commit``, else HEAD; created ones removed) and the test patch must apply (``git apply
+    --check``), else the script stops with no test output: such a script goes on when its own ``git apply``
+    fails, so a test file the agent planted would otherwise be run in place of the real one.
     """
     script = instance.get("eval_script")
     if script is None or script == "":
@@ -392,7 +396,26 @@ def own_eval_script(instance: Mapping[str, Any]) -> str | None:
     lines = [line for line in script.strip().split("\n") if line not in _OFFICIAL_PROLOGUE]
     end = next(i for i, line in enumerate(lines) if END_TEST_OUTPUT in line)
     lines[end:end + 1] = ["ac_test_rc=$?", lines[end], f'echo "{TEST_EXIT_CODE}: $ac_test_rc"']
-    return "\n".join([*_OFFICIAL_PROLOGUE, "exec 2>&1", *lines]) + "\n"
+    return "\n".join([*_OFFICIAL_PROLOGUE, "exec 2>&1", *_test_patch_guard(instance, repo_dir), *lines]) + "\n"
+
+
+def _test_patch_guard(instance: Mapping[str, Any], repo_dir: str) -> list[str]:
+    """Lines that reset the test patch's files and stop the script if the test patch does not apply."""
+    test_patch = str(instance.get("test_patch") or "")
+    if not test_patch.strip():
+        return []
+    repo = shlex.quote(repo_dir)
+    git = f"git -c safe.directory={repo}"
+    body = test_patch if test_patch.endswith("\n") else test_patch + "\n"
+    delim = _heredoc_delimiter(body, "EOF_AGENTCOMPASS_TEST_PATCH")
+    base = str(instance.get("base_commit") or "") or "HEAD"
+    # in subshells: the row's script starts in the directory it was given
+    return [
+        *_reset_function(base, patch_files(test_patch), git),
+        f"(cd {repo} && ac_reset_tests) || {{ {_echo(RESET_FAILED)}; exit 1; }}",
+        f"(cd {repo} && {git} apply --check - <<'{delim}'\n{body}{delim}\n) "
+        "|| { echo 'the test patch does not apply: no tests are run'; exit 1; }",
+    ]
 
 
 def apply_patch_script(patch_path: str, *, repo_dir: str = DEFAULT_REPO_DIR) -> str:

@@ -112,8 +112,11 @@ def test_a_row_with_its_own_image_and_eval_script_is_prepared_and_graded_with_th
     assert task.ground_truth["eval_script"] == EVAL_SCRIPT and task.ground_truth["log_parser"] == "pytest"
     assert task.ground_truth["eval_type"] == "pass_and_fail"
     script = make_eval_script({**bench._instance(task.task_id), **task.ground_truth})  # what evaluate() runs
-    assert script.splitlines()[:5] == ["#!/bin/bash", "set -uxo pipefail", "exec 2>&1",
-                                       "source /opt/miniconda3/bin/activate", "conda activate testbed"]
+    lines = script.splitlines()
+    assert lines[:3] == ["#!/bin/bash", "set -uxo pipefail", "exec 2>&1"]
+    guard = next(i for i, line in enumerate(lines) if "apply --check" in line)  # the test patch must apply first
+    source = lines.index("source /opt/miniconda3/bin/activate")
+    assert guard < source and lines[source + 1] == "conda activate testbed"
     assert "pytest -rA tests/test_demo.py\nac_test_rc=$?\n: '>>>>> End Test Output'\n" in script
 
 

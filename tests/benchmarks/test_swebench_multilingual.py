@@ -67,6 +67,18 @@ def test_the_eval_script_runs_the_official_test_command_of_the_version(tmp_path:
     assert "apply --verbose --reject - <<" in script
 
 
+def test_a_row_with_its_own_eval_script_is_graded_with_it(tmp_path: Path) -> None:
+    own = ("#!/bin/bash\nset -uxo pipefail\ncd /work\n: '>>>>> Start Test Output'\ngo test ./own -v\n"
+           ": '>>>>> End Test Output'\n")
+    inst = _row("gin-gonic__gin-4003", eval_script=own)
+    bench = SWEBenchMultilingual({}, _ctx(_data_dir(tmp_path, inst)))
+    [task] = bench.load_tasks()
+    script = bench.eval_script({**inst, **task.ground_truth}, "/work")
+    assert "\ngo test ./own -v\nac_test_rc=$?\n" in script and "TestMethodNotAllowedNoRoute" not in script
+    assert "(cd /work && git -c safe.directory=/work apply --check - <<" in script  # the test patch guard
+    assert bench.eval_script(_row("gin-gonic__gin-4003"), "/work") != script
+
+
 def test_without_data_it_fails_fast_with_the_error_of_swebench_verified(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     with pytest.raises(ConfigError) as ours:

@@ -374,13 +374,14 @@ def test_a_patch_nothing_can_apply_prints_the_failure_marker(repo: tuple[Path, d
 
 # ------------------------------------------------------------------------------------- an instance's own script
 
-def _official_style_script(inst: dict[str, Any], repo: Path) -> str:
+def _official_style_script(inst: dict[str, Any], repo: Path,
+                           tests: str = "tests/test_calc.py tests/test_new.py") -> str:
     """An eval script as newer SWE-bench releases ship it in the ``eval_script`` column (4.1.0's shape)."""
     reset = f"git checkout {inst['base_commit']} tests/test_calc.py"
     return "\n".join([
         "#!/bin/bash", "set -uxo pipefail", f"cd {repo}", f"git config --global --add safe.directory {repo}",
         reset, f"git apply -v - <<'EOF_114329324912'\n{inst['test_patch']}\nEOF_114329324912",
-        f": '{ts.START_TEST_OUTPUT}'", f"{inst['test_cmd']} tests/test_calc.py tests/test_new.py",
+        f": '{ts.START_TEST_OUTPUT}'", f"{inst['test_cmd']} {tests}",
         f": '{ts.END_TEST_OUTPUT}'", reset]) + "\n"
 
 
@@ -388,7 +389,7 @@ def test_an_instance_eval_script_is_run_as_given_with_its_exit_code_recorded(
         repo: tuple[Path, dict[str, Any]]) -> None:
     path, inst = repo
     own = {**inst, "eval_script": _official_style_script(inst, path), "test_cmd": "false"}
-    script = ts.make_eval_script(own, "also ignored", test_timeout=5)
+    script = ts.make_eval_script(own, "also ignored", repo_dir=str(path), test_timeout=5)
     lines = script.splitlines()
     assert lines[:3] == ["#!/bin/bash", "set -uxo pipefail", "exec 2>&1"] and "false" not in lines
     end = lines.index(f": '{ts.END_TEST_OUTPUT}'")
@@ -398,8 +399,8 @@ def test_an_instance_eval_script_is_run_as_given_with_its_exit_code_recorded(
     before = grade(own, _bash(script, path).stdout)
     assert not before.resolved and before.error is None and before.test_exit_code == 1
     assert before.tests_status["FAIL_TO_PASS"].failure == F2P
-    # that script leaves the file its test patch created (the official shape does); a fresh container has none
-    (path / "tests/test_new.py").unlink()
+    # that script leaves the file its test patch created (the official shape does): the next run removes it first
+    assert (path / "tests/test_new.py").exists()
     applied = _apply(path, inst["patch"])
     out = _bash(script, path).stdout
     assert out.index(ts.START_TEST_OUTPUT) < out.index("PASSED tests/test_calc.py::test_add_negative") \
@@ -417,3 +418,64 @@ def test_an_eval_script_without_markers_or_not_text_is_a_config_error() -> None:
         ts.own_eval_script({**inst, "eval_script": ["pytest"]})
     assert exc.value.field == "eval_script"
     assert ts.own_eval_script({**inst, "eval_script": ""}) is None and ts.own_eval_script(inst) is None
+
+
+NEW_TEST = {"tests/test_neg.py": "from calc import add\n\n\ndef test_neg():\n    assert add(-1, -1) == -2\n"}
+
+
+@pytest.fixture
+def own_row(repo: tuple[Path, dict[str, Any]]) -> tuple[Path, dict[str, Any]]:
+    """A row with its own eval script whose test patch only creates a file, holding the FAIL_TO_PASS test."""
+    path, inst = repo
+    row = {**inst, "test_patch": _diff(path, NEW_TEST), "FAIL_TO_PASS": ["tests/test_neg.py::test_neg"],
+           "PASS_TO_PASS": ["tests/test_calc.py::test_add"]}
+    return path, {**row, "eval_script": _official_style_script(row, path, "tests/test_calc.py tests/test_neg.py")}
+
+
+def test_a_test_file_the_agent_planted_where_an_own_script_creates_one_is_replaced(
+        own_row: tuple[Path, dict[str, Any]]) -> None:
+    path, row = own_row
+    # the agent's patch pre-creates the new test file with a passing test of the FAIL_TO_PASS name, so the
+    # row's own `git apply` would fail ("already exists") and, without -e, run the tests on the agent's file
+    forged = _apply(path, _diff(path, {"tests/test_neg.py": "def test_neg():\n    pass\n"}))
+    assert model_patch_applied(forged.stdout) is True
+    out = _bash(ts.make_eval_script(row, repo_dir=str(path)), path).stdout
+    report = grade(row, forged.stdout + out)
+    assert not report.resolved, out
+    assert report.tests_status["FAIL_TO_PASS"].failure == ["tests/test_neg.py::test_neg"]
+
+
+def test_the_gold_patch_still_resolves_a_row_with_its_own_script(own_row: tuple[Path, dict[str, Any]]) -> None:
+    path, row = own_row
+    applied = _apply(path, row["patch"])
+    out = _bash(ts.make_eval_script(row, repo_dir=str(path)), path).stdout
+    report = grade(row, applied.stdout + out)
+    assert report.resolved and report.error is None, out
+    # run twice in the same work tree (the row's script leaves the file it created): still graded the same
+    assert grade(row, applied.stdout + _bash(ts.make_eval_script(row, repo_dir=str(path)), path).stdout).resolved
+
+
+def test_an_own_script_whose_test_patch_does_not_apply_runs_no_tests(own_row: tuple[Path, dict[str, Any]]) -> None:
+    path, row = own_row
+    # a test patch whose context is not in the repo: the row's own `git apply` fails and would run the tests
+    # on files the patch never reached
+    extra = {"tests/test_calc.py": BASE_FILES["tests/test_calc.py"] + "\n\ndef test_more():\n    pass\n"}
+    broken = _diff(path, {**NEW_TEST, **extra}).replace(" def test_add():", " def test_other():")
+    row = {**row, "test_patch": broken}
+    row["eval_script"] = _official_style_script(row, path, "tests/test_calc.py tests/test_neg.py")
+    res = _bash(ts.make_eval_script(row, repo_dir=str(path)), path)
+    assert res.returncode == 1 and ts.START_TEST_OUTPUT not in res.stdout, res.stdout
+    assert grade(row, res.stdout).error is GradeError.TEST_OUTPUT_MISSING
+
+
+def test_test_files_the_agent_edited_are_reset_before_an_own_script_even_without_a_base_commit(
+        own_row: tuple[Path, dict[str, Any]]) -> None:
+    path, row = own_row
+    # the agent guts the existing test and plants the new one; the row names no base commit (HEAD is used)
+    _write(path, {"tests/test_calc.py": "def test_add():\n    pass\n", **{k: "def test_neg():\n    pass\n"
+                                                                         for k in NEW_TEST}})
+    row = {**row, "base_commit": ""}
+    report = grade(row, _bash(ts.make_eval_script(row, repo_dir=str(path)), path).stdout)
+    assert not report.resolved and report.error is None
+    assert report.tests_status["FAIL_TO_PASS"].failure == ["tests/test_neg.py::test_neg"]
+    assert (path / "tests/test_calc.py").read_text() == BASE_FILES["tests/test_calc.py"]
