@@ -3,16 +3,20 @@ official entry script re-exports: ``run_scripts/<instance_id>/{run_script.sh,par
 ``dockerfiles/{base,instance}_dockerfile/<instance_id>/Dockerfile`` of the public repository
 scaleapi/SWE-bench_Pro-os.
 
-They come from a directory the user gives, else from ``<data_dir>/swebench_pro/scripts/<commit>/``, which is
-filled (when allowed) by downloading the repository's tarball at a pinned commit: streamed over HTTP with a
-size cap and an overall deadline, only the ``run_scripts/`` and ``dockerfiles/`` regular files unpacked, into
-a temporary folder renamed into place when complete (so a killed download never reads as a scripts folder).
-The files are data for the instance containers: nothing here runs them.
+They come from a directory the user gives, else from ``<data_dir>/swebench_pro/scripts/<commit>/`` (the
+default source; ``<commit>-<url hash>/`` for a ``scripts_url``), which is filled (when allowed) by
+downloading the repository's tarball at a pinned commit: streamed over HTTP with size caps and an overall
+deadline, only the ``run_scripts/`` and ``dockerfiles/`` regular files unpacked, into a temporary folder
+renamed into place when complete (so a killed download never reads as a scripts folder). A download is used
+only for the (commit, url) its manifest names; a folder without a manifest was put there by hand: used when it
+has ``run_scripts/``, never replaced or deleted. The files are data for the instance containers: nothing here
+runs them.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import logging
 import os
 import posixpath
@@ -40,7 +44,11 @@ TARBALL_URL = "https://codeload.github.com/{repo}/tar.gz/{commit}"
 MAX_DOWNLOAD_BYTES = 512 << 20
 #: one unpacked file may not exceed this (run scripts, parsers and Dockerfiles are a few kB)
 MAX_FILE_BYTES = 4 << 20
-#: seconds for the whole download
+#: the unpacked files together may not exceed this many bytes (the real scripts are a few MiB) ...
+MAX_UNPACKED_BYTES = 256 << 20
+#: ... nor be more than this many (the real repository has a few thousand)
+MAX_FILES = 50_000
+#: seconds for the whole download, unpacking included
 DOWNLOAD_DEADLINE = 900.0
 #: seconds to connect / between two reads
 HTTP_TIMEOUT = 30.0
@@ -110,19 +118,50 @@ class ScriptsSource:
         return InstanceScripts(text(d / RUN_SCRIPT), text(d / PARSER), optional("base"), optional("instance"))
 
 
-def scripts_dir(data_dir: Path, commit: str) -> Path:
-    """The cache folder of the scripts of ``commit``."""
-    return data_dir / "swebench_pro" / "scripts" / commit
+def source_url(commit: str, url: str | None = None) -> str:
+    """The tarball the scripts of ``commit`` come from: ``url``, else the repository's own."""
+    return url or TARBALL_URL.format(repo=REPOSITORY, commit=commit)
 
 
-def find_cached(data_dir: Path, commit: str) -> ScriptsSource | None:
-    """The downloaded scripts of ``commit``, if a complete folder (with its manifest) is there."""
-    folder = scripts_dir(data_dir, commit)
+def scripts_dir(data_dir: Path, commit: str, url: str | None = None) -> Path:
+    """The cache folder of the scripts of ``commit`` from ``url`` (default: the repository's tarball)."""
+    name = commit
+    if source_url(commit, url) != source_url(commit):  # a mirror's copy never stands in for GitHub's, nor back
+        name += "-" + hashlib.sha256(source_url(commit, url).encode()).hexdigest()[:16]
+    return data_dir / "swebench_pro" / "scripts" / name
+
+
+def _read_manifest(folder: Path) -> ScriptsManifest | None:
     try:
-        manifest = msgspec.json.decode((folder / MANIFEST).read_bytes(), type=ScriptsManifest)
+        return msgspec.json.decode((folder / MANIFEST).read_bytes(), type=ScriptsManifest)
     except (OSError, msgspec.DecodeError):
         return None
+
+
+def find_cached(data_dir: Path, commit: str, url: str | None = None) -> ScriptsSource | None:
+    """The downloaded scripts of ``commit`` from ``url``, if a complete folder whose manifest names that very
+    source is there."""
+    folder = scripts_dir(data_dir, commit, url)
+    manifest = _read_manifest(folder)
+    if manifest is None or (manifest.commit, manifest.url) != (commit, source_url(commit, url)):
+        return None
     return ScriptsSource(folder, "download", manifest)
+
+
+def _placed_by_hand(folder: Path) -> bool:
+    """Whether ``folder`` is there but was not written by a download (it has no manifest)."""
+    return folder.exists() and not (folder / MANIFEST).exists()
+
+
+def _find_usable(data_dir: Path, commit: str, url: str | None) -> ScriptsSource | None:
+    """The cached download, else a folder placed by hand in the cache folder that has ``run_scripts/``."""
+    hit = find_cached(data_dir, commit, url)
+    if hit is not None:
+        return hit
+    folder = scripts_dir(data_dir, commit, url)
+    if _placed_by_hand(folder) and (folder / "run_scripts").is_dir():
+        return ScriptsSource(folder, "directory")
+    return None
 
 
 def _member_path(name: str) -> str | None:
@@ -136,11 +175,29 @@ def _member_path(name: str) -> str | None:
     return rel
 
 
-def _unpack(tarball: Path, dest: Path) -> int:
-    """Unpack the kept regular files of ``tarball`` into ``dest``; the number of files."""
-    count = 0
+class _Guarded(io.FileIO):
+    """The tarball, read only until the deadline or a cancellation (checked at every read, so that even
+    skipping a huge member of a compression bomb stops in time)."""
+
+    def __init__(self, path: Path, end: float, deadline: float, cancelled: threading.Event | None) -> None:
+        super().__init__(path, "rb")
+        self._end, self._deadline, self._cancelled = end, deadline, cancelled
+
+    def read(self, size: int | None = -1, /) -> bytes:
+        if self._cancelled is not None and self._cancelled.is_set():
+            raise ScriptsDownloadError("unpacking the scripts: cancelled")
+        if time.monotonic() > self._end:
+            raise ScriptsDownloadError(f"downloading and unpacking the scripts took more than {self._deadline:.0f} s")
+        return super().read(size)
+
+
+def _unpack(tarball: Path, dest: Path, *, end: float, deadline: float, cancelled: threading.Event | None,
+            max_bytes: int = MAX_UNPACKED_BYTES, max_files: int = MAX_FILES) -> int:
+    """Unpack the kept regular files of ``tarball`` into ``dest`` (by ``end``, a monotonic time, and within
+    the caps); the number of files."""
+    count = total = 0
     try:
-        with tarfile.open(tarball, "r|gz") as tar:
+        with _Guarded(tarball, end, deadline, cancelled) as raw, tarfile.open(fileobj=raw, mode="r|gz") as tar:
             for member in tar:
                 rel = _member_path(member.name)
                 if rel is None or not member.isreg():  # links, devices and everything else: never unpacked
@@ -148,6 +205,13 @@ def _unpack(tarball: Path, dest: Path) -> int:
                 if member.size > MAX_FILE_BYTES:
                     raise ScriptsDownloadError(f"{member.name} in the scripts tarball is {member.size} bytes, "
                                                f"over the {MAX_FILE_BYTES}-byte cap")
+                total += member.size
+                count += 1
+                if total > max_bytes:
+                    raise ScriptsDownloadError(f"the scripts tarball unpacks to more than {max_bytes} bytes, over "
+                                               f"the cap")
+                if count > max_files:
+                    raise ScriptsDownloadError(f"the scripts tarball holds more than {max_files} files, over the cap")
                 src = tar.extractfile(member)
                 if src is None:
                     continue
@@ -155,7 +219,6 @@ def _unpack(tarball: Path, dest: Path) -> int:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 with src, target.open("wb") as out:
                     shutil.copyfileobj(src, out)
-                count += 1
     except (tarfile.TarError, EOFError, OSError) as exc:
         if isinstance(exc, ScriptsDownloadError):
             raise
@@ -201,14 +264,20 @@ def _fetch(url: str, into: Path, *, max_bytes: int, deadline: float, on_progress
 
 def download(data_dir: Path, commit: str, url: str | None = None, *, max_bytes: int = MAX_DOWNLOAD_BYTES,
              deadline: float = DOWNLOAD_DEADLINE, on_progress: ProgressCallback | None = None,
-             cancelled: threading.Event | None = None) -> ScriptsSource:
-    """The scripts of ``commit`` from the cache, else downloaded from ``url`` (default: the repository's
-    tarball at ``commit``) into it."""
-    hit = find_cached(data_dir, commit)
+             cancelled: threading.Event | None = None, max_unpacked_bytes: int = MAX_UNPACKED_BYTES,
+             max_files: int = MAX_FILES) -> ScriptsSource:
+    """The scripts of ``commit`` from ``url`` (default: the repository's tarball at ``commit``): its cache (or a
+    folder placed there by hand), else downloaded into it. A folder in the way that no download wrote is never
+    replaced: ScriptsDownloadError."""
+    hit = _find_usable(data_dir, commit, url)
     if hit is not None:
         return hit
-    url = url or TARBALL_URL.format(repo=REPOSITORY, commit=commit)
-    final = scripts_dir(data_dir, commit)
+    final = scripts_dir(data_dir, commit, url)
+    if _placed_by_hand(final):
+        raise ScriptsDownloadError(f"{final} exists but was not written by a download (no {MANIFEST}) and has no "
+                                   f"run_scripts/ folder; it is left alone: move it away")
+    url = source_url(commit, url)
+    end = time.monotonic() + deadline
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.parent / f"{_PARTIAL}{final.name}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
@@ -219,17 +288,22 @@ def download(data_dir: Path, commit: str, url: str | None = None, *, max_bytes: 
             sha = _fetch(url, tarball, max_bytes=max_bytes, deadline=deadline, on_progress=on_progress,
                          cancelled=cancelled)
             size = tarball.stat().st_size
-            count = _unpack(tarball, tmp)
+            count = _unpack(tarball, tmp, end=end, deadline=deadline, cancelled=cancelled,
+                            max_bytes=max_unpacked_bytes, max_files=max_files)
         if not (tmp / "run_scripts").is_dir():
             raise ScriptsDownloadError(f"{url} has no run_scripts/ folder: not the SWE-bench Pro repository")
         manifest = ScriptsManifest(url=url, commit=commit, sha256=sha, bytes=size, files=count)
         (tmp / MANIFEST).write_bytes(msgspec.json.encode(manifest))
-        if final.exists() and find_cached(data_dir, commit) is None:  # a folder without manifest: not ours to keep
-            shutil.rmtree(final)
+        if _read_manifest(final) is not None and find_cached(data_dir, commit, url) is None:
+            # an earlier download of another source (an older cache layout): ours to replace. Renamed to a
+            # partial name first, so that a half-deleted copy never reads as scripts.
+            trash = final.parent / f"{_PARTIAL}{final.name}-stale-{uuid.uuid4().hex[:8]}"
+            os.rename(final, trash)
+            shutil.rmtree(trash, ignore_errors=True)
         try:
             os.rename(tmp, final)
         except OSError:
-            if find_cached(data_dir, commit) is None:  # not another process that finished first
+            if find_cached(data_dir, commit, url) is None:  # not another process that finished first
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -248,15 +322,15 @@ def locate(data_dir: Path, *, user_dir: str | None, commit: str, url: str | None
             raise ConfigError(f"benchmark swebench_pro: scripts_dir {str(root)!r} is not a directory",
                               field="benchmark.params.scripts_dir")
         return ScriptsSource(root, "directory")
-    hit = find_cached(data_dir, commit)
+    hit = _find_usable(data_dir, commit, url)
     if hit is not None:
         return hit
-    where = scripts_dir(data_dir, commit)
+    where = scripts_dir(data_dir, commit, url)
     if not allow_download:
-        raise ConfigError(f"benchmark swebench_pro: the run scripts are not in {where} and downloading is off. "
-                          f"Put the run_scripts/ and dockerfiles/ folders of {REPOSITORY} (commit {commit}) "
-                          f"in a folder and give it as `scripts_dir`, or allow the download (scripts_download: "
-                          f"true)", field="benchmark.params.scripts_dir")
+        raise ConfigError(f"benchmark swebench_pro: no run scripts of {source_url(commit, url)} in {where} and "
+                          f"downloading is off. Put the run_scripts/ and dockerfiles/ folders of {REPOSITORY} "
+                          f"(commit {commit}) in a folder and give it as `scripts_dir` (or put them in {where}), "
+                          f"or allow the download (scripts_download: true)", field="benchmark.params.scripts_dir")
     try:
         return download(data_dir, commit, url, on_progress=on_progress, cancelled=cancelled)
     except ScriptsDownloadError as exc:
@@ -264,5 +338,6 @@ def locate(data_dir: Path, *, user_dir: str | None, commit: str, url: str | None
                                    f"folders of {REPOSITORY} in a folder and give it as `scripts_dir`.") from None
 
 
-__all__ = ["DEFAULT_COMMIT", "MAX_DOWNLOAD_BYTES", "REPOSITORY", "InstanceScripts", "ScriptsDownloadError",
-           "ScriptsManifest", "ScriptsSource", "download", "find_cached", "locate", "scripts_dir"]
+__all__ = ["DEFAULT_COMMIT", "MAX_DOWNLOAD_BYTES", "MAX_FILES", "MAX_UNPACKED_BYTES", "REPOSITORY",
+           "InstanceScripts", "ScriptsDownloadError", "ScriptsManifest", "ScriptsSource", "download", "find_cached",
+           "locate", "scripts_dir", "source_url"]

@@ -67,7 +67,9 @@ def test_hub_and_scripts_download_then_offline_from_data_dir(tmp_path: Path, mon
         assert host.requests == ["/pro.tar.gz"] and bench.source.repo == PRO
     # both stand-ins are gone: everything now comes from data_dir
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    again = SWEBenchPro({"scripts_commit": COMMIT, "scripts_download": False}, ComponentContext(data_dir=str(data)))
+    # the cached copy is found again for the same scripts_url (never for the default source, see test_pro_scripts)
+    again = SWEBenchPro({"scripts_commit": COMMIT, "scripts_url": host.url + "/pro.tar.gz", "scripts_download": False},
+                        ComponentContext(data_dir=str(data)))
     [task] = again.load_tasks()
     assert task.task_id == IID and task.category == "NodeBB/NodeBB"
     assert task.ground_truth["fail_to_pass"][0] == "test/translator.js | Translator shim should translate"
