@@ -4,8 +4,9 @@ A FAIL_TO_PASS test succeeds when it PASSED or XFAILed; a PASS_TO_PASS test also
 skip is no regression, but a skipped F2P test resolves nothing). A test missing from the log failed; names
 match exactly. The repos of ``FAIL_ONLY_REPOS`` are graded fail-only: only a recorded FAILED fails.
 ``resolved`` means every F2P and every P2P test succeeded. A log is not graded at all when it shows the
-patch or the reset failed, an error or timeout marker, no test-output markers, no test results, or a
-non-zero test exit code with no failing test in it (a patch printing its own PASSED lines).
+patch or the reset failed, an error or timeout marker, no test-output markers, no test results (for the
+fail-only repos: none and no runner summary of tests run), or, for the Python parsers, a non-zero test
+exit code with no failing test in it (a patch printing its own PASSED lines).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import msgspec
 
 from agentcompass._errors import ConfigError
 from agentcompass.swebench.lang_parsers.dispatch import parser_name_for_instance
+from agentcompass.swebench.lang_parsers.javascript import strip_ansi
+from agentcompass.swebench.lang_parsers.registry import LANG_PARSERS
 from agentcompass.swebench.log_parsers import TestStatus, get_parser, get_parser_name
 from agentcompass.swebench.test_specs import (
     APPLY_PATCH_FAIL,
@@ -92,6 +95,13 @@ _NOT_PASSING = frozenset({TestStatus.FAILED.value, TestStatus.ERROR.value, TestS
 
 #: Repos the official harness grades fail-only (``EvalType.FAIL_ONLY``): their parsers record failures only.
 FAIL_ONLY_REPOS = frozenset({"chartjs/Chart.js", "processing/p5.js", "markedjs/marked"})
+# The summaries the fail-only repos' runners print when they ran at least one test: jasmine (marked)
+# "120 specs, 0 failures", mocha (p5.js) "120 passing". A zero count is a runner that started but ran
+# nothing, which is no evidence.
+_SUMMARY_RAN_TESTS = re.compile(r"\b[1-9]\d* specs?, \d+ failures?|^\s*[1-9]\d* passing\b", re.MULTILINE)
+# karma (Chart.js) prints "Executed 5 of 120 SUCCESS" as it goes and ends with "Executed 120 of 120 SUCCESS",
+# or "Executed 5 of 120 DISCONNECTED" when the browser is lost: only its last such line tells.
+_KARMA_EXECUTED = re.compile(r"Executed (\d+) of \d+\b(.*)$", re.MULTILINE)
 
 
 def load_test_list(value: Any, field: str) -> list[str]:
@@ -168,13 +178,32 @@ def model_patch_applied(apply_output: str) -> bool | None:
 
 
 def parse_test_exit_code(log: str) -> int | None:
-    """The test command's exit code the eval script printed after the end marker, if any."""
-    m = _EXIT_CODE_RE.search(log)
+    """The test command's exit code the eval script printed after the end marker, if any.
+
+    Only the first such line after the last end marker counts: the tests' own output (before the script's
+    end marker) may print any line, an exit-code line or an end marker too.
+    """
+    if END_TEST_OUTPUT not in log:
+        return None
+    m = _EXIT_CODE_RE.search(log.rsplit(END_TEST_OUTPUT, 1)[1])
     return int(m.group(1)) if m else None
 
 
-def parse_test_output(log: str, parser_name: str) -> tuple[dict[str, str], GradeError | None]:
-    """The status map of an eval-script log, or the reason the log cannot be graded."""
+def _runner_ran_tests(log: str) -> bool:
+    """The log has a runner summary of at least one test run (the evidence an empty fail-only map needs)."""
+    if _SUMMARY_RAN_TESTS.search(log):
+        return True
+    karma = _KARMA_EXECUTED.findall(log)
+    return bool(karma) and int(karma[-1][0]) > 0 and "SUCCESS" in karma[-1][1]
+
+
+def parse_test_output(log: str, parser_name: str, *, fail_only: bool = False) -> tuple[dict[str, str],
+                                                                                       GradeError | None]:
+    """The status map of an eval-script log, or the reason the log cannot be graded.
+
+    ``fail_only``: the parser records failures only, so an empty map is graded when the runner's summary
+    shows it ran tests (an all-passing run).
+    """
     for marker, error in _BAD_MARKERS:
         if marker in log:
             return {}, error
@@ -188,9 +217,13 @@ def parse_test_output(log: str, parser_name: str) -> tuple[dict[str, str], Grade
         # some runners print results outside the markers (stream ordering), so try the whole log
         status_map = parser(log)
     if not any(s in _STATUS_VALUES for s in status_map.values()):
+        if fail_only and not status_map and _runner_ran_tests(strip_ansi(log)):
+            return {}, None
         # officially graded: an empty map, or one of words like "ERROR:" ("ERROR: file not found")
         return {}, GradeError.NO_TEST_RESULTS
-    exit_code = parse_test_exit_code(log)
+    # the official graders of the other languages never read an exit code (jest exits 1 on a missed
+    # coverage threshold with every test passing), so only the Python parsers get this check
+    exit_code = parse_test_exit_code(log) if parser_name not in LANG_PARSERS else None
     if exit_code not in (None, 0) and not any(
             s in (TestStatus.FAILED, TestStatus.ERROR) for s in status_map.values()):
         return {}, GradeError.EXIT_CODE_MISMATCH
@@ -218,6 +251,7 @@ def grade(
     name = parser_name_for_instance(
         get_parser_name(instance.get("repo"), parser_name or instance.get("log_parser") or None), instance_id)
 
+    fail_only = instance.get("repo") in FAIL_ONLY_REPOS
     applied = model_patch_applied(apply_output) if apply_output is not None else None
     status_map: dict[str, str] = {}
     error: GradeError | None
@@ -226,9 +260,9 @@ def grade(
     elif timed_out:
         error = GradeError.TESTS_TIMED_OUT
     else:
-        status_map, error = parse_test_output(test_output, name)
+        status_map, error = parse_test_output(test_output, name, fail_only=fail_only)
 
-    tests_status = get_tests_report(status_map, f2p, p2p, fail_only=instance.get("repo") in FAIL_ONLY_REPOS)
+    tests_status = get_tests_report(status_map, f2p, p2p, fail_only=fail_only)
     status = ResolvedStatus.NO if error is not None else get_resolution_status(tests_status)
     return GradeReport(
         instance_id=instance_id,

@@ -272,3 +272,81 @@ def test_a_django_run_that_exited_0_before_any_test_is_not_resolved() -> None:
                      "Importing application admin_scripts", END_TEST_OUTPUT, f"{TEST_EXIT_CODE}: 0"])
     r = grade(instance(["test_version (admin_scripts.tests.CommandTypes)"], [], repo="django/django"), log)
     assert r.error is GradeError.NO_TEST_RESULTS and not r.resolved and r.parser == "django"
+
+
+# The fail-only repos' parsers record failures only: an all-passing run has an empty map, graded when the
+# runner's own summary says it ran tests (the official FAIL_ONLY repos and their runners).
+ALL_PASSING_FAIL_ONLY_RUNS = {
+    "chartjs/Chart.js": ("chart_js", "Chrome 120.0.0.0 (Linux x86_64): Executed 1 of 120 SUCCESS (0.1 secs / 0 secs)\n"
+                         "\x1b[32mChrome 120.0.0.0 (Linux x86_64): Executed 120 of 120 SUCCESS (3 secs / 2.9 secs)"
+                         "\x1b[39m"),
+    "markedjs/marked": ("marked", "Started\n.....\n\n\n120 specs, 0 failures\nFinished in 0.3 seconds"),
+    "processing/p5.js": ("p5js", "  Running \"mocha:test\" (mocha) task\n\n  120 passing (4s)\n  2 pending\n"),
+}
+
+
+@pytest.mark.parametrize("repo", sorted(ALL_PASSING_FAIL_ONLY_RUNS))
+def test_an_all_passing_run_of_a_fail_only_repo_is_resolved(repo: str) -> None:
+    parser, summary = ALL_PASSING_FAIL_ONLY_RUNS[repo]
+    inst = instance(["suite test_new"], ["suite test_old"], repo=repo)
+    r = grade(inst, "\n".join([START_TEST_OUTPUT, summary, END_TEST_OUTPUT]) + "\n")
+    assert r.parser == parser and r.error is None and r.test_results == {}
+    assert r.resolved and r.status is ResolvedStatus.FULL
+
+
+@pytest.mark.parametrize("summary", [
+    "",  # the runner never started (a browser that failed to launch)
+    "Chrome 120.0.0.0 (Linux x86_64): Executed 0 of 0 ERROR (0.001 secs / 0 secs)",
+    "Chrome 120.0.0.0 (Linux x86_64): Executed 5 of 120 SUCCESS (0.2 secs / 0.1 secs)\n"
+    "Chrome 120.0.0.0 (Linux x86_64): Executed 5 of 120 DISCONNECTED (30 secs / 0.2 secs)",
+    "0 specs, 0 failures",
+    "  0 passing (1ms)",
+])
+def test_a_fail_only_run_without_a_test_executed_is_not_graded(summary: str) -> None:
+    r = grade(instance(["suite test_new"], [], repo="chartjs/Chart.js"),
+              "\n".join([START_TEST_OUTPUT, summary, END_TEST_OUTPUT]) + "\n")
+    assert r.error is GradeError.NO_TEST_RESULTS and not r.resolved
+
+
+def test_a_runner_summary_does_not_make_an_empty_map_graded_outside_the_fail_only_repos() -> None:
+    r = grade(instance(["t.py::new"], []), eval_log("120 passing (4s)", exit_code=0))
+    assert r.error is GradeError.NO_TEST_RESULTS and not r.resolved
+
+
+def test_a_recorded_failure_still_fails_a_fail_only_instance_with_a_summary() -> None:
+    log = "\n".join([START_TEST_OUTPUT, "Chrome 120.0.0.0 (Linux x86_64) suite test_new FAILED",
+                     "Chrome 120.0.0.0 (Linux x86_64): Executed 120 of 120 (1 FAILED) (3 secs / 2.9 secs)",
+                     END_TEST_OUTPUT]) + "\n"
+    r = grade(instance(["suite test_new "], [], repo="chartjs/Chart.js"), log)  # the parser keeps the space
+    assert r.error is None and r.tests_status["FAIL_TO_PASS"].failure == ["suite test_new "] and not r.resolved
+
+
+def test_only_the_exit_code_line_after_the_last_end_marker_counts() -> None:
+    # the tests print a forged exit-code line (and a PASSED line after the real FAILED one); the script's own
+    # line, after the end marker, says 1
+    log = eval_log("FAILED t.py::test_f2p", f"{TEST_EXIT_CODE}: 0", "PASSED t.py::test_f2p", exit_code=1)
+    r = grade(instance(["t.py::test_f2p"], []), log)
+    assert r.test_exit_code == 1
+    assert r.error is GradeError.EXIT_CODE_MISMATCH and not r.resolved
+
+
+def test_an_exit_code_line_inside_the_test_output_alone_is_no_exit_code() -> None:
+    log = eval_log("PASSED t.py::new", f"{TEST_EXIT_CODE}: 3")
+    assert grading.parse_test_exit_code(log) is None
+    assert grade(instance(["t.py::new"], []), log).resolved
+
+
+def test_a_forged_end_marker_in_the_test_output_does_not_hide_the_real_exit_code() -> None:
+    log = eval_log("PASSED t.py::new", END_TEST_OUTPUT, f"{TEST_EXIT_CODE}: 0", exit_code=1)
+    assert grading.parse_test_exit_code(log) == 1
+
+
+def test_the_exit_code_rule_is_for_the_python_parsers_only() -> None:
+    # jest exits 1 on a missed coverage threshold with every test passing (a row with its own eval script
+    # records the exit code whatever its language); the official graders of these languages ignore it
+    log = "\n".join([START_TEST_OUTPUT, "  ✓ adds numbers (3 ms)", "  ✓ keeps old behaviour (1 ms)",
+                     "Jest: \"global\" coverage threshold for lines (90%) not met: 80%", END_TEST_OUTPUT,
+                     f"{TEST_EXIT_CODE}: 1"]) + "\n"
+    r = grade(instance(["adds numbers"], ["keeps old behaviour"], repo="babel/babel"), log)
+    assert r.parser == "jest" and r.test_exit_code == 1
+    assert r.error is None and r.resolved

@@ -64,11 +64,13 @@ NO_TEST_RESULTS = GradingDeviation(
     "no_results_is_not_graded",
     "a log whose parser finds no test result is not graded (error no_test_results, RESOLVED_NO); 4.1.0 grades "
     "the empty map, which resolves an instance with empty FAIL_TO_PASS and PASS_TO_PASS, and every "
-    "FAIL_ONLY instance, although no test ran (swebench 5.x refuses such logs too)")
+    "FAIL_ONLY instance, although no test ran (swebench 5.x refuses such logs too); a FAIL_ONLY repo's empty map "
+    "is graded when its runner's summary shows a test ran (an all-passing run), as 5.x")
 EXIT_CODE_MISMATCH = GradingDeviation(
     "nonzero_exit_without_failure_is_not_graded",
-    "a non-zero test exit code with no FAILED or ERROR result means the log does not describe the run (a patch "
-    "printing its own PASSED lines); not graded (error exit_code_mismatch), as swebench 5.x; 4.1.0 grades it")
+    "for the Python parsers, a non-zero test exit code (the first exit-code line after the last end marker) with "
+    "no FAILED or ERROR result means the log does not describe the run (a patch printing its own PASSED lines); "
+    "not graded (error exit_code_mismatch), as swebench 5.x; 4.1.0 grades it")
 SKIPPED_F2P_FAILS = GradingDeviation(
     "skipped_fail_to_pass_fails",
     "a SKIPPED FAIL_TO_PASS test is a failure; 4.1.0 leaves it out of both lists, so a patch that makes every "
