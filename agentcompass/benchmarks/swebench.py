@@ -44,7 +44,7 @@ from ..interfaces import (
 )
 from ..metrics import DefaultAccumulator
 from ..swebench.dataset import DatasetSource, default_data_dir, load_instances, select
-from ..swebench.grading import grade
+from ..swebench.grading import grade, is_fail_only
 from ..swebench.images import TESTBED, history_hygiene_script, official_image
 from ..swebench.test_specs import apply_patch_script, make_eval_script, own_eval_script
 from . import bool_param, check_param_keys, float_param, int_param, str_list_param, str_param, truncate_middle
@@ -132,8 +132,9 @@ class SWEBench:
         # Fail fast (before any run directory exists) when the dataset is missing or an id is unknown.
         self._instances = select(self._load(), self.sample_ids, self.name)
         self._by_id = {inst["instance_id"]: inst for inst in self._instances}
-        for inst in self._instances:  # a row's own script and image are checked before any run starts
+        for inst in self._instances:  # a row's own grading and image are checked before any run starts
             own_eval_script(inst)
+            is_fail_only(inst)
             instance_image(inst)
 
     def new_accumulator(self) -> DefaultAccumulator:

@@ -197,6 +197,21 @@ def _runner_ran_tests(log: str) -> bool:
     return bool(karma) and int(karma[-1][0]) > 0 and "SUCCESS" in karma[-1][1]
 
 
+EVAL_TYPES = ("pass_and_fail", "fail_only")
+
+
+def is_fail_only(instance: Mapping[str, Any]) -> bool:
+    """Whether the instance is graded fail-only: its own ``eval_type`` (newer SWE-bench releases) when it has
+    one, else the official repo rule (``FAIL_ONLY_REPOS``). ConfigError on another ``eval_type``."""
+    eval_type = instance.get("eval_type")
+    if eval_type in (None, ""):
+        return instance.get("repo") in FAIL_ONLY_REPOS
+    if eval_type not in EVAL_TYPES:
+        raise ConfigError(f"instance {instance.get('instance_id', '')!r}: eval_type {eval_type!r} is not one of "
+                          f"{', '.join(EVAL_TYPES)}", field="eval_type")
+    return bool(eval_type == "fail_only")
+
+
 def parse_test_output(log: str, parser_name: str, *, fail_only: bool = False) -> tuple[dict[str, str],
                                                                                        GradeError | None]:
     """The status map of an eval-script log, or the reason the log cannot be graded.
@@ -251,7 +266,7 @@ def grade(
     name = parser_name_for_instance(
         get_parser_name(instance.get("repo"), parser_name or instance.get("log_parser") or None), instance_id)
 
-    fail_only = instance.get("repo") in FAIL_ONLY_REPOS
+    fail_only = is_fail_only(instance)
     applied = model_patch_applied(apply_output) if apply_output is not None else None
     status_map: dict[str, str] = {}
     error: GradeError | None

@@ -157,3 +157,10 @@ def test_hub_rows_bring_their_own_image_and_eval_script(tmp_path: Path, monkeypa
     [task] = bench.load_tasks()
     assert bench.prepare(task.public()).image == "swebench/sweb.eval.x86_64.octo_1776_demo-1:v5"
     assert task.ground_truth["eval_script"] == EVAL_SCRIPT and task.ground_truth["eval_type"] == "pass_and_fail"
+
+
+def test_a_row_with_an_unknown_eval_type_is_refused_before_the_run(tmp_path: Path) -> None:
+    data = _dataset(tmp_path, eval_type="fail-only")
+    with pytest.raises(ConfigError, match="fail_only") as err:
+        SWEBenchJsonl({"dataset_file": str(data)}, ComponentContext(environment="docker"))
+    assert err.value.field == "eval_type"

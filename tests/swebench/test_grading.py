@@ -350,3 +350,15 @@ def test_the_exit_code_rule_is_for_the_python_parsers_only() -> None:
     r = grade(instance(["adds numbers"], ["keeps old behaviour"], repo="babel/babel"), log)
     assert r.parser == "jest" and r.test_exit_code == 1
     assert r.error is None and r.resolved
+
+
+def test_a_rows_own_eval_type_decides_fail_only_grading() -> None:
+    log = eval_log("FAILED t.py::bad", exit_code=1)
+    plain = instance(["t.py::missing"], [], repo="octo/demo")
+    assert not grade(plain, log, parser_name="pytest").resolved  # a missing test fails by default
+    assert grade({**plain, "eval_type": "fail_only"}, log, parser_name="pytest").resolved
+    marked = instance(["t.py::missing"], [], repo="markedjs/marked")
+    assert not grade({**marked, "eval_type": "pass_and_fail"}, log, parser_name="pytest").resolved
+    with pytest.raises(ConfigError) as err:
+        grade({**plain, "eval_type": "failonly"}, log, parser_name="pytest")
+    assert err.value.field == "eval_type" and "pass_and_fail, fail_only" in str(err.value)
