@@ -53,6 +53,7 @@ def test_stall_timeout_must_be_a_positive_finite_number(tmp_path: Path, bad: flo
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)
 @pytest.mark.skipif(os.geteuid() != 0 or not os.access(PIDS_CGROUP, os.W_OK), reason="needs a writable pids cgroup")
 def test_spawn_failures_under_process_table_pressure_end_classified_never_hang(tmp_path: Path) -> None:
     # RLIMIT_NPROC is not enforced for root, so the engine runs in its own pids cgroup with room for a few
@@ -72,7 +73,9 @@ def test_spawn_failures_under_process_table_pressure_end_classified_never_hang(t
                                 cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            stdout, stderr = proc.communicate(timeout=240)  # a hang guard only
+            # A hang guard only. A starved command is slow, not hung: bash retries a failed fork itself,
+            # sleeping 1+2+4+8 s, so one command can take ~15 s, and far longer on a loaded machine.
+            stdout, stderr = proc.communicate(timeout=480)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.communicate()
