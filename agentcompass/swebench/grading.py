@@ -2,7 +2,8 @@
 
 A FAIL_TO_PASS test succeeds when it PASSED or XFAILed; a PASS_TO_PASS test also when it was SKIPPED (a
 skip is no regression, but a skipped F2P test resolves nothing). A test missing from the log failed; names
-match exactly. The repos of ``FAIL_ONLY_REPOS`` are graded fail-only: only a recorded FAILED fails.
+match exactly. An instance whose ``eval_type`` is ``fail_only`` (without one: the repos of
+``FAIL_ONLY_REPOS``) is graded fail-only: only a recorded FAILED fails.
 ``resolved`` means every F2P and every P2P test succeeded. A log is not graded at all when it shows the
 patch or the reset failed, an error or timeout marker, no test-output markers, no test results (for the
 fail-only repos: none and no runner summary of tests run), or, for the Python parsers, a non-zero test
