@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -30,6 +31,9 @@ from agentcompass.swebench.pro_scripts import (
 )
 
 from ..standins.file_host import FileHost
+
+# our own stand-in tarballs; PEP 706 filters where this Python has them (not Debian 12's 3.11.2)
+SAFE_EXTRACT: dict[str, Any] = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
 
 IID = "instance_octo__demo-1234abcd-vnan"
 COMMIT = "c" * 40
@@ -175,7 +179,7 @@ def test_an_unreachable_host_names_the_scripts_dir_alternative(tmp_path: Path) -
 
 def test_a_users_folder_may_be_the_repo_or_its_run_scripts_folder(tmp_path: Path) -> None:
     with tarfile.open(fileobj=io.BytesIO(repo_tarball()), mode="r:gz") as tar:
-        tar.extractall(tmp_path, filter="data")
+        tar.extractall(tmp_path, **SAFE_EXTRACT)
     repo = tmp_path / TOP
     src = locate(tmp_path / "data", user_dir=str(repo), commit=COMMIT, url=None, allow_download=False)
     assert src.missing([IID]) == [] and "ENV A=1" in src.scripts(IID).base_dockerfile
@@ -240,7 +244,7 @@ def test_a_cache_whose_manifest_names_another_source_is_replaced(host: FileHost,
 
 def _place_by_hand(folder: Path) -> None:
     with tarfile.open(fileobj=io.BytesIO(repo_tarball(run=b"echo by hand")), mode="r:gz") as tar:
-        tar.extractall(folder.parent / "unpacked", filter="data")
+        tar.extractall(folder.parent / "unpacked", **SAFE_EXTRACT)
     (folder.parent / "unpacked" / TOP).rename(folder)
     (folder.parent / "unpacked").rmdir()
 
