@@ -19,6 +19,7 @@ import re
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -266,19 +267,15 @@ def prepare_build_context(instance: dict[str, Any], dest_dir: str | os.PathLike[
     (dest / "Dockerfile").write_text(dockerfile(instance, recipe_hash(instance)), encoding="utf-8")
 
 
-def recipe(instance: dict[str, Any], cache_dir: str | os.PathLike[str]) -> tuple[str, str]:
-    """``(image name with the recipe hash in its tag, build context dir)`` of ``instance``. The context is
-    prepared once under ``cache_dir`` in a directory named by its content hash (written to a temporary
-    directory and renamed into place), so a later call with the same content reuses it."""
-    iid = str(instance["instance_id"])
-    cache = Path(cache_dir)
-    digest = recipe_hash(instance)
-    context = cache / f"{safe_tag(iid)}-{digest[:16]}"
+def cached_context(cache: Path, instance_id: str, digest: str, prepare: Callable[[Path], None]) -> Path:
+    """The build context ``<cache>/<tag>-<digest[:16]>``, prepared by ``prepare`` once: written to a temporary
+    directory and renamed into place, so concurrent writers and later calls find it whole."""
+    context = cache / f"{safe_tag(instance_id)}-{digest[:16]}"
     if not (context / "Dockerfile").is_file():
         cache.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{safe_tag(iid)}-", dir=cache))
+        tmp = Path(tempfile.mkdtemp(prefix=f".{safe_tag(instance_id)}-", dir=cache))
         try:
-            prepare_build_context(instance, tmp)
+            prepare(tmp)
             try:
                 os.rename(tmp, context)
             except OSError:
@@ -286,6 +283,16 @@ def recipe(instance: dict[str, Any], cache_dir: str | os.PathLike[str]) -> tuple
                     raise
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+    return context
+
+
+def recipe(instance: dict[str, Any], cache_dir: str | os.PathLike[str]) -> tuple[str, str]:
+    """``(image name with the recipe hash in its tag, build context dir)`` of ``instance``. The context is
+    prepared once under ``cache_dir`` in a directory named by its content hash (written to a temporary
+    directory and renamed into place), so a later call with the same content reuses it."""
+    iid = str(instance["instance_id"])
+    digest = recipe_hash(instance)
+    context = cached_context(Path(cache_dir), iid, digest, lambda tmp: prepare_build_context(instance, tmp))
     # The tag carries the recipe's hash: a changed recipe (new data, another pytest) builds a new image
     # instead of silently reusing a stale one.
     return f"{image_name(iid)}-{digest[:12]}", str(context)

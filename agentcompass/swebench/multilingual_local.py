@@ -15,14 +15,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from .._errors import ConfigError
-from .local_instances import BASE_IMAGE, SETUP_REPO_SCRIPT, TESTBED, safe_tag
+from .local_instances import BASE_IMAGE, SETUP_REPO_SCRIPT, TESTBED, cached_context, safe_tag
 
 IMAGE_REPOSITORY = "agentcompass/swebench-multilingual-local"
 #: bumped whenever the Dockerfile or the setup script change meaning (it is part of the context hash)
@@ -135,19 +133,6 @@ def recipe(instance: dict[str, Any], cache_dir: str | os.PathLike[str]) -> tuple
     """``(image name with the recipe hash in its tag, build context dir)`` of ``instance``, the context prepared
     once under ``cache_dir`` in a directory named by its content hash (written aside, then renamed)."""
     iid = str(instance["instance_id"])
-    cache = Path(cache_dir)
     digest = recipe_hash(instance)
-    context = cache / f"{safe_tag(iid)}-{digest[:16]}"
-    if not (context / "Dockerfile").is_file():
-        cache.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{safe_tag(iid)}-", dir=cache))
-        try:
-            prepare_build_context(instance, tmp)
-            try:
-                os.rename(tmp, context)
-            except OSError:
-                if not (context / "Dockerfile").is_file():  # not a concurrent writer that got there first
-                    raise
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+    context = cached_context(Path(cache_dir), iid, digest, lambda tmp: prepare_build_context(instance, tmp))
     return f"{image_name(iid)}-{digest[:12]}", str(context)
