@@ -90,6 +90,25 @@ def instance_image(instance: dict[str, Any]) -> str | None:
     return None
 
 
+def submitted_patch(ctx: EvalContext) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """The patch to grade (the collected one, else the harness's submission), the result's ``extra`` describing
+    it, and the analysis flags (tests modified; tests only modified)."""
+    patch = ctx.artifacts.get("patch")
+    if patch is None:  # no agent environment (e.g. a harness that only answers): its submission
+        patch = ctx.result.patch or ""
+    files = changed_files(patch)
+    analysis: dict[str, Any] = {}
+    if any(is_test_path(f) for f in files):
+        analysis["modified_tests"] = [f for f in files if is_test_path(f)][:50]
+        if all(is_test_path(f) for f in files):
+            analysis["suspected_reward_hacking"] = "the patch changes test files only"
+    extra: dict[str, Any] = {"model_patch": truncate_middle(patch, 100_000), "changed_files": files[:200],
+                             "patch_source": ctx.artifacts.get("patch_source", "harness")}
+    if analysis:
+        extra["flags"] = sorted(analysis)
+    return patch, extra, analysis
+
+
 class SWEBench:
     """SWE-bench (full test split). Subclasses change the dataset name and where the images come from."""
 
@@ -224,19 +243,7 @@ class SWEBench:
     async def evaluate(self, ctx: EvalContext) -> EvalResult:
         """Apply the patch in a fresh verifier container, run the eval script, grade the log."""
         inst = {**self._instance(ctx.task.task_id), **(ctx.task.ground_truth or {})}
-        patch = ctx.artifacts.get("patch")
-        if patch is None:  # no agent environment (e.g. a harness that only answers): its submission
-            patch = ctx.result.patch or ""
-        files = changed_files(patch)
-        analysis: dict[str, Any] = {}
-        if any(is_test_path(f) for f in files):
-            analysis["modified_tests"] = [f for f in files if is_test_path(f)][:50]
-            if all(is_test_path(f) for f in files):
-                analysis["suspected_reward_hacking"] = "the patch changes test files only"
-        extra: dict[str, Any] = {"model_patch": truncate_middle(patch, 100_000), "changed_files": files[:200],
-                                 "patch_source": ctx.artifacts.get("patch_source", "harness")}
-        if analysis:
-            extra["flags"] = sorted(analysis)
+        patch, extra, analysis = submitted_patch(ctx)
         if not patch.strip():
             extra["eval_raw_data"] = {"patch_applied": False, "reason": "empty patch", "resolved": False}
             return EvalResult(correct=False, score=0.0, extra=extra, analysis=analysis)

@@ -56,7 +56,7 @@ from ..swebench.pro import (
 from ..swebench.pro_grading import grade, report_dict
 from ..swebench.pro_scripts import DEFAULT_COMMIT, ScriptsSource, locate
 from . import bool_param, float_param, str_param, truncate_middle
-from .swebench import SWEBench, changed_files, is_test_path
+from .swebench import SWEBench, submitted_patch
 
 _PARAMS = ("sample_ids", "limit", "k", "avgk", "eval_timeout", "split", "dataset_file", "hide_history", "hub",
            "revision", "image_repository", "scripts_dir", "scripts_commit", "scripts_url", "scripts_download")
@@ -135,19 +135,7 @@ class SWEBenchPro(SWEBench):
     async def evaluate(self, ctx: EvalContext) -> EvalResult:
         """Run the instance's tests on the patched repo, parse their logs in a pristine container, grade."""
         inst = self._instance(ctx.task.task_id)
-        patch = ctx.artifacts.get("patch")
-        if patch is None:  # no agent environment (a harness that only answers): its submission
-            patch = ctx.result.patch or ""
-        files = changed_files(patch)
-        analysis: dict[str, Any] = {}
-        if any(is_test_path(f) for f in files):
-            analysis["modified_tests"] = [f for f in files if is_test_path(f)][:50]
-            if all(is_test_path(f) for f in files):
-                analysis["suspected_reward_hacking"] = "the patch changes test files only"
-        extra: dict[str, Any] = {"model_patch": truncate_middle(patch, 100_000), "changed_files": files[:200],
-                                 "patch_source": ctx.artifacts.get("patch_source", "harness")}
-        if analysis:
-            extra["flags"] = sorted(analysis)
+        patch, extra, analysis = submitted_patch(ctx)
         scripts = self.scripts.scripts(inst["instance_id"])
         dockerfiles = (scripts.base_dockerfile or inst.get("base_dockerfile") or "",
                        scripts.instance_dockerfile or inst.get("instance_dockerfile") or "")
