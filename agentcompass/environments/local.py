@@ -177,7 +177,12 @@ def _remove_tree(path: str) -> None:
                     os.chmod(full, stat.S_IRWXU)
     with contextlib.suppress(OSError):
         os.chmod(path, stat.S_IRWXU)
-    shutil.rmtree(path, ignore_errors=True)
+    for pause in (0.0, 0.05, 0.2):  # a just-killed process may still finish the syscall that made a file
+        time.sleep(pause)
+        shutil.rmtree(path, ignore_errors=True)
+        if not os.path.lexists(path):
+            return
+    log.warning("could not remove workspace %s; a later run sweeps it", path)
 
 
 def _make_workspace(base_dir: str | None, prefix: str, workdir_rel: str | None,
@@ -506,18 +511,29 @@ class LocalEnvironment:
                         self.id, _CLOSE_TIMEOUT_S)
 
     def _close_sync(self, lingering: list[int]) -> None:
-        if self._cgroup is not None and not self._cgroup.close():
-            log.warning("environment %s: processes left in cgroup %s after close", self.id, self._cgroup.name)
-        for pgid in lingering:
-            _killpg(pgid)
-        if _HAVE_PROC:
-            n = _kill_marked(f"{MARKER_VAR}={self.id}".encode())
-            if n:
-                log.debug("environment %s: killed %d leftover processes", self.id, n)
-        if self._keep:
-            log.info("environment %s: keeping workspace %s", self.id, self.root)
-        else:
-            _remove_tree(self.root)
+        try:
+            if self._cgroup is not None and not self._cgroup.close():
+                log.warning("environment %s: processes left in cgroup %s after close", self.id,
+                            self._cgroup.name)
+            for pgid in lingering:
+                _killpg(pgid)
+            if _HAVE_PROC:
+                n = _kill_marked(f"{MARKER_VAR}={self.id}".encode())
+                if n:
+                    log.debug("environment %s: killed %d leftover processes", self.id, n)
+        finally:  # the workspace goes even when killing failed part-way
+            if self._keep:
+                log.info("environment %s: keeping workspace %s", self.id, self.root)
+            else:
+                _remove_tree(self.root)
+
+    def release_now(self) -> None:
+        """The provider's last resort at its close: kill and remove inline, on the caller's thread."""
+        if not self._keep and os.path.lexists(self.root):
+            self._closed = True
+            for pgid in list(self._running):
+                _killpg(pgid)
+            self._close_sync(list(self._lingering))
 
 
 _WARNED_NO_CGROUP: list[bool] = []
@@ -656,3 +672,7 @@ class LocalProvider:
         for env, res in zip(leftovers, results, strict=True):
             if isinstance(res, BaseException):
                 log.warning("local provider: closing %s failed: %r", env.id, res)
+        # A close still queued for a worker thread (none could be started under process-table pressure) would
+        # die with the process: whatever is still there is released here, inline.
+        for env in leftovers:
+            env.release_now()
