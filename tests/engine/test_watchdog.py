@@ -78,8 +78,8 @@ def test_spawn_failures_under_process_table_pressure_end_classified_never_hang(t
             stdout, stderr = proc.communicate(timeout=480)
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.communicate()
-            pytest.fail("the run hung under process-table pressure")
+            _, err = proc.communicate()
+            pytest.fail(f"the run hung under process-table pressure; its last log lines:\n{err[-4000:]}")
     finally:
         for pid in (cg / "cgroup.procs").read_text().split():
             os.kill(int(pid), 9)
