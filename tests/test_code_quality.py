@@ -27,3 +27,82 @@ def test_import_is_cheap() -> None:
            "if m in sys.modules))"
     res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert res.stdout.strip() == "[]", res.stdout + res.stderr
+
+
+# ----------------------------------------------------------------------------- declared dependencies
+
+
+def _declared() -> tuple[set[str], dict[str, set[str]]]:
+    """(base distributions, {extra: distributions}) of pyproject.toml, names normalised; the test extra left out."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    base = {canonicalize_name(Requirement(r).name) for r in project["dependencies"]}
+    extras = {extra: {canonicalize_name(Requirement(r).name) for r in reqs}
+              for extra, reqs in project.get("optional-dependencies", {}).items() if extra != "test"}
+    return base, extras
+
+
+def _third_party_imports() -> dict[str, dict[str, bool]]:
+    """{top-level module: {file: imported at module level}} of every absolute import in agentcompass/ that is
+    neither the standard library nor the package itself (imports inside functions count as guarded)."""
+    import ast
+
+    found: dict[str, dict[str, bool]] = {}
+
+    def visit(node: ast.AST, file: str, guarded: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            names: list[str] = []
+            if isinstance(child, ast.Import):
+                names = [a.name for a in child.names]
+            elif isinstance(child, ast.ImportFrom) and child.level == 0 and child.module:
+                names = [child.module]
+            for name in names:
+                top = name.split(".")[0]
+                if top not in sys.stdlib_module_names and top != "agentcompass":
+                    at_top = found.setdefault(top, {})
+                    at_top[file] = at_top.get(file, False) or not guarded
+            inner = guarded or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.If | ast.Try)
+            visit(child, file, inner)
+
+    for path in sorted((REPO / "agentcompass").rglob("*.py")):
+        visit(ast.parse(path.read_text()), str(path.relative_to(REPO)), False)
+    return found
+
+
+def _distributions_of(module: str) -> set[str]:
+    from importlib.metadata import packages_distributions
+
+    from packaging.utils import canonicalize_name
+
+    return {canonicalize_name(d) for d in packages_distributions().get(module, [])}
+
+
+def test_every_third_party_import_is_a_declared_dependency() -> None:
+    base, extras = _declared()
+    in_extras = set().union(*extras.values())
+    imports = _third_party_imports()
+    assert "msgspec" in imports and "aiodocker" in imports  # the walk sees the package's imports
+    problems = []
+    for module, files in sorted(imports.items()):
+        dists = _distributions_of(module)
+        assert dists, f"{module} (imported by {sorted(files)}) is not installed: cannot tell its distribution"
+        unguarded = sorted(f for f, at_top in files.items() if at_top)
+        if dists & base:
+            continue
+        if unguarded:
+            problems.append(f"{module}: imported at module level by {unguarded} but not a base dependency "
+                            f"(distribution {sorted(dists)})")
+        elif not dists & in_extras:
+            problems.append(f"{module}: imported by {sorted(files)} but declared neither in the base dependencies "
+                            f"nor in an extra (distribution {sorted(dists)})")
+    assert not problems, "\n".join(problems)
+
+
+def test_every_base_dependency_is_imported_somewhere() -> None:
+    base, _ = _declared()
+    imported = set().union(*(_distributions_of(m) for m in _third_party_imports()))
+    assert not base - imported, f"declared but never imported by agentcompass/: {sorted(base - imported)}"

@@ -1,17 +1,16 @@
 """The egress proxy of the docker ``allowlist`` network policy (stdlib only, Python >= 3.11).
 
-The provider runs this file's source inside a proxy container (``python3 -c <source> <port> <entries>``), which
-sits on ``bridge`` and on the internal network of every environment under that allowlist. It speaks HTTP
-``CONNECT`` (tunnels, e.g. HTTPS) and plain-HTTP forwarding (absolute-URI requests), and opens a connection
-only when the requested host and port match an entry; anything else gets ``403``. Host names are resolved
-here, never taken as addresses from the client: a name entry matches a name target only, an address entry
-(``10.0.0.5``, ``[::1]:8080``) an address target only. Whatever matches, addresses in the denied networks
-(the sandboxes' own internal networks, whose names Docker's DNS would resolve here) are never connected to.
+The provider runs this file inside a proxy container (``python3 -c <program> <port> <entries>``, the program
+being ``docker_network.helper_program`` of this module), which sits on ``bridge`` and on the internal network of
+every environment under that allowlist. It speaks HTTP ``CONNECT`` (tunnels, e.g. HTTPS) and plain-HTTP
+forwarding (absolute-URI requests), and opens a connection only when the requested host and port match an entry;
+anything else gets ``403``. Host names are resolved here, never taken as addresses from the client: a name entry
+matches a name target only, an address entry (``10.0.0.5``, ``[::1]:8080``) an address target only. Whatever
+matches, addresses in the denied networks (the sandboxes' own internal networks, whose names Docker's DNS would
+resolve here) are never connected to.
 
 The provider imports :func:`parse_entry` to validate a policy's hosts before any container starts.
 """
-
-from __future__ import annotations
 
 import asyncio
 import ipaddress
@@ -20,6 +19,8 @@ import re
 import socket
 import sys
 from urllib.parse import urlsplit
+
+from ._stream_pipe import pipe
 
 #: where the proxy listens inside its container
 LISTEN_PORT = 3128
@@ -116,18 +117,6 @@ def allowed(entries: list[Entry], host: str, port: int) -> bool:
 
 
 # ----------------------------------------------------------------------------- the proxy process
-
-
-async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """Copy ``reader`` to ``writer`` until EOF, then half-close (also the host-side model relay's copy loop)."""
-    try:
-        while data := await reader.read(65536):
-            writer.write(data)
-            await writer.drain()
-        if writer.can_write_eof():
-            writer.write_eof()
-    except (ConnectionError, OSError):
-        pass
 
 
 def _reply(writer: asyncio.StreamWriter, status: str, text: str) -> None:

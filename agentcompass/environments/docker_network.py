@@ -33,6 +33,7 @@ import random
 import socket
 import uuid
 from collections.abc import Awaitable, Callable
+from types import ModuleType
 from typing import Any
 
 import aiodocker
@@ -40,8 +41,8 @@ from aiodocker.networks import DockerNetwork
 
 from .._errors import ConfigError, EnvironmentError_
 from ..interfaces import NetworkPolicy
-from . import _egress_proxy
-from ._egress_proxy import pipe
+from . import _egress_proxy, _model_relay, _stream_pipe
+from ._stream_pipe import pipe
 from .docker_api import LABEL_KEEP, LABEL_ROLE, LABEL_RUN_ID, LABEL_TASK_ID, call, settled
 
 log = logging.getLogger("agentcompass.environments.docker_network")
@@ -60,41 +61,6 @@ _SUBNET_PREFIX = 28
 _SUBNET_TRIES = 16
 #: empty model networks kept for reuse (more are removed on release)
 _IDLE_NETWORKS_MAX = 32
-
-#: Runs inside the forwarder container: relay ``0.0.0.0:<port>`` to ``<host>:<port>`` and nothing else.
-RELAY_SCRIPT = r"""
-import asyncio, sys
-LPORT, HOST, PORT = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-async def pipe(r, w):
-    try:
-        while True:
-            data = await r.read(65536)
-            if not data:
-                break
-            w.write(data)
-            await w.drain()
-        if w.can_write_eof():
-            w.write_eof()
-    except Exception:
-        pass
-async def handle(r, w):
-    try:
-        r2, w2 = await asyncio.wait_for(asyncio.open_connection(HOST, PORT), 10)
-    except Exception:
-        w.close()
-        return
-    try:
-        await asyncio.gather(pipe(r, w2), pipe(r2, w))
-    finally:
-        w.close()
-        w2.close()
-async def main():
-    server = await asyncio.start_server(handle, "0.0.0.0", LPORT, reuse_address=True)
-    async with server:
-        await server.serve_forever()
-asyncio.run(main())
-"""
-
 
 def allowlist_entries(policy: NetworkPolicy) -> tuple[tuple[str, int | None], ...]:
     """The normalised, sorted, deduplicated entries of an ``allowlist`` policy; ConfigError naming the bad one."""
@@ -584,7 +550,7 @@ class DockerNetworks:
         name = f"agentcompass-{kind}-{uuid.uuid4().hex[:12]}"
         config: dict[str, Any] = {
             "Image": image,
-            "Entrypoint": ["python3", "-c", _proxy_source(), *args],
+            "Entrypoint": ["python3", "-c", helper_program(_egress_proxy), *args],
             "Labels": {**self._labels, LABEL_ROLE: "forwarder", LABEL_TASK_ID: "-"},
             "HostConfig": {"Init": True, "NetworkMode": PUBLIC_NETWORK, "Memory": 256 << 20,
                            "PidsLimit": 64, "Sysctls": {"net.ipv4.ip_forward": "0"}},
@@ -638,7 +604,8 @@ class DockerNetworks:
         name, alias = f"agentcompass-fwd-{suffix}", f"ac-model-{suffix}"
         config: dict[str, Any] = {
             "Image": image,
-            "Entrypoint": ["python3", "-c", RELAY_SCRIPT, str(model_port), gateway, str(relay.port)],
+            "Entrypoint": ["python3", "-c", helper_program(_model_relay), str(model_port), gateway,
+                           str(relay.port)],
             "Labels": {**self._labels, LABEL_ROLE: "forwarder", LABEL_TASK_ID: "-"},
             # No routing between the networks it sits on (environments cannot add routes anyway: no
             # NET_ADMIN), whatever the host's default.
@@ -724,9 +691,18 @@ class DockerNetworks:
         self._leftovers.clear()
 
 
+#: how an in-container helper imports the copy loop; its program carries the copy loop's source instead
+_PIPE_IMPORT = "from ._stream_pipe import pipe\n"
+
+
 @functools.cache
-def _proxy_source() -> str:
-    return inspect.getsource(_egress_proxy)
+def helper_program(module: ModuleType) -> str:
+    """The ``python3 -c`` program of an in-container helper module (``_egress_proxy``, ``_model_relay``): the
+    copy loop's source, then the module's (the container has no agentcompass package to import it from)."""
+    source = inspect.getsource(module)
+    if _PIPE_IMPORT not in source:
+        raise AssertionError(f"{module.__name__} does not import the copy loop as {_PIPE_IMPORT.strip()!r}")
+    return inspect.getsource(_stream_pipe) + "\n\n" + source.replace(_PIPE_IMPORT, "", 1)
 
 
 def run_labels(run_id: str, owner: dict[str, str]) -> dict[str, str]:
