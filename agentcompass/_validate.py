@@ -87,7 +87,8 @@ def count(value: Any, field: str, *, minimum: int = 1, maximum: int = MAX_COUNT,
 _SIZE_PATTERN = r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$"
 _SIZE_RE = re.compile(_SIZE_PATTERN, re.IGNORECASE)
 #: a size: an int of bytes > 0 or a text like ``"512m"``, ``"2g"``, ``"1.5GiB"`` (read with ``size_bytes``).
-Size = Annotated[int, msgspec.Meta(gt=0)] | Annotated[str, msgspec.Meta(pattern=f"(?i){_SIZE_PATTERN}")]
+Size = Annotated[int, msgspec.Meta(gt=0, description="an int of bytes > 0")] | Annotated[
+    str, msgspec.Meta(pattern=f"(?i){_SIZE_PATTERN}", description="a size like '512m' or '2g' (units k, m, g, t)")]
 
 
 def size_text(text: Any) -> int | None:

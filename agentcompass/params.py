@@ -7,6 +7,7 @@ type and range, the allowed values, the known parameter names with a did-you-mea
 
 from __future__ import annotations
 
+import re
 import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar
@@ -70,14 +71,18 @@ def readable_params_error(exc: msgspec.ValidationError, struct: type[msgspec.Str
     if text.startswith("Object contains unknown field `"):
         key = text.removeprefix("Object contains unknown field `").rstrip("`")
         return ConfigError(f"Unknown parameter {key!r} for {where}. Allowed parameters: "
-                           f"{', '.join(sorted(names)) or '(none)'}.{did_you_mean(key, names)}",
+                           f"{', '.join(names) or '(none)'}.{did_you_mean(key, names)}",
                            field=_field(where, key))
-    key = path.rstrip("`").removeprefix("$.").split("[", 1)[0].split(".", 1)[0]
+    path = path.rstrip("`")
+    in_key = "` in `" in path  # "key` in `$.tmpfs": a mapping's key is wrong
+    path = path.split("` in `", 1)[-1]
+    key = path.removeprefix("$.").split("[", 1)[0].split(".", 1)[0]
     if key not in raw:  # a check of the struct as a whole (its __post_init__)
         return ConfigError(f"Invalid params for {where}: {text}.", field=f"{_kind(where)}.params")
     field = next(f for f in _fields(struct) if f.name == key)
-    inner = path.rstrip("`").removeprefix(f"$.{key}")
-    detail = f" ({text} at `{key}{inner}`)" if inner else ""
+    inner = path.removeprefix(f"$.{key}")
+    text = re.sub(r" matching regex '.*'$", "", text)  # the pattern is in the description, in words
+    detail = f" ({text} at `{key}{inner}`{' (a key)' if in_key else ''})" if inner or in_key else ""
     order = _literals(typing.get_type_hints(struct, include_extras=True).get(key))
     return ConfigError(f"Parameter {key!r} of {where} must be {describe(field.type, order)}{detail}, got "
                        f"{_shown(raw[key])}.", field=_field(where, key))
@@ -85,7 +90,11 @@ def readable_params_error(exc: msgspec.ValidationError, struct: type[msgspec.Str
 
 def describe(t: mi.Type, order: list[Any] | None = None) -> str:
     """What a value of type ``t`` must be, in words: ``an integer >= 1 and <= 1000``, ``one of a, b``
-    (literal values listed in ``order`` when given: msgspec sorts them)."""
+    (literal values listed in ``order`` when given: msgspec sorts them). A type annotated with
+    ``msgspec.Meta(description=...)`` is described by that text (a pattern is no sentence)."""
+    if isinstance(t, mi.Metadata):  # a type with its own words (msgspec.Meta(description=...))
+        words = (t.extra_json_schema or {}).get("description")
+        return str(words) if words else describe(t.type, order)
     if isinstance(t, mi.UnionType):
         parts = [describe(u, order) for u in t.types if not isinstance(u, mi.NoneType)]
         for part in parts:  # "x or a list of (x)" reads better as "x, or a list of them"
