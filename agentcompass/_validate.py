@@ -110,16 +110,22 @@ def size_bytes(value: int | str, field: str, *, label: str | None = None) -> int
     return size
 
 
+_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def env_vars(env: Any, field: str) -> dict[str, str]:
-    """Environment variables for a command, as every provider accepts them: a mapping of names (non-empty, no
-    ``=``, no NUL: what the OS takes) to str values without NUL; ``ConfigError`` naming ``field`` otherwise."""
+    """Environment variables for a command, as every provider accepts them: a mapping of names (letters, digits
+    and ``_``, not starting with a digit) to str values without NUL; ``ConfigError`` naming ``field`` otherwise.
+
+    Commands run through a shell, which silently drops a variable whose name is no identifier (``MY-VAR``):
+    such a name is refused here rather than lost there."""
     if not isinstance(env, Mapping):
         raise ConfigError(f"{field}: expected a mapping of str to str, got {type(env).__name__}", field=field)
     out: dict[str, str] = {}
     for k, v in env.items():
-        if not isinstance(k, str) or not k or "=" in k or "\0" in k:
-            raise ConfigError(f"{field}: invalid variable name {k!r} (a non-empty name without '=' or NUL)",
-                              field=field)
+        if not isinstance(k, str) or not _ENV_NAME_RE.fullmatch(k):
+            raise ConfigError(f"{field}: invalid variable name {k!r} (letters, digits and '_', not starting with "
+                              "a digit)", field=field)
         if not isinstance(v, str) or "\0" in v:
             raise ConfigError(f"{field}[{k!r}]: expected a str without NUL, got {v!r}", field=field)
         out[k] = v
