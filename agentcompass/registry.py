@@ -2,8 +2,9 @@
 
 A name maps to ``"module:Class"``; the class is imported only when first used. Ids that are not registered
 names and contain ``:`` or a dot are taken as import paths; whatever an id resolves to must be a class.
-Third parties add components through entry points (``ENTRY_POINT_GROUPS``) or ``recipe_dirs`` (python files
-defining ``register(registries)``).
+A component class declares its params as a msgspec ``Params`` struct; ``Registry.convert_params`` converts a
+request's dict to it (see ``params``). Third parties add components through entry points
+(``ENTRY_POINT_GROUPS``) or ``recipe_dirs`` (python files defining ``register(registries)``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ._errors import ConfigError, did_you_mean
+from .params import convert_params
 
 Kind = Literal["benchmark", "harness", "environment", "recipe", "analyzer"]
 KINDS: tuple[Kind, ...] = ("benchmark", "harness", "environment", "recipe", "analyzer")
@@ -125,6 +127,11 @@ class Registry:
             )
         self._loaded[name] = obj
         return obj
+
+    def convert_params(self, cls: type, params: Any, name: str) -> Any:
+        """``params`` (the user's dict) converted once to ``cls``'s declared ``Params`` struct, with a ConfigError
+        naming ``<kind>.params.<key>`` and what is allowed; the dict as given for a class that declares none."""
+        return convert_params(cls, params, f"{self.kind} {name}")
 
     def _unknown(self, name: str, field: str, *, tried: str | None = None) -> ConfigError:
         known = self.names()

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from ._errors import ConfigError
-from ._validate import MAX_SECONDS, check_number
+from ._validate import MAX_SECONDS, Seconds, check_number
 
 #: the most concurrent tasks / environments / retries one setting may ask for (a typo, not a plan, beyond).
 MAX_CONCURRENCY = 10_000
@@ -26,7 +26,6 @@ Concurrency = Annotated[int, msgspec.Meta(ge=1, le=MAX_CONCURRENCY)]
 RetryCount = Annotated[int, msgspec.Meta(ge=0, le=MAX_RETRIES)]
 # the upper bound also refuses infinity (and msgspec refuses NaN against any bound)
 Qps = Annotated[float, msgspec.Meta(ge=0, le=MAX_QPS)]
-Seconds = Annotated[float, msgspec.Meta(gt=0, le=MAX_SECONDS)]
 
 
 class ComponentSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):

@@ -1,20 +1,10 @@
-"""Built-in benchmarks (``shell_tasks``), imported lazily through the registry.
+"""Built-in benchmarks (``shell_tasks``, the SWE-bench family), imported lazily through the registry.
 
-The parameter checks are shared with the harnesses (kept there so both packages use one implementation).
+The text helpers are shared with the harnesses (kept there so both packages use one implementation).
 """
 
 from __future__ import annotations
 
-from ..harnesses import (
-    bool_param,
-    check_param_keys,
-    dict_param,
-    float_param,
-    int_param,
-    str_list_param,
-    str_param,
-    truncate_middle,
-)
+from ..harnesses import truncate_middle
 
-__all__ = ["bool_param", "check_param_keys", "dict_param", "float_param", "int_param", "str_list_param", "str_param",
-           "truncate_middle"]
+__all__ = ["truncate_middle"]

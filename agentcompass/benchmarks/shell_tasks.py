@@ -30,12 +30,12 @@ import secrets
 import tarfile
 from collections.abc import Sequence
 from importlib import resources
-from typing import IO, Any, ClassVar
+from typing import IO, Any, ClassVar, Literal, get_args
 
 import msgspec
 
 from .._errors import ConfigError
-from .._validate import MAX_K
+from .._validate import Attempts, Count, Seconds
 from ..environments._tar import SpooledArchive, archive_of, forget_members, tar_from_files
 from ..interfaces import (
     ComponentContext,
@@ -46,11 +46,12 @@ from ..interfaces import (
     PreparedTask,
     TaskSpec,
 )
-from . import check_param_keys, float_param, int_param, str_list_param, truncate_middle
+from ..params import as_params
+from . import truncate_middle
 
 _WHERE = "benchmark shell_tasks"
-_PARAMS = ("sample_ids", "categories", "limit", "k", "repeat", "eval_timeout")
-CATEGORIES = ("files", "text", "python", "answer")
+Category = Literal["files", "text", "python", "answer"]
+CATEGORIES: tuple[str, ...] = get_args(Category)
 #: where the probe and its inputs are written in the verifier's workdir (made fresh after the workspace).
 TESTS_DIR = ".agentcompass_verify"
 PROBE = "probe.py"
@@ -246,29 +247,39 @@ async def _portable(raw: SpooledArchive) -> tuple[SpooledArchive, list[str]]:
     return out, dropped
 
 
-class ShellTasks:
-    """The bundled shell tasks benchmark.
+class ShellTasksParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """``shell_tasks`` params: ``sample_ids`` (task ids), ``categories``, ``limit`` (after repeat), ``k``
+    (attempts per task, default 1), ``repeat`` (copies of the set, ids suffixed ``#2``, ``#3``...; default 1),
+    ``eval_timeout`` seconds for the verifier (default 60). A single id or category may be given as a string."""
 
-    Params: ``sample_ids`` (task ids), ``categories``, ``limit`` (after repeat), ``k`` (attempts per task,
-    default 1), ``repeat`` (copies of the set, ids suffixed ``#2``, ``#3``...; default 1),
-    ``eval_timeout`` seconds for the verifier (default 60).
-    """
+    sample_ids: list[str] | str | None = None
+    categories: list[Category] | Category | None = None
+    limit: Count | None = None
+    k: Attempts | None = None
+    repeat: Attempts = 1
+    eval_timeout: Seconds = 60.0
+
+
+def _as_list(value: list[Any] | str | None) -> list[str] | None:
+    return [value] if isinstance(value, str) else None if value is None else list(value)
+
+
+class ShellTasks:
+    """The bundled shell tasks benchmark (params: ``ShellTasksParams``)."""
 
     version: ClassVar[str] = "2"
+    Params: ClassVar[type[ShellTasksParams]] = ShellTasksParams
+    #: the params that pick tasks (changing them never changes what a task is).
+    selection_params: ClassVar[tuple[str, ...]] = ("sample_ids", "categories", "limit", "repeat")
 
-    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
-        check_param_keys(params, _PARAMS, _WHERE)
-        self.k = int_param(params, "k", ctx.k or 1, _WHERE, maximum=MAX_K)
-        self.repeat = int_param(params, "repeat", 1, _WHERE, maximum=MAX_K)
-        self.limit: int | None = int_param(params, "limit", 1, _WHERE) if "limit" in params else None
-        self.eval_timeout = float_param(params, "eval_timeout", 60.0, _WHERE)
-        self.categories = str_list_param(params, "categories", _WHERE)
-        self.sample_ids = str_list_param(params, "sample_ids", _WHERE)
-        if self.categories is not None:
-            bad = [c for c in self.categories if c not in CATEGORIES]
-            if bad:
-                raise ConfigError(f"Unknown category {bad[0]!r} in parameter 'categories' of {_WHERE}. "
-                                  f"Allowed: {', '.join(CATEGORIES)}.", field="benchmark.params.categories")
+    def __init__(self, params: ShellTasksParams | dict[str, Any], ctx: ComponentContext) -> None:
+        p = as_params(ShellTasksParams, params, _WHERE)
+        self.k = p.k or ctx.k or 1
+        self.repeat = p.repeat
+        self.limit: int | None = p.limit
+        self.eval_timeout = p.eval_timeout
+        self.categories = _as_list(p.categories)
+        self.sample_ids = _as_list(p.sample_ids)
         if self.sample_ids is not None:
             known = {t.id for t in all_tasks()}
             bad = [i for i in self.sample_ids if i not in known]

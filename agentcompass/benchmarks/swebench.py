@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 import msgspec
 
 from .._errors import ConfigError
-from .._validate import MAX_K
+from .._validate import Attempts, Count, Seconds
 from ..dependencies import Requirement
 from ..interfaces import (
     ComponentContext,
@@ -43,14 +43,13 @@ from ..interfaces import (
     TaskSpec,
 )
 from ..metrics import DefaultAccumulator
+from ..params import as_params
 from ..swebench.dataset import DatasetSource, default_data_dir, load_instances, select
 from ..swebench.grading import grade, is_fail_only
 from ..swebench.images import TESTBED, history_hygiene_script, official_image
 from ..swebench.test_specs import apply_patch_script, make_eval_script, own_eval_script
-from . import bool_param, check_param_keys, float_param, int_param, str_list_param, str_param, truncate_middle
+from . import truncate_middle
 
-_PARAMS = ("sample_ids", "limit", "k", "avgk", "eval_timeout", "split", "dataset_file", "image_namespace",
-           "arch", "image_tag", "hide_history", "use_hf_cache", "hub", "revision")
 _PATCH_FILE = "/tmp/agentcompass_model.patch"
 _EVAL_FILE = "/tmp/agentcompass_eval.sh"
 _RAW_CAP = 200_000
@@ -109,39 +108,72 @@ def submitted_patch(ctx: EvalContext) -> tuple[str, dict[str, Any], dict[str, An
     return patch, extra, analysis
 
 
+class SWEBenchCommonParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """The params of every SWE-bench-family benchmark (see the module docstring). ``eval_timeout`` unset: the
+    benchmark's default."""
+
+    sample_ids: list[str] | str | None = None
+    limit: Count | None = None
+    k: Attempts | None = None
+    avgk: Attempts | None = None
+    eval_timeout: Seconds | None = None
+    split: str | None = None
+    dataset_file: str | None = None
+    hide_history: bool = True
+    hub: bool | None = None
+    revision: str | None = None
+
+
+class SWEBenchParams(SWEBenchCommonParams, frozen=True):
+    """SWE-bench's params: the common ones and where the official images are (``use_hf_cache``: ``hub``'s
+    old name)."""
+
+    image_namespace: str | None = None
+    arch: str | None = None
+    image_tag: str | None = None
+    use_hf_cache: bool | None = None
+
+
 class SWEBench:
     """SWE-bench (full test split). Subclasses change the dataset name and where the images come from."""
 
     version: ClassVar[str] = "1"
     name: ClassVar[str] = "swebench"
     #: the params a subclass accepts
-    param_names: ClassVar[tuple[str, ...]] = _PARAMS
+    Params: ClassVar[type[SWEBenchCommonParams]] = SWEBenchParams
+    #: the params that pick instances (changing them never changes what an instance is).
+    selection_params: ClassVar[tuple[str, ...]] = ("sample_ids", "limit")
+    #: seconds the eval script may run when ``eval_timeout`` is not given
+    default_eval_timeout: ClassVar[float] = 1800.0
     #: the Hub download (the ``swebench`` extra); optional: a dataset already in data_dir needs neither
     requirements: ClassVar[tuple[Requirement, ...]] = (
         Requirement("huggingface_hub>=1.1", "huggingface_hub", optional=True),
         Requirement("pyarrow>=14", "pyarrow", optional=True))
 
-    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
+    def __init__(self, params: SWEBenchCommonParams | dict[str, Any], ctx: ComponentContext) -> None:
         where = f"benchmark {self.name}"
-        check_param_keys(params, self.param_names, where)
-        if "k" in params and "avgk" in params:
+        p = as_params(self.Params, params, where)
+        if p.k is not None and p.avgk is not None:
             raise ConfigError(f"{where}: give either k or avgk, not both", field="benchmark.params.avgk")
-        self.k = int_param(params, "avgk" if "avgk" in params else "k", ctx.k or 1, where, maximum=MAX_K)
-        self.primary_metric = f"avg@{self.k}" if "avgk" in params else f"pass@{self.k}"
-        self.limit: int | None = int_param(params, "limit", 1, where) if "limit" in params else None
-        self.eval_timeout = float_param(params, "eval_timeout", 1800.0, where)
-        self.sample_ids = str_list_param(params, "sample_ids", where)
-        self.split = str_param(params, "split", where) or "test"
-        self.dataset_file = str_param(params, "dataset_file", where) or None
-        namespace = str_param(params, "image_namespace", where)
-        self.namespace: str = "swebench" if namespace is None else namespace
-        self.arch = str_param(params, "arch", where) or "x86_64"
-        self.image_tag = str_param(params, "image_tag", where) or "latest"
-        self.hide_history = bool_param(params, "hide_history", True, where)
-        if "hub" in params and "use_hf_cache" in params:
-            raise ConfigError(f"{where}: give hub or its old name use_hf_cache, not both", field="benchmark.params.hub")
-        self.hub = bool_param(params, "use_hf_cache" if "use_hf_cache" in params else "hub", True, where)
-        self.revision = str_param(params, "revision", where) or None
+        self.k = p.avgk or p.k or ctx.k or 1
+        self.primary_metric = f"avg@{self.k}" if p.avgk is not None else f"pass@{self.k}"
+        self.limit: int | None = p.limit
+        self.eval_timeout = p.eval_timeout or self.default_eval_timeout
+        self.sample_ids = [p.sample_ids] if isinstance(p.sample_ids, str) else p.sample_ids
+        self.split = p.split or "test"
+        self.dataset_file = p.dataset_file or None
+        self.namespace, self.arch, self.image_tag, hub = "swebench", "x86_64", "latest", p.hub
+        if isinstance(p, SWEBenchParams):
+            self.namespace = "swebench" if p.image_namespace is None else p.image_namespace
+            self.arch = p.arch or "x86_64"
+            self.image_tag = p.image_tag or "latest"
+            if p.hub is not None and p.use_hf_cache is not None:
+                raise ConfigError(f"{where}: give hub or its old name use_hf_cache, not both",
+                                  field="benchmark.params.hub")
+            hub = p.use_hf_cache if p.use_hf_cache is not None else p.hub
+        self.hub = True if hub is None else hub
+        self.hide_history = p.hide_history
+        self.revision = p.revision or None
         self.data_dir = ctx.data_dir
         self._report_download = ctx.report_download
         self._cancelled = ctx.cancelled
@@ -298,7 +330,7 @@ class SWEBenchLocal(SWEBench):
     name: ClassVar[str] = "swebench_local"
     requirements: ClassVar[tuple[Requirement, ...]] = ()  # bundled
 
-    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
+    def __init__(self, params: SWEBenchCommonParams | dict[str, Any], ctx: ComponentContext) -> None:
         self._recipes: dict[str, tuple[str, ImageRecipe | None]] = {}
         super().__init__(params, ctx)
 
@@ -320,5 +352,5 @@ class SWEBenchLocal(SWEBench):
         return self._recipes[iid]
 
 
-__all__ = ["IMAGE_FIELDS", "SWEBench", "SWEBenchJsonl", "SWEBenchLite", "SWEBenchLocal", "SWEBenchVerified",
-           "changed_files", "instance_image", "is_test_path"]
+__all__ = ["IMAGE_FIELDS", "SWEBench", "SWEBenchCommonParams", "SWEBenchJsonl", "SWEBenchLite", "SWEBenchLocal",
+           "SWEBenchParams", "SWEBenchVerified", "changed_files", "instance_image", "is_test_path"]

@@ -20,12 +20,12 @@ from typing import Any, ClassVar
 from .._errors import ConfigError
 from ..dependencies import Requirement
 from ..interfaces import ComponentContext, ImageRecipe, TaskSpec
+from ..params import as_params
 from ..swebench import multilingual_specs as ml
 from ..swebench.dataset import DatasetSource, default_data_dir
 from ..swebench.log_parsers import get_parser_name
 from ..swebench.test_specs import get_repo_spec, own_eval_script
-from . import bool_param
-from .swebench import SWEBench
+from .swebench import SWEBench, SWEBenchCommonParams, SWEBenchParams
 
 
 def _official_parser(repo: str) -> str | None:
@@ -35,20 +35,27 @@ def _official_parser(repo: str) -> str | None:
         return None
 
 
+class SWEBenchMultilingualParams(SWEBenchParams, frozen=True):
+    """SWE-bench's params plus ``local``: the bundled offline instances instead of the official dataset."""
+
+    local: bool = False
+
+
 class SWEBenchMultilingual(SWEBench):
     """SWE-bench Multilingual (test split), or with ``local`` the bundled instances that build here."""
 
     name: ClassVar[str] = "swebench_multilingual"
-    param_names: ClassVar[tuple[str, ...]] = (*SWEBench.param_names, "local")
+    Params: ClassVar[type[SWEBenchCommonParams]] = SWEBenchMultilingualParams
     requirements: ClassVar[tuple[Requirement, ...]] = SWEBench.requirements
 
-    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
-        self.local = bool_param(params, "local", False, f"benchmark {self.name}")
-        if self.local and params.get("dataset_file"):
+    def __init__(self, params: SWEBenchCommonParams | dict[str, Any], ctx: ComponentContext) -> None:
+        p = as_params(SWEBenchMultilingualParams, params, f"benchmark {self.name}")
+        self.local = p.local
+        if self.local and p.dataset_file:
             raise ConfigError(f"benchmark {self.name}: give local or dataset_file, not both",
                               field="benchmark.params.local")
         self._recipes: dict[str, tuple[str, ImageRecipe | None]] = {}
-        super().__init__(params, ctx)
+        super().__init__(p, ctx)
         for inst in self._instances:  # fail fast: every selected instance can be run and graded
             self._check(inst)
 

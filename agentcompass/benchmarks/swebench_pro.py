@@ -40,6 +40,7 @@ from ..interfaces import (
     PreparedTask,
     TaskSpec,
 )
+from ..params import as_params
 from ..swebench.dataset import default_data_dir, load_instances
 from ..swebench.pro import (
     APP_DIR,
@@ -55,38 +56,48 @@ from ..swebench.pro import (
 )
 from ..swebench.pro_grading import grade, report_dict
 from ..swebench.pro_scripts import DEFAULT_COMMIT, ScriptsSource, locate
-from . import bool_param, float_param, str_param, truncate_middle
-from .swebench import SWEBench, submitted_patch
+from . import truncate_middle
+from .swebench import SWEBench, SWEBenchCommonParams, submitted_patch
 
-_PARAMS = ("sample_ids", "limit", "k", "avgk", "eval_timeout", "split", "dataset_file", "hide_history", "hub",
-           "revision", "image_repository", "scripts_dir", "scripts_commit", "scripts_url", "scripts_download")
 #: seconds the parser may take on the two logs
 PARSER_TIMEOUT = 600.0
 _LOG_CAP = 200_000
 _COMMIT = re.compile(r"[0-9a-f]{7,40}")
 
 
+class SWEBenchProParams(SWEBenchCommonParams, frozen=True):
+    """SWE-bench Pro's params: the common SWE-bench ones (no image naming) and where the images and the run
+    scripts come from (see the module docstring)."""
+
+    image_repository: str | None = None
+    scripts_dir: str | None = None
+    scripts_commit: str | None = None
+    scripts_url: str | None = None
+    scripts_download: bool = True
+
+
 class SWEBenchPro(SWEBench):
     """SWE-bench Pro (public set): per-instance images, run scripts and parsers."""
 
     name: ClassVar[str] = "swebench_pro"
-    param_names: ClassVar[tuple[str, ...]] = _PARAMS
+    Params: ClassVar[type[SWEBenchCommonParams]] = SWEBenchProParams
+    default_eval_timeout: ClassVar[float] = 3600.0
 
-    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
+    def __init__(self, params: SWEBenchCommonParams | dict[str, Any], ctx: ComponentContext) -> None:
         where = f"benchmark {self.name}"
-        self.image_repository = str_param(params, "image_repository", where) or DEFAULT_IMAGE_REPOSITORY
-        self.scripts_commit = str_param(params, "scripts_commit", where) or DEFAULT_COMMIT
+        p = as_params(SWEBenchProParams, params, where)
+        self.image_repository = p.image_repository or DEFAULT_IMAGE_REPOSITORY
+        self.scripts_commit = p.scripts_commit or DEFAULT_COMMIT
         if not _COMMIT.fullmatch(self.scripts_commit):
             raise ConfigError(f"{where}: scripts_commit must be a commit hash (7 to 40 lower-case hex digits), got "
                               f"{self.scripts_commit!r}", field="benchmark.params.scripts_commit")
-        self.scripts_url = str_param(params, "scripts_url", where) or None
+        self.scripts_url = p.scripts_url or None
         if self.scripts_url is not None and not self.scripts_url.startswith(("http://", "https://")):
             raise ConfigError(f"{where}: scripts_url must be an http:// or https:// URL, got {self.scripts_url!r}",
                               field="benchmark.params.scripts_url")
-        self.scripts_download = bool_param(params, "scripts_download", True, where)
-        user_dir = str_param(params, "scripts_dir", where) or None
-        super().__init__(params, ctx)  # checks the keys, loads and selects the instances
-        self.eval_timeout = float_param(params, "eval_timeout", 3600.0, where)
+        self.scripts_download = p.scripts_download
+        user_dir = p.scripts_dir or None
+        super().__init__(p, ctx)  # loads and selects the instances
         self.scripts: ScriptsSource = locate(
             default_data_dir(self.data_dir), user_dir=user_dir, commit=self.scripts_commit, url=self.scripts_url,
             allow_download=self.scripts_download, on_progress=self._on_scripts_download, cancelled=self._cancelled)

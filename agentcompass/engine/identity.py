@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Collection
 from typing import Any
 
 import msgspec
 
 from ..interfaces import TaskSpec
+from ..params import DEFAULT_SELECTION_PARAMS
 
-#: benchmark params that select tasks but do not change what a task is.
-SELECTION_PARAMS = frozenset({"sample_ids", "limit", "categories", "shard", "repeat"})
+#: benchmark params that select tasks but do not change what a task is, for a benchmark that declares none (a
+#: benchmark declares its own in ``selection_params``).
+SELECTION_PARAMS = frozenset(DEFAULT_SELECTION_PARAMS)
 #: model params that change how a call is made, paced, retried or billed, never what the model answers.
 OPERATIONAL_MODEL_PARAMS = frozenset({"timeout", "connect_timeout", "total_timeout", "max_connections", "retries",
                                       "retry_backoff", "retry_max_wait", "price_per_million", "max_concurrency"})
@@ -25,15 +28,17 @@ _encoder = msgspec.json.Encoder(order="sorted")
 
 def request_identity(*, benchmark: str, benchmark_params: dict[str, Any], benchmark_version: str,
                      harness: str, harness_params: dict[str, Any], model: str, model_params: dict[str, Any],
-                     api_protocol: str, environment: str, environment_params: dict[str, Any]) -> str:
+                     api_protocol: str, environment: str, environment_params: dict[str, Any],
+                     selection_params: Collection[str] = SELECTION_PARAMS) -> str:
     """Hash of the request parts that shape every task's result.
 
-    Left out: secrets, task selection, and operational knobs (model-call retries and timeouts, prices, a local
-    workspace's base dir), so a run resumed with more retries after a rate-limit storm reuses its results.
+    Left out: secrets, task selection (the benchmark's declared ``selection_params``), and operational knobs
+    (model-call retries and timeouts, prices, a local workspace's base dir), so a run resumed with more retries
+    after a rate-limit storm reuses its results.
     """
     doc = {
         "benchmark": [benchmark, benchmark_version,
-                      {k: v for k, v in benchmark_params.items() if k not in SELECTION_PARAMS}],
+                      {k: v for k, v in benchmark_params.items() if k not in selection_params}],
         "harness": [harness, {k: v for k, v in harness_params.items() if k not in OPERATIONAL_HARNESS_PARAMS}],
         "model": [model, api_protocol, {k: v for k, v in model_params.items() if k not in OPERATIONAL_MODEL_PARAMS}],
         "environment": [environment,

@@ -30,6 +30,7 @@ from ..interfaces import ComponentContext, NetworkPolicy, TaskSpec
 from ..metrics import DefaultAccumulator
 from ..models.adaptive import AdaptiveLimiter
 from ..models.retry import RetryingModelClient
+from ..params import selection_params
 from ..records import (
     AttemptFinished,
     AttemptRecord,
@@ -202,7 +203,7 @@ class RequestActor:
             harness_params=spec.harness.params, model=spec.model.id, model_params=spec.model.params,
             api_protocol=spec.model.api_protocol, environment=spec.environment.id,
             environment_params=spec.environment.params)
-        self.identity = request_identity(**id_parts)
+        self.identity = request_identity(**id_parts, selection_params=selection_params(bench_cls))
         self.run_fields = run_fields(**id_parts)
         self._pick_run_dir()  # may refuse: before any component, client or file is made
         harness_cls = reg["harness"].resolve(spec.harness.id, field="harness")
@@ -238,8 +239,10 @@ class RequestActor:
         # Off the loop: a benchmark may load a big dataset, a harness import a heavy package, while other
         # requests run. Providers stay on the loop (they may make loop-bound clients).
         try:
-            benchmark = await asyncio.to_thread(bench_cls, bench_params, ctx)
-            harness = await asyncio.to_thread(harness_cls, harness_params, ctx)
+            benchmark = await asyncio.to_thread(
+                bench_cls, reg["benchmark"].convert_params(bench_cls, bench_params, spec.benchmark.id), ctx)
+            harness = await asyncio.to_thread(
+                harness_cls, reg["harness"].convert_params(harness_cls, harness_params, spec.harness.id), ctx)
         except asyncio.CancelledError:  # the thread runs on (asyncio.run waits for it): tell it to stop
             cancelled.set()
             raise
@@ -247,7 +250,7 @@ class RequestActor:
             env_params.update(env_timeouts)
         has_images = callable(getattr(provider_cls, "ensure_image", None))
         image_policy, image_params = pop_image_policy(env_params, supported=has_images, provider=spec.environment.id)
-        provider = provider_cls(env_params, ctx)
+        provider = provider_cls(reg["environment"].convert_params(provider_cls, env_params, spec.environment.id), ctx)
         self._closers.append(provider.aclose)
         env_params.update(image_params)  # recorded in params.json as given
         if has_images:

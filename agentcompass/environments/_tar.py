@@ -20,7 +20,7 @@ import tarfile
 import tempfile
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Annotated, Any, Literal
 
 import msgspec
 
@@ -57,8 +57,6 @@ def safe_relpath(path: str, *, field: str = "path") -> str:
 
 FILE_LIMIT_PARAM = "archive_file_limit_bytes"
 TOTAL_LIMIT_PARAM = "archive_total_limit_bytes"
-#: the environment params (local and docker) that set :class:`ArchiveLimits`.
-ARCHIVE_PARAMS = (FILE_LIMIT_PARAM, TOTAL_LIMIT_PARAM)
 
 
 class ArchiveLimits(msgspec.Struct, frozen=True):
@@ -68,17 +66,15 @@ class ArchiveLimits(msgspec.Struct, frozen=True):
     total_bytes: int = DEFAULT_TOTAL_LIMIT
 
 
-def archive_limits(params: Mapping[str, Any], where: str) -> ArchiveLimits:
-    """The caps from an environment's params (integers > 0; defaults 100 MiB per file, 1 GiB in all).
-    ConfigError naming the field for anything else (NaN, infinities, bools, floats, strings, null)."""
-    values: list[int] = []
-    for key, default in ((FILE_LIMIT_PARAM, DEFAULT_FILE_LIMIT), (TOTAL_LIMIT_PARAM, DEFAULT_TOTAL_LIMIT)):
-        value = params.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ConfigError(f"{where}: {key} must be an integer number of bytes > 0 (default {default}), "
-                              f"got {value!r}", field=f"environment.params.{key}")
-        values.append(value)
-    return ArchiveLimits(*values)
+class ArchiveParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """The environment params (local and docker) that set :class:`ArchiveLimits`: integers of bytes > 0."""
+
+    archive_file_limit_bytes: Annotated[int, msgspec.Meta(gt=0)] = DEFAULT_FILE_LIMIT
+    archive_total_limit_bytes: Annotated[int, msgspec.Meta(gt=0)] = DEFAULT_TOTAL_LIMIT
+
+    def archive_limits(self) -> ArchiveLimits:
+        """The caps these params set."""
+        return ArchiveLimits(self.archive_file_limit_bytes, self.archive_total_limit_bytes)
 
 
 class SkippedMember(msgspec.Struct, frozen=True):

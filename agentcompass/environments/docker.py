@@ -19,20 +19,21 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import IO, Any, ClassVar
+from typing import IO, Annotated, Any, ClassVar
 
 import aiodocker
+import msgspec
 from aiodocker.containers import DockerContainer
 
 from .._errors import ConfigError, EnvironmentError_
-from .._validate import MAX_COUNT, MAX_SECONDS, check_number, seconds, size_text
+from .._validate import Count, Seconds, Size, env_vars, seconds, size_bytes
 from ..interfaces import ComponentContext, EnvOpenSpec, ExecResult, ImageRecipe, NetworkPolicy
+from ..params import as_params
 from ._output import CappedBuffer
 from ._tar import (
-    ARCHIVE_PARAMS,
     ArchiveLimits,
+    ArchiveParams,
     SpooledArchive,
-    archive_limits,
     forget_members,
     make_tar,
     safe_relpath,
@@ -70,35 +71,7 @@ _KILL_GRACE_S = 5.0
 _TRANSFER_TRY_S = 600.0
 _EXIT_POLL_S = 3.0
 
-_DEFAULTS: dict[str, Any] = {
-    "image": DEFAULT_BASE_IMAGE,
-    "cpus": None,
-    "memory": None,
-    "pids_limit": None,
-    "user": None,
-    "workdir": "/workspace",
-    "docker_host": None,
-    "open_timeout": 120.0,
-    "exec_default_timeout": 600.0,
-    "close_timeout": 30.0,
-    "daemon_timeout": 60.0,
-    "init": True,
-    "build_context": None,
-    "dockerfile": None,
-    "pull_timeout": None,
-    "pull_inactivity_timeout": 120.0,
-    "pull_retries": 3,
-    "platform": None,
-    "build_timeout": 1800.0,
-    "output_limit_bytes": 1 << 20,
-    "forwarder_image": DEFAULT_BASE_IMAGE,
-    "disk_limit": None,
-    "tmpfs": None,
-}
-ALLOWED_PARAMS: tuple[str, ...] = (*_DEFAULTS, *ARCHIVE_PARAMS)
-
 _NAME_RE = re.compile(r"[^a-zA-Z0-9_.-]+")
-_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 # ----------------------------------------------------------------------------- params
@@ -111,70 +84,49 @@ def _field(key: str) -> str:
 def parse_memory(value: Any, key: str = "memory") -> int:
     """``"2g"``, ``"512m"``, ``"1.5GiB"`` or an int of bytes -> bytes (powers of 1024); ``key`` names the
     param in the error."""
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
-    size = size_text(value)
-    if not size:
-        raise ConfigError(f"environment docker: {key} must be a size like '512m' or '2g' (units k, m, g, t) "
-                          f"or a positive int of bytes, got {value!r}", field=_field(key))
-    return size
+    return size_bytes(value, _field(key), label=f"environment docker: {key}")
 
 
 _MAX_CPUS = 4096.0
+NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
+#: a tmpfs mount point: an absolute path without the ``,`` and ``:`` of docker's mount syntax
+MountPoint = Annotated[str, msgspec.Meta(pattern=r"^/[^,:]*$", description="an absolute path without ',' or ':'")]
+Platform = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9_]+(/[a-zA-Z0-9_.-]+){0,2}$",
+                                       description="os[/arch[/variant]] (e.g. linux/amd64)")]
 
 
-def _positive(params: dict[str, Any], key: str, *, integer: bool = False, maximum: float = MAX_SECONDS) -> Any:
-    value = params[key]
-    if value is None:
-        return None
-    return check_number(value, _field(key), gt=0, le=MAX_COUNT if integer else maximum, integer=integer)
+class DockerParams(ArchiveParams, frozen=True):
+    """``docker`` params: the image and resource limits of each container, the daemon to use and how long
+    to wait for it, and the archive caps (see docs/environments.md). ``pids`` is ``pids_limit``'s short name."""
 
-
-def _tmpfs(value: Any) -> dict[str, int]:
-    """``{"/tmp": "256m"}`` -> absolute mount point -> size in bytes (every tmpfs gets a bounded size)."""
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ConfigError(f"environment docker: tmpfs must be a mapping of absolute path to size (e.g. "
-                          f"{{'/tmp': '256m'}}), got {value!r}", field=_field("tmpfs"))
-    out: dict[str, int] = {}
-    for path, size in value.items():
-        if not isinstance(path, str) or not path.startswith("/") or "," in path or ":" in path:
-            raise ConfigError(f"environment docker: tmpfs mount point {path!r} must be an absolute path",
-                              field=_field("tmpfs"))
-        out[posixpath.normpath(path)] = parse_memory(size, f"tmpfs[{path!r}]")
-    return out
-
-
-def _platform(params: dict[str, Any]) -> str | None:
-    value = _string(params, "platform")
-    if value is not None and not re.fullmatch(r"[a-z0-9_]+(/[a-zA-Z0-9_.-]+){0,2}", value):
-        raise ConfigError(f"environment docker: platform must look like os[/arch[/variant]] (e.g. linux/amd64), "
-                          f"got {value!r}", field=_field("platform"))
-    return value
-
-
-def _string(params: dict[str, Any], key: str) -> str | None:
-    value = params[key]
-    if value is not None and (not isinstance(value, str) or not value):
-        raise ConfigError(f"environment docker: {key} must be a non-empty string, got {value!r}",
-                          field=_field(key))
-    return value
+    image: NonEmpty | None = None
+    cpus: Annotated[float, msgspec.Meta(gt=0, le=_MAX_CPUS)] | None = None
+    memory: Size | None = None
+    pids_limit: Count | None = None
+    pids: Count | None = None
+    user: NonEmpty | None = None
+    workdir: NonEmpty | None = None
+    docker_host: NonEmpty | None = None
+    open_timeout: Seconds = 120.0
+    exec_default_timeout: Seconds = 600.0
+    close_timeout: Seconds = 30.0
+    daemon_timeout: Seconds = 60.0
+    init: bool = True
+    build_context: NonEmpty | None = None
+    dockerfile: NonEmpty | None = None
+    pull_timeout: Seconds | None = None
+    pull_inactivity_timeout: Seconds = 120.0
+    pull_retries: Annotated[int, msgspec.Meta(ge=0, le=100)] = 3
+    platform: Platform | None = None
+    build_timeout: Seconds = 1800.0
+    output_limit_bytes: Annotated[int, msgspec.Meta(ge=64)] = 1 << 20
+    forwarder_image: NonEmpty | None = None
+    disk_limit: Size | None = None
+    tmpfs: dict[MountPoint, Size] | None = None
 
 
 def _safe_name(text: str, limit: int) -> str:
     return _NAME_RE.sub("_", text)[:limit].strip("_.-") or "x"
-
-
-def _check_env(env: Any, field: str) -> dict[str, str]:
-    if not isinstance(env, dict):
-        raise ConfigError(f"{field}: expected a mapping of str to str, got {type(env).__name__}", field=field)
-    for k, v in env.items():
-        if not isinstance(k, str) or not _ENV_NAME_RE.match(k):
-            raise ConfigError(f"{field}: invalid variable name {k!r}", field=field)
-        if not isinstance(v, str) or "\0" in v:
-            raise ConfigError(f"{field}[{k!r}]: expected a str without NUL, got {v!r}", field=field)
-    return dict(env)
 
 
 def _files_tar(files: dict[str, bytes]) -> bytes:
@@ -310,7 +262,7 @@ class DockerEnvironment:
         # Under ``allowlist`` HTTP(S) clients go through the egress proxy (given variables of the same name
         # win; nothing else has a route out anyway).
         proxy = self._provider.networks.proxy_env() if self.network.mode == "allowlist" else {}
-        exec_env = {**proxy, **_check_env(env or {}, "env"), _EXEC_MARKER: key}
+        exec_env = {**proxy, **env_vars(env or {}, "env"), _EXEC_MARKER: key}
         out = CappedBuffer(self._provider.output_limit_bytes)
         err = CappedBuffer(self._provider.output_limit_bytes)
         state: dict[str, Any] = {"pid": None, "exec": None}
@@ -588,61 +540,45 @@ class DockerProvider:
     max_creates_in_flight: ClassVar[int] = 4
     #: the engine forwards ``open_timeout``/``close_timeout`` to this provider as well as bounding the phases.
     takes_phase_timeouts: ClassVar[bool] = True
+    Params: ClassVar[type[DockerParams]] = DockerParams
 
-    def __init__(self, params: dict[str, Any] | None, ctx: ComponentContext) -> None:
-        raw = dict(params or {})
-        if "pids" in raw:  # the short name users reach for (cpus, memory, pids)
-            if "pids_limit" in raw:
-                raise ConfigError("environment docker: give `pids` or `pids_limit`, not both (the same limit).",
-                                  field=_field("pids"))
-            raw["pids_limit"] = raw.pop("pids")
-        unknown = sorted(set(raw) - set(ALLOWED_PARAMS))
-        if unknown:
-            raise ConfigError(f"environment docker: unknown param {unknown[0]!r}; allowed: "
-                              f"{', '.join(ALLOWED_PARAMS)}", field=_field(unknown[0]))
-        p = {**_DEFAULTS, **raw}
+    def __init__(self, params: DockerParams | dict[str, Any] | None, ctx: ComponentContext) -> None:
+        p = as_params(DockerParams, params, "environment docker")
+        if p.pids is not None and p.pids_limit is not None:  # the short name users reach for (cpus, memory, pids)
+            raise ConfigError("environment docker: give `pids` or `pids_limit`, not both (the same limit).",
+                              field=_field("pids"))
         self.ctx = ctx
-        self.image: str = _string(p, "image") or DEFAULT_BASE_IMAGE
-        self.forwarder_image: str = _string(p, "forwarder_image") or DEFAULT_BASE_IMAGE
-        self.cpus: float | None = _positive(p, "cpus", maximum=_MAX_CPUS)
-        self.memory: int | None = parse_memory(p["memory"]) if p["memory"] is not None else None
-        self.pids_limit: int | None = _positive(p, "pids_limit", integer=True)
-        self.user: str | None = _string(p, "user")
-        workdir = _string(p, "workdir") or "/workspace"
+        self.image: str = p.image or DEFAULT_BASE_IMAGE
+        self.forwarder_image: str = p.forwarder_image or DEFAULT_BASE_IMAGE
+        self.cpus: float | None = p.cpus
+        self.memory: int | None = parse_memory(p.memory) if p.memory is not None else None
+        self.pids_limit: int | None = p.pids if p.pids is not None else p.pids_limit
+        self.user: str | None = p.user
+        workdir = p.workdir or "/workspace"
         if not workdir.startswith("/"):
             raise ConfigError(f"environment docker: workdir must be an absolute path, got {workdir!r}",
                               field=_field("workdir"))
         self.workdir = posixpath.normpath(workdir)
-        self.docker_host: str | None = _string(p, "docker_host")
-        self.open_timeout = float(_positive(p, "open_timeout"))
-        self.exec_default_timeout = float(_positive(p, "exec_default_timeout"))
-        self.close_timeout = float(_positive(p, "close_timeout"))
-        self.daemon_timeout = float(_positive(p, "daemon_timeout"))
-        pull_timeout = _positive(p, "pull_timeout")
-        self.pull_options = PullOptions(
-            platform=_platform(p), inactivity_timeout=float(_positive(p, "pull_inactivity_timeout")),
-            timeout=float(pull_timeout) if pull_timeout is not None else None,
-            retries=int(check_number(p["pull_retries"], _field("pull_retries"), ge=0, le=100, integer=True)))
+        self.docker_host: str | None = p.docker_host
+        self.open_timeout = p.open_timeout
+        self.exec_default_timeout = p.exec_default_timeout
+        self.close_timeout = p.close_timeout
+        self.daemon_timeout = p.daemon_timeout
+        self.pull_options = PullOptions(platform=p.platform, inactivity_timeout=p.pull_inactivity_timeout,
+                                        timeout=p.pull_timeout, retries=p.pull_retries)
         check_registry_env()  # before any run: not at the first pull
-        self.build_timeout = float(_positive(p, "build_timeout"))
-        if not isinstance(p["init"], bool):
-            raise ConfigError(f"environment docker: init must be true or false, got {p['init']!r}",
-                              field=_field("init"))
-        self.init: bool = p["init"]
-        self.build_context: str | None = _string(p, "build_context")
-        self.dockerfile: str | None = _string(p, "dockerfile")
-        limit = p["output_limit_bytes"]
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 64:
-            raise ConfigError(f"environment docker: output_limit_bytes must be an integer >= 64, "
-                              f"got {limit!r}", field=_field("output_limit_bytes"))
-        self.output_limit_bytes: int = limit
-        self.archive_limits = archive_limits(raw, "environment docker")
+        self.build_timeout = p.build_timeout
+        self.init: bool = p.init
+        self.build_context: str | None = p.build_context
+        self.dockerfile: str | None = p.dockerfile
+        self.output_limit_bytes: int = p.output_limit_bytes
+        self.archive_limits = p.archive_limits()
         #: the writable layer's size cap (``HostConfig.StorageOpt``), when the storage driver allows one
-        self.disk_limit: int | None = parse_memory(p["disk_limit"], "disk_limit") \
-            if p["disk_limit"] is not None else None
+        self.disk_limit: int | None = parse_memory(p.disk_limit, "disk_limit") if p.disk_limit is not None else None
         self._disk_limit_checked = False
-        self._disk_limit_param = p["disk_limit"]
-        self.tmpfs: dict[str, int] = _tmpfs(p["tmpfs"])
+        self._disk_limit_param = p.disk_limit
+        self.tmpfs: dict[str, int] = {posixpath.normpath(path): parse_memory(size, f"tmpfs[{path!r}]")
+                                      for path, size in (p.tmpfs or {}).items()}
         self._owner = owner_labels()
         self._docker: aiodocker.Docker | None = None
         self._networks: DockerNetworks | None = None
@@ -886,7 +822,7 @@ class DockerProvider:
             host["StorageOpt"] = storage_opt(self.disk_limit)
         if self.tmpfs:
             host["Tmpfs"] = {path: f"size={size}" for path, size in self.tmpfs.items()}
-        env = _check_env(spec.env, "env")
+        env = env_vars(spec.env, "env")
         return {
             "Image": image, "Entrypoint": _KEEPALIVE, "Cmd": None, "WorkingDir": workdir,
             "Env": [f"{k}={v}" for k, v in env.items()], "Labels": labels,

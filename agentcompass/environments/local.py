@@ -26,18 +26,20 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import IO, Any, ClassVar
+from typing import IO, Annotated, Any, ClassVar
+
+import msgspec
 
 from .._errors import ConfigError, EnvironmentError_
-from .._validate import MAX_SECONDS, check_number, seconds
+from .._validate import Seconds, env_vars, seconds
 from ..interfaces import ComponentContext, EnvOpenSpec, ExecResult, NetworkPolicy
+from ..params import as_params
 from ._cgroup import JOIN_FAILED_EXIT, JOIN_FAILED_MARK, EnvCgroup, Support, support, sweep_stale
 from ._output import CappedBuffer
 from ._tar import (
-    ARCHIVE_PARAMS,
     ArchiveLimits,
+    ArchiveParams,
     SpooledArchive,
-    archive_limits,
     extract_tar,
     safe_relpath,
     spool,
@@ -52,7 +54,6 @@ TIMEOUT_EXIT_CODE = 124
 #: environment variable carrying the environment id into every process it starts.
 MARKER_VAR = "AGENTCOMPASS_LOCAL_ENV"
 
-_ALLOWED_PARAMS = ("base_dir", "output_limit_bytes", "default_timeout", "shell", "pids_limit", *ARCHIVE_PARAMS)
 _DEFAULT_PIDS_LIMIT = 512
 _MAX_PIDS_LIMIT = 4_194_304  # the kernel's PID_MAX_LIMIT
 _DEFAULT_OUTPUT_LIMIT = 128 * 1024  # per stream: 256 KiB kept per command at most
@@ -203,19 +204,6 @@ def _make_workspace(base_dir: str | None, prefix: str, workdir_rel: str | None,
     return root, workdir
 
 
-def _check_env_map(env: Mapping[str, str], field: str) -> dict[str, str]:
-    if not isinstance(env, Mapping):
-        raise ConfigError(f"{field}: expected a mapping of str to str, got {type(env).__name__}", field=field)
-    out: dict[str, str] = {}
-    for k, v in env.items():
-        if not isinstance(k, str) or not k or "=" in k or "\0" in k:
-            raise ConfigError(f"{field}: invalid variable name {k!r}", field=field)
-        if not isinstance(v, str) or "\0" in v:
-            raise ConfigError(f"{field}[{k!r}]: expected a str without NUL, got {v!r}", field=field)
-        out[k] = v
-    return out
-
-
 def _refuse_policy(policy: NetworkPolicy) -> None:
     if not isinstance(policy, NetworkPolicy):
         raise ConfigError(f"network_policy: expected a NetworkPolicy, got {type(policy).__name__}",
@@ -342,7 +330,7 @@ class LocalEnvironment:
         else:
             limit = seconds(timeout, "timeout")
         run_cwd = self._exec_cwd(cwd)
-        run_env = {**self._env, **_check_env_map(env or {}, "env"), MARKER_VAR: self.id}
+        run_env = {**self._env, **env_vars(env or {}, "env"), MARKER_VAR: self.id}
         spawn_argv = argv if self._cgroup is None else self._cgroup.wrap(_PRELUDE_SHELL or self._shell, argv)
 
         loop = asyncio.get_running_loop()
@@ -552,40 +540,43 @@ def _warn_no_cgroup(*, pids_only: bool = False) -> None:
                     "that leaves both, e.g. `env -i setsid ...`, survives); see docs/environments.md")
 
 
+class LocalParams(ArchiveParams, frozen=True):
+    """``local`` params: ``base_dir`` (an existing directory for the workspaces; default: the temp dir),
+    ``output_limit_bytes`` per stream, ``default_timeout`` seconds per command, ``shell`` (an absolute path),
+    ``pids_limit`` (processes per environment, when cgroups allow) and the archive caps."""
+
+    base_dir: str | None = None
+    output_limit_bytes: Annotated[int, msgspec.Meta(gt=64, le=_MAX_OUTPUT_LIMIT)] = _DEFAULT_OUTPUT_LIMIT
+    default_timeout: Seconds = _DEFAULT_TIMEOUT_S
+    shell: str | None = None
+    pids_limit: Annotated[int, msgspec.Meta(ge=1, le=_MAX_PIDS_LIMIT)] = _DEFAULT_PIDS_LIMIT
+
+
 class LocalProvider:
-    """Opens ``LocalEnvironment``s. Params: base_dir, output_limit_bytes, default_timeout, shell, pids_limit,
-    archive_file_limit_bytes, archive_total_limit_bytes."""
+    """Opens ``LocalEnvironment``s (params: ``LocalParams``)."""
 
     name: ClassVar[str] = "local"
     remote: ClassVar[bool] = False
+    Params: ClassVar[type[LocalParams]] = LocalParams
 
-    def __init__(self, params: dict[str, Any] | None, ctx: ComponentContext) -> None:
-        params = dict(params or {})
-        unknown = sorted(set(params) - set(_ALLOWED_PARAMS))
-        if unknown:
-            raise ConfigError(f"environment local: unknown param {unknown[0]!r}; allowed: "
-                              f"{', '.join(_ALLOWED_PARAMS)}", field=f"environment.params.{unknown[0]}")
+    def __init__(self, params: LocalParams | dict[str, Any] | None, ctx: ComponentContext) -> None:
+        p = as_params(LocalParams, params, "environment local")
         self.ctx = ctx
-        self.base_dir = self._param_base_dir(params.get("base_dir"))
-        self.output_limit_bytes = int(self._param_number(params, "output_limit_bytes", _DEFAULT_OUTPUT_LIMIT,
-                                                         integer=True, minimum=64))
-        self.default_timeout = float(self._param_number(params, "default_timeout", _DEFAULT_TIMEOUT_S))
-        shell = params.get("shell", _default_shell())
-        if not isinstance(shell, str) or not os.path.isabs(shell) or not os.access(shell, os.X_OK):
+        self.base_dir = self._param_base_dir(p.base_dir)
+        self.output_limit_bytes = p.output_limit_bytes
+        self.default_timeout = p.default_timeout
+        shell = _default_shell() if p.shell is None else p.shell
+        if not os.path.isabs(shell) or not os.access(shell, os.X_OK):
             raise ConfigError(f"environment local: shell must be an absolute path to an executable, got "
                               f"{shell!r}", field="environment.params.shell")
         self.shell = shell
-        self.pids_limit = int(self._param_number(params, "pids_limit", _DEFAULT_PIDS_LIMIT, integer=True,
-                                                 minimum=0))
-        if self.pids_limit > _MAX_PIDS_LIMIT:
-            raise ConfigError(f"environment local: pids_limit must be an integer from 1 to {_MAX_PIDS_LIMIT}, got "
-                              f"{self.pids_limit}", field="environment.params.pids_limit")
+        self.pids_limit = p.pids_limit
         self._cgroups: Support | None = support()
         if self._cgroups is None:
             _warn_no_cgroup()
         elif self._cgroups.pids is None:
             _warn_no_cgroup(pids_only=True)
-        self.archive_limits = archive_limits(params, "environment local")
+        self.archive_limits = p.archive_limits()
         self._envs: set[LocalEnvironment] = set()
         self._closed = False
         self._owner = owner_tag()
@@ -602,20 +593,13 @@ class LocalProvider:
                 log.warning("killed and removed %d cgroups of dead runs", len(swept))
 
     @staticmethod
-    def _param_base_dir(value: Any) -> str | None:
+    def _param_base_dir(value: str | None) -> str | None:
         if value is None:
             return None
-        if not isinstance(value, str) or not os.path.isdir(value):
+        if not os.path.isdir(value):
             raise ConfigError(f"environment local: base_dir must be an existing directory, got {value!r}",
                               field="environment.params.base_dir")
         return os.path.realpath(value)
-
-    @staticmethod
-    def _param_number(params: dict[str, Any], key: str, default: float, *, integer: bool = False,
-                      minimum: float = 0.0) -> float:
-        bound = _MAX_OUTPUT_LIMIT if integer else MAX_SECONDS
-        return float(check_number(params.get(key, default), f"environment.params.{key}", gt=minimum, le=bound,
-                                  integer=integer))
 
     @property
     def open_environments(self) -> int:
@@ -631,7 +615,7 @@ class LocalProvider:
         if self._closed:
             raise EnvironmentError_("the local provider is closed")
         self.check_network_policy(spec.network)
-        spec_env = _check_env_map(spec.env, "env")
+        spec_env = env_vars(spec.env, "env")
         sub = (spec.workdir or "").strip("/")
         workdir_rel = safe_relpath(sub, field="workdir") if sub else None
         files = {safe_relpath(name, field=f"files[{name!r}]"): content

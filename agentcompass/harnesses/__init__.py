@@ -1,7 +1,8 @@
 """Built-in harnesses (agent loops): ``none``, ``openai_chat`` and ``shell_agent``.
 
-Each harness module is imported lazily through the registry; this package only holds the small
-parameter checks and text helpers they share (the benchmarks use them too).
+Each harness module is imported lazily through the registry; a component declares its params as a msgspec
+``Params`` struct (see ``agentcompass.params``). This package holds the text helpers the harnesses and the
+benchmarks share and the small parameter checks the analyzers use.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .._errors import ConfigError
-from .._validate import MAX_COUNT, count, seconds
+from .._validate import MAX_COUNT, count
 
 
 def _field(where: str, key: str) -> str:
@@ -38,20 +39,6 @@ def int_param(params: Mapping[str, Any], key: str, default: int, where: str, *, 
                  label=f"Parameter {key!r} of {where}")
 
 
-def float_param(params: Mapping[str, Any], key: str, default: float, where: str) -> float:
-    """A number of seconds > 0: finite, at most ``MAX_SECONDS`` (NaN, infinities and bools are rejected)."""
-    return seconds(params.get(key, default), _field(where, key), label=f"Parameter {key!r} of {where}")
-
-
-def bool_param(params: Mapping[str, Any], key: str, default: bool, where: str) -> bool:
-    """A true/false parameter (numbers and strings are rejected)."""
-    value = params.get(key, default)
-    if not isinstance(value, bool):
-        raise ConfigError(f"Parameter {key!r} of {where} must be true or false, got {value!r}.",
-                          field=_field(where, key))
-    return value
-
-
 def truncate_middle(text: str, limit: int) -> str:
     """Keep the head and the tail of ``text`` so the result has at most about ``limit`` characters."""
     if len(text) <= limit:
@@ -68,15 +55,6 @@ def str_param(params: Mapping[str, Any], key: str, where: str) -> str | None:
         raise ConfigError(f"Parameter {key!r} of {where} must be a string, got {type(value).__name__}.",
                           field=_field(where, key))
     return value
-
-
-def dict_param(params: Mapping[str, Any], key: str, where: str) -> dict[str, Any]:
-    """An optional mapping parameter (copied)."""
-    value = params.get(key) or {}
-    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-        raise ConfigError(f"Parameter {key!r} of {where} must be a mapping with string keys, got {value!r}.",
-                          field=_field(where, key))
-    return dict(value)
 
 
 def str_list_param(params: Mapping[str, Any], key: str, where: str) -> list[str] | None:

@@ -45,14 +45,17 @@ import re
 import threading
 import time
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
+
+import msgspec
 
 from .._errors import ConfigError, EnvironmentError_
+from .._validate import Count, Seconds
 from ..dependencies import Requirement
 from ..interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
 from ..models.pricing import PRICE_PARAM
+from ..params import as_params
 from ..records import Trajectory
-from . import _field, check_param_keys, dict_param, float_param, int_param, str_param
 from ._mini_swe_bridge import (
     PACKAGE_MODULE,
     REQUIREMENT,
@@ -67,8 +70,9 @@ from ._mini_swe_config import LoadedConfig, choose_config
 
 _WHERE = "harness mini_swe_agent"
 _log = logging.getLogger("agentcompass.harnesses.mini_swe_agent")
-_PARAMS = ("config", "mode", "step_limit", "cost_limit", "command_timeout", "timeout", "model_params")
-MODES = ("text", "tool")
+Mode = Literal["text", "tool"]
+#: the largest cost limit (in the price table's currency): anything above is a typo, not a budget.
+MAX_COST_LIMIT = 1e9
 DEFAULT_CONFIG = {"text": "mini_textbased", "tool": "mini"}
 DEFAULT_STEP_LIMIT = 250
 DEFAULT_COST_LIMIT = 3.0
@@ -110,6 +114,23 @@ def bundled_configs(builtin_dir: Path) -> list[str]:
     return sorted({p.stem for d in (builtin_dir, builtin_dir / "benchmarks") for p in d.glob("*.yaml")})
 
 
+def _field(key: str) -> str:
+    return f"harness.params.{key}"
+
+
+class MiniSweAgentParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """``mini_swe_agent`` params (see the module docstring); unset numbers come from the config."""
+
+    config: str | None = None
+    mode: Mode | None = None
+    step_limit: Count | None = None
+    #: 0 = no limit
+    cost_limit: Annotated[float, msgspec.Meta(ge=0, le=MAX_COST_LIMIT)] | None = None
+    command_timeout: Seconds | None = None
+    timeout: Seconds | None = None
+    model_params: dict[str, Any] | None = None
+
+
 class MiniSweAgent:
     """mini-swe-agent's ``DefaultAgent`` over our environment and model client (see the module docstring)."""
 
@@ -119,23 +140,15 @@ class MiniSweAgent:
     package_module: ClassVar[str] = PACKAGE_MODULE
     #: installed by the engine before construction with ``auto_install_dependencies=True``.
     requirements: ClassVar[tuple[Requirement, ...]] = (Requirement(REQUIREMENT, PACKAGE_MODULE),)
+    Params: ClassVar[type[MiniSweAgentParams]] = MiniSweAgentParams
 
-    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
-        check_param_keys(params, _PARAMS, _WHERE)
-        mode = params.get("mode")
-        if mode is not None and mode not in MODES:
-            raise ConfigError(f"Parameter 'mode' of {_WHERE} must be one of {', '.join(MODES)}, got {mode!r}.",
-                              field=_field(_WHERE, "mode"))
-        config_spec = str_param(params, "config", _WHERE)
-        self.model_params = dict_param(params, "model_params", _WHERE)
-        self.timeout = float_param(params, "timeout", 1.0, _WHERE) if params.get("timeout") is not None else None
-        # the plain numbers are checked before the (possibly slow) package check; defaults come from the config
-        steps = int_param(params, "step_limit", 1, _WHERE) if "step_limit" in params else None
-        command_timeout = float_param(params, "command_timeout", 1.0, _WHERE) if "command_timeout" in params else None
-        cost = params.get("cost_limit")
-        if cost is not None and (isinstance(cost, bool) or not isinstance(cost, int | float) or cost < 0):
-            raise ConfigError(f"Parameter 'cost_limit' of {_WHERE} must be a number >= 0 (0 = no limit), "
-                              f"got {cost!r}.", field=_field(_WHERE, "cost_limit"))
+    def __init__(self, params: MiniSweAgentParams | dict[str, Any], ctx: ComponentContext) -> None:
+        # the params are checked before the (possibly slow) package check; unset ones come from the config
+        p = as_params(MiniSweAgentParams, params, _WHERE)
+        mode, config_spec = p.mode, p.config
+        self.model_params = dict(p.model_params or {})
+        self.timeout = p.timeout
+        steps, command_timeout, cost = p.step_limit, p.command_timeout, p.cost_limit
 
         self.mini = load_minisweagent(ctx.auto_install_dependencies, self.package_module)
         self.loaded = self._load_config(config_spec, ctx.benchmark, mode)
@@ -163,7 +176,7 @@ class MiniSweAgent:
         if not isinstance(env_vars, dict) or not (interpreter is None or (
                 isinstance(interpreter, list) and interpreter and all(isinstance(a, str) for a in interpreter))):
             raise ConfigError(f"mini-swe-agent config {self.config_name!r}: `environment.env` must be a mapping "
-                              "and `environment.interpreter` a list of strings.", field=_field(_WHERE, "config"))
+                              "and `environment.interpreter` a list of strings.", field=_field("config"))
         self.env_vars = {str(k): str(v) for k, v in env_vars.items()}
         self.interpreter: list[str] | None = list(interpreter) if interpreter else None
         self.model_config = {
@@ -180,14 +193,14 @@ class MiniSweAgent:
         if given is not None:
             raise ConfigError(f"Parameter 'cost_limit' of {_WHERE} needs the model's prices to count cost: set "
                               f"model_params.{PRICE_PARAM} ({{input, output}} per million tokens), or pass "
-                              "cost_limit=0.", field=_field(_WHERE, "cost_limit"))
+                              "cost_limit=0.", field=_field("cost_limit"))
         note = (f"the config's cost_limit of {limit:g} is off: the model has no model_params.{PRICE_PARAM}, so "
                 "its cost is unknown")
         _log.warning("mini_swe_agent: %s", note)
         return 0.0, note
 
     def _load_config(self, spec: str | None, benchmark: str, mode: str | None) -> LoadedConfig:
-        field = _field(_WHERE, "config")
+        field = _field("config")
         asked = spec or "(default)"
         try:
             loaded = choose_config(spec, benchmark, mode, DEFAULT_CONFIG[mode or "text"], self.package_module,

@@ -6,9 +6,15 @@ import logging
 import time
 from typing import Any, ClassVar
 
+import msgspec
+
 from ..interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
+from ..params import as_params
 from ..records import Trajectory
-from . import check_param_keys
+
+
+class NoneHarnessParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """``none`` takes no params."""
 
 
 class NoneHarness:
@@ -16,9 +22,10 @@ class NoneHarness:
 
     evaluates: ClassVar[bool] = False
     needs_environment: ClassVar[bool] = False
+    Params: ClassVar[type[NoneHarnessParams]] = NoneHarnessParams
 
-    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
-        check_param_keys(params, (), "harness none")
+    def __init__(self, params: NoneHarnessParams | dict[str, Any], ctx: ComponentContext) -> None:
+        as_params(NoneHarnessParams, params, "harness none")
 
     async def run(self, task: PreparedTask, env: Environment | None, model: ModelClient,
                   ctx: RunContext, log: logging.Logger) -> HarnessResult:

@@ -6,11 +6,20 @@ import logging
 import time
 from typing import Any, ClassVar
 
+import msgspec
+
 from ..interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
+from ..params import as_params
 from ..records import Step, Trajectory, Usage
-from . import check_param_keys, dict_param, str_param
 
 _WHERE = "harness openai_chat"
+
+
+class OpenAIChatParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """``system_prompt`` (str), ``model_params`` (dict merged into the model call)."""
+
+    system_prompt: str | None = None
+    model_params: dict[str, Any] | None = None
 
 
 class OpenAIChatHarness:
@@ -21,11 +30,12 @@ class OpenAIChatHarness:
 
     evaluates: ClassVar[bool] = True
     needs_environment: ClassVar[bool] = False
+    Params: ClassVar[type[OpenAIChatParams]] = OpenAIChatParams
 
-    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
-        check_param_keys(params, ("system_prompt", "model_params"), _WHERE)
-        self.system_prompt = str_param(params, "system_prompt", _WHERE)
-        self.model_params = dict_param(params, "model_params", _WHERE)
+    def __init__(self, params: OpenAIChatParams | dict[str, Any], ctx: ComponentContext) -> None:
+        p = as_params(OpenAIChatParams, params, _WHERE)
+        self.system_prompt = p.system_prompt
+        self.model_params = dict(p.model_params or {})
 
     async def run(self, task: PreparedTask, env: Environment | None, model: ModelClient,
                   ctx: RunContext, log: logging.Logger) -> HarnessResult:

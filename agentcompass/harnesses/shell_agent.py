@@ -12,16 +12,19 @@ from __future__ import annotations
 import logging
 import re
 import time
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
+
+import msgspec
 
 from .._errors import EnvironmentError_
+from .._validate import MAX_COUNT, Count, Seconds
 from ..interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
+from ..params import as_params
 from ..records import Step, Usage
-from . import check_param_keys, dict_param, float_param, int_param, str_param, truncate_middle
+from . import truncate_middle
 
 _WHERE = "harness shell_agent"
 TIMEOUT_EXIT_CODE = 124
-_PARAMS = ("step_limit", "command_timeout", "system_prompt", "observation_limit", "model_params")
 FORMAT_ERROR_LIMIT = 3
 
 _BASH_BLOCK = re.compile(r"```(?:bash|sh)[ \t]*\r?\n(.*?)```", re.DOTALL)
@@ -74,6 +77,16 @@ class ParsedReply:
             self.problem = "found no ```bash block and no <submit>"
 
 
+class ShellAgentParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """``shell_agent`` params (see ``ShellAgent``)."""
+
+    step_limit: Count = 30
+    command_timeout: Seconds = 60.0
+    observation_limit: Annotated[int, msgspec.Meta(ge=100, le=MAX_COUNT)] = 10000
+    system_prompt: str | None = None
+    model_params: dict[str, Any] | None = None
+
+
 class ShellAgent:
     """The native multi-turn shell agent.
 
@@ -84,14 +97,15 @@ class ShellAgent:
 
     evaluates: ClassVar[bool] = True
     needs_environment: ClassVar[bool] = True
+    Params: ClassVar[type[ShellAgentParams]] = ShellAgentParams
 
-    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
-        check_param_keys(params, _PARAMS, _WHERE)
-        self.step_limit = int_param(params, "step_limit", 30, _WHERE)
-        self.command_timeout = float_param(params, "command_timeout", 60.0, _WHERE)
-        self.observation_limit = int_param(params, "observation_limit", 10000, _WHERE, minimum=100)
-        self.system_prompt = str_param(params, "system_prompt", _WHERE) or DEFAULT_SYSTEM_PROMPT
-        self.model_params = dict_param(params, "model_params", _WHERE)
+    def __init__(self, params: ShellAgentParams | dict[str, Any], ctx: ComponentContext) -> None:
+        p = as_params(ShellAgentParams, params, _WHERE)
+        self.step_limit = p.step_limit
+        self.command_timeout = p.command_timeout
+        self.observation_limit = p.observation_limit
+        self.system_prompt = p.system_prompt or DEFAULT_SYSTEM_PROMPT
+        self.model_params = dict(p.model_params or {})
 
     async def run(self, task: PreparedTask, env: Environment | None, model: ModelClient,
                   ctx: RunContext, log: logging.Logger) -> HarnessResult:
