@@ -138,9 +138,12 @@ def test_plain_progress_off_a_terminal_and_none_prints_nothing(tmp_path: Path) -
               "--benchmark-params", '{"categories": ["answer"]}')  # auto, not a TTY: plain lines
     assert res.returncode == 0 and "\x1b[" not in res.stderr
     assert "[shell_tasks/shell_agent/scripted] completed: 9/9 done" in res.stderr and "model retries" in res.stderr
+    # its own workspace dir: the sweep of workspaces that other (killed) runs left in /tmp warns, rightly
+    (tmp_path / "envs").mkdir()
     res = cli("run", "shell_tasks", "shell_agent", "scripted", "--results-dir", str(tmp_path), "--progress", "none",
-              "--benchmark-params", '{"categories": ["answer"]}')
-    assert res.returncode == 0 and res.stderr == ""
+              "--benchmark-params", '{"categories": ["answer"]}',
+              "--env-params", json.dumps({"base_dir": str(tmp_path / "envs")}))
+    assert res.returncode == 0 and res.stderr == "", res.stderr
 
 
 def test_show_on_a_corrupt_summary_is_one_paragraph_naming_the_file(tmp_path: Path) -> None:
