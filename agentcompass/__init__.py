@@ -42,9 +42,9 @@ if TYPE_CHECKING:
     from ._errors import AgentCompassError, ConfigError, ModelError, NotSupportedYet, RunInsideLoopError  # noqa: F401
     from .api import async_launch, launch, run_evaluation  # noqa: F401
     from .benchmarks.base import Benchmark  # noqa: F401
+    from .dependencies import Requirement  # noqa: F401
     from .environments.base import EnvironmentProvider, ProviderCapabilities  # noqa: F401
     from .harnesses.base import Harness  # noqa: F401
-    from .dependencies import Requirement  # noqa: F401
     from .records import ProgressEvent  # noqa: F401
     from .registry import Registries  # noqa: F401
     from .results import EvaluationResult, LaunchResult, RequestOutcome  # noqa: F401

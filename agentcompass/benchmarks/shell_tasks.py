@@ -47,6 +47,7 @@ from ..interfaces import (
     TaskSpec,
 )
 from . import check_param_keys, float_param, int_param, str_list_param, truncate_middle
+from .base import Benchmark
 
 _WHERE = "benchmark shell_tasks"
 _PARAMS = ("sample_ids", "categories", "limit", "k", "repeat", "eval_timeout")
@@ -246,7 +247,7 @@ async def _portable(raw: SpooledArchive) -> tuple[SpooledArchive, list[str]]:
     return out, dropped
 
 
-class ShellTasks:
+class ShellTasks(Benchmark):
     """The bundled shell tasks benchmark.
 
     Params: ``sample_ids`` (task ids), ``categories``, ``limit`` (after repeat), ``k`` (attempts per task,

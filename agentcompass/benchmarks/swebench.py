@@ -48,6 +48,7 @@ from ..swebench.grading import grade, is_fail_only
 from ..swebench.images import TESTBED, history_hygiene_script, official_image
 from ..swebench.test_specs import apply_patch_script, make_eval_script, own_eval_script
 from . import bool_param, check_param_keys, float_param, int_param, str_list_param, str_param, truncate_middle
+from .base import Benchmark
 
 _PARAMS = ("sample_ids", "limit", "k", "avgk", "eval_timeout", "split", "dataset_file", "image_namespace",
            "arch", "image_tag", "hide_history", "use_hf_cache", "hub", "revision")
@@ -109,7 +110,7 @@ def submitted_patch(ctx: EvalContext) -> tuple[str, dict[str, Any], dict[str, An
     return patch, extra, analysis
 
 
-class SWEBench:
+class SWEBench(Benchmark):
     """SWE-bench (full test split). Subclasses change the dataset name and where the images come from."""
 
     version: ClassVar[str] = "1"

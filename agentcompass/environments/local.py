@@ -44,6 +44,7 @@ from ._tar import (
     spooled_bytes,
     write_tree,
 )
+from .base import EnvironmentProvider, ProviderCapabilities
 
 log = logging.getLogger(__name__)
 
@@ -552,12 +553,12 @@ def _warn_no_cgroup(*, pids_only: bool = False) -> None:
                     "that leaves both, e.g. `env -i setsid ...`, survives); see docs/environments.md")
 
 
-class LocalProvider:
+class LocalProvider(EnvironmentProvider):
     """Opens ``LocalEnvironment``s. Params: base_dir, output_limit_bytes, default_timeout, shell, pids_limit,
     archive_file_limit_bytes, archive_total_limit_bytes."""
 
     name: ClassVar[str] = "local"
-    remote: ClassVar[bool] = False
+    capabilities: ClassVar[ProviderCapabilities] = ProviderCapabilities()  # on this host, public network only
 
     def __init__(self, params: dict[str, Any] | None, ctx: ComponentContext) -> None:
         params = dict(params or {})

@@ -64,6 +64,7 @@ from ._mini_swe_bridge import (
     load_minisweagent,
 )
 from ._mini_swe_config import LoadedConfig, choose_config
+from .base import Harness
 
 _WHERE = "harness mini_swe_agent"
 _log = logging.getLogger("agentcompass.harnesses.mini_swe_agent")
@@ -110,7 +111,7 @@ def bundled_configs(builtin_dir: Path) -> list[str]:
     return sorted({p.stem for d in (builtin_dir, builtin_dir / "benchmarks") for p in d.glob("*.yaml")})
 
 
-class MiniSweAgent:
+class MiniSweAgent(Harness):
     """mini-swe-agent's ``DefaultAgent`` over our environment and model client (see the module docstring)."""
 
     evaluates: ClassVar[bool] = True

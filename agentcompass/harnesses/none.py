@@ -9,9 +9,10 @@ from typing import Any, ClassVar
 from ..interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
 from ..records import Trajectory
 from . import check_param_keys
+from .base import Harness
 
 
-class NoneHarness:
+class NoneHarness(Harness):
     """Does nothing and returns an empty result (``stop_reason`` ``none``); the engine grades nothing."""
 
     evaluates: ClassVar[bool] = False

@@ -9,11 +9,12 @@ from typing import Any, ClassVar
 from ..interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
 from ..records import Step, Trajectory, Usage
 from . import check_param_keys, dict_param, str_param
+from .base import Harness
 
 _WHERE = "harness openai_chat"
 
 
-class OpenAIChatHarness:
+class OpenAIChatHarness(Harness):
     """One-shot chat: optional ``system_prompt``, the task prompt as the user message.
 
     Params: ``system_prompt`` (str), ``model_params`` (dict merged into the model call).

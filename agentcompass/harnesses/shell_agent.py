@@ -18,6 +18,7 @@ from .._errors import EnvironmentError_
 from ..interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
 from ..records import Step, Usage
 from . import check_param_keys, dict_param, float_param, int_param, str_param, truncate_middle
+from .base import Harness
 
 _WHERE = "harness shell_agent"
 TIMEOUT_EXIT_CODE = 124
@@ -74,7 +75,7 @@ class ParsedReply:
             self.problem = "found no ```bash block and no <submit>"
 
 
-class ShellAgent:
+class ShellAgent(Harness):
     """The native multi-turn shell agent.
 
     Params: ``step_limit`` (30), ``command_timeout`` seconds (60), ``observation_limit`` characters
