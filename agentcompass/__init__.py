@@ -1,6 +1,7 @@
 """AgentCompass: evaluate LLM agents -- benchmark x harness x environment x model -- fast and crash-safe.
 
-Public API: ``run_evaluation``, ``launch``, ``async_launch``, ``OrchestrationSpec``, ``RunRequestSpec``.
+Public API: ``run_evaluation``, ``launch``, ``async_launch``, ``OrchestrationSpec``, ``RunRequestSpec``; the
+component bases ``Benchmark``, ``Harness``, ``EnvironmentProvider`` (with ``ProviderCapabilities``).
 Heavy modules are imported lazily so ``import agentcompass`` stays cheap.
 """
 
@@ -29,6 +30,10 @@ _LAZY = {
     "Registries": "agentcompass.registry",
     "Requirement": "agentcompass.dependencies",
     "ProgressEvent": "agentcompass.records",
+    "Benchmark": "agentcompass.benchmarks.base",
+    "Harness": "agentcompass.harnesses.base",
+    "EnvironmentProvider": "agentcompass.environments.base",
+    "ProviderCapabilities": "agentcompass.environments.base",
 }
 
 __all__ = sorted([*_LAZY, "__version__"])
@@ -36,7 +41,10 @@ __all__ = sorted([*_LAZY, "__version__"])
 if TYPE_CHECKING:
     from ._errors import AgentCompassError, ConfigError, ModelError, NotSupportedYet, RunInsideLoopError  # noqa: F401
     from .api import async_launch, launch, run_evaluation  # noqa: F401
+    from .benchmarks.base import Benchmark  # noqa: F401
     from .dependencies import Requirement  # noqa: F401
+    from .environments.base import EnvironmentProvider, ProviderCapabilities  # noqa: F401
+    from .harnesses.base import Harness  # noqa: F401
     from .records import ProgressEvent  # noqa: F401
     from .registry import Registries  # noqa: F401
     from .results import EvaluationResult, LaunchResult, RequestOutcome  # noqa: F401

@@ -1,20 +1,24 @@
 """The contracts between the engine and its components: Benchmark, Harness, Environment, ModelClient.
 
-A component is a class constructed as ``Cls(params: dict, ctx: ComponentContext)``; the registries map
-short names to ``module:Class`` paths. Adding a benchmark means adding one file that implements
-``Benchmark`` and one registry line (or an entry point / recipe dir).
+A component is a class constructed as ``Cls(params, ctx: ComponentContext)`` that subclasses its declared base
+(``Benchmark``, ``Harness``, ``EnvironmentProvider``: defined in ``benchmarks/base.py``, ``harnesses/base.py`` and
+``environments/base.py``, re-exported here); the registries map short names to ``module:Class`` paths. Adding a
+benchmark means adding one file with a ``Benchmark`` subclass and one registry line (or an entry point / recipe dir).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import IO, Any, ClassVar, Literal, Protocol, runtime_checkable
+from typing import IO, Any, Literal, Protocol, runtime_checkable
 
 import msgspec
 
+from .benchmarks.base import Benchmark
+from .environments.base import EnvironmentProvider, ProviderCapabilities
+from .harnesses.base import Harness
 from .models.pricing import PriceTable
 from .records import AttemptRecord, TaskDetail, Trajectory, Usage
 
@@ -123,20 +127,6 @@ class Environment(Protocol):
     async def close(self) -> None: ...
 
 
-class EnvironmentProvider(Protocol):
-    """Opens environments of one kind. One instance per request; limits are per provider ``name``."""
-
-    name: ClassVar[str]
-    remote: ClassVar[bool]
-
-    def check_network_policy(self, policy: NetworkPolicy) -> None:
-        """Raise ConfigError before any task starts if ``policy`` cannot be enforced."""
-        ...
-
-    async def open(self, spec: EnvOpenSpec) -> Environment: ...
-    async def aclose(self) -> None: ...
-
-
 # ----------------------------------------------------------------------------- models
 
 
@@ -196,18 +186,6 @@ class RunContext(msgspec.Struct, omit_defaults=True):
     trajectory: Trajectory = msgspec.field(default_factory=Trajectory)
 
 
-class Harness(Protocol):
-    """The agent loop."""
-
-    #: when False the engine records attempts as ``skipped`` and runs no verifier (e.g. harness ``none``).
-    evaluates: ClassVar[bool]
-    #: when False the engine opens no environment for the agent.
-    needs_environment: ClassVar[bool]
-
-    async def run(self, task: PreparedTask, env: Environment | None, model: ModelClient,
-                  ctx: RunContext, log: logging.Logger) -> HarnessResult: ...
-
-
 # ----------------------------------------------------------------------------- benchmarks
 
 
@@ -244,28 +222,6 @@ class EvalContext:
         return opener
 
 
-class Benchmark(Protocol):
-    """Loads tasks, prepares what the agent sees, grades attempts, aggregates metrics."""
-
-    #: bump when loading/grading changes: part of the reuse identity hash.
-    version: ClassVar[str]
-
-    def load_tasks(self) -> Iterable[TaskSpec] | AsyncIterator[TaskSpec]: ...
-    def prepare(self, task: TaskSpec) -> PreparedTask: ...
-
-    async def setup(self, task: PreparedTask, env: Environment) -> None:
-        """Prepare the agent's environment after it opens, before the harness runs (e.g. hide git history
-        the agent must not see). Optional."""
-        ...
-
-    async def collect(self, task: PreparedTask, env: Environment, result: HarnessResult) -> dict[str, Any]:
-        """Take what grading needs out of the agent's environment (a patch, a workspace tar) before the
-        engine closes it. Optional: without it ``artifacts`` is empty."""
-        ...
-
-    async def evaluate(self, ctx: EvalContext) -> EvalResult: ...
-
-
 class MetricsAccumulator(Protocol):
     """Aggregates metrics one committed task at a time (so memory stays flat). A benchmark may offer its
     own through ``new_accumulator()``; the default is ``agentcompass.metrics.DefaultAccumulator``."""
@@ -283,6 +239,8 @@ class ComponentContext(msgspec.Struct, omit_defaults=True):
     request: str = ""
     data_dir: str | None = None
     auto_install_dependencies: bool = False
+    #: attempts per task: the benchmark's resolved ``k``, set once the benchmark is constructed (so the harness,
+    #: the provider and the analyzers see it; the benchmark's own constructor sees 1).
     k: int = 1
     #: the request's environment provider id (e.g. ``docker``), so a benchmark can refuse one it cannot use.
     environment: str = ""
@@ -301,5 +259,5 @@ class ComponentContext(msgspec.Struct, omit_defaults=True):
 __all__ = [
     "AttemptRecord", "Benchmark", "ComponentContext", "EnvOpenSpec", "Environment", "EnvironmentProvider",
     "EvalContext", "EvalResult", "ExecResult", "Harness", "HarnessResult", "ImageRecipe", "MetricsAccumulator",
-    "ModelClient", "ModelResponse", "NetworkPolicy", "PreparedTask", "RunContext", "TaskSpec",
+    "ModelClient", "ModelResponse", "NetworkPolicy", "PreparedTask", "ProviderCapabilities", "RunContext", "TaskSpec",
 ]

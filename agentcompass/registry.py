@@ -63,6 +63,14 @@ BUILTINS: dict[Kind, dict[str, str]] = {
 }
 
 
+#: the base class each kind's components subclass (the engine calls their hooks directly).
+BASES: dict[Kind, str] = {
+    "benchmark": "agentcompass.benchmarks.base:Benchmark",
+    "harness": "agentcompass.harnesses.base:Harness",
+    "environment": "agentcompass.environments.base:EnvironmentProvider",
+}
+
+
 def import_object(path: str) -> Any:
     """Import ``module:attr`` or ``module.attr``."""
     if ":" in path:
@@ -125,6 +133,7 @@ class Registry:
                 f"{_describe(obj)}, not a class. A {self.kind} must be a class, given as `module:Class`.",
                 field=field,
             )
+        self._check_contract(obj, name, target, field)
         self._loaded[name] = obj
         return obj
 
@@ -132,6 +141,23 @@ class Registry:
         """``params`` (the user's dict) converted once to ``cls``'s declared ``Params`` struct, with a ConfigError
         naming ``<kind>.params.<key>`` and what is allowed; the dict as given for a class that declares none."""
         return convert_params(cls, params, f"{self.kind} {name}")
+    def _check_contract(self, cls: type, name: str, target: Any, field: str) -> None:
+        """A ConfigError unless ``cls`` subclasses its kind's base and implements every required method."""
+        base_path = BASES.get(self.kind)
+        if base_path is None:
+            return
+        base = import_object(base_path)
+        where = repr(name) if target is None else f"{name!r} (registered as {_label(target)})"
+        public = f"agentcompass.interfaces.{base.__name__}"
+        if not issubclass(cls, base):
+            raise ConfigError(
+                f"Cannot use {self.kind} {where} (field `{field}`): {cls.__qualname__} does not subclass "
+                f"`{public}`. A {self.kind} subclasses it and implements its required methods.", field=field)
+        missing = sorted(getattr(cls, "__abstractmethods__", ()))
+        if missing:
+            raise ConfigError(
+                f"Cannot use {self.kind} {where} (field `{field}`): {cls.__qualname__} does not implement "
+                f"{', '.join(f'`{m}`' for m in missing)}, required by `{public}`.", field=field)
 
     def _unknown(self, name: str, field: str, *, tried: str | None = None) -> ConfigError:
         known = self.names()

@@ -15,7 +15,9 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from agentcompass.interfaces import (
+    Benchmark,
     ComponentContext,
+    EnvironmentProvider,
     EnvOpenSpec,
     EvalContext,
     EvalResult,
@@ -35,7 +37,7 @@ BENCHMARK = "benchmarks_perf._components:MockTasks"
 PROVIDER = "benchmarks_perf._components:NoopProvider"
 
 
-class MockTasks:
+class MockTasks(Benchmark):
     """``n`` identical tasks (ids ``mock-<i>``); correct when the final answer is ``42``."""
 
     version: ClassVar[str] = "1"
@@ -83,11 +85,10 @@ class NoopEnvironment:
         pass
 
 
-class NoopProvider:
+class NoopProvider(EnvironmentProvider):
     """Opens ``NoopEnvironment``s."""
 
     name: ClassVar[str] = "noop"
-    remote: ClassVar[bool] = False
 
     def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
         self.opened = 0
@@ -98,6 +99,3 @@ class NoopProvider:
     async def open(self, spec: EnvOpenSpec) -> NoopEnvironment:
         self.opened += 1
         return NoopEnvironment(f"noop-{self.opened}")
-
-    async def aclose(self) -> None:
-        pass

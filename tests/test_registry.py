@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
 
 import agentcompass
 from agentcompass import ConfigError
+from agentcompass.interfaces import Environment, Harness, HarnessResult, ModelClient, PreparedTask, RunContext
 from agentcompass.registry import Registries
 
 
@@ -68,9 +70,10 @@ def test_registered_target_that_is_not_a_class_is_refused_naming_the_target() ->
         regs["harness"].resolve("by_path")
     with pytest.raises(ConfigError, match=r"harness 'by_object' .*is a function, not a class"):
         regs["harness"].resolve("by_object")
-    class Mine:
-        def __init__(self, params: dict[str, object], ctx: object) -> None:
-            self.params = params
+    class Mine(Harness):
+        async def run(self, task: PreparedTask, env: Environment | None, model: ModelClient, ctx: RunContext,
+                      log: logging.Logger) -> HarnessResult:
+            return HarnessResult()
     regs["harness"].register("cls", Mine)
     assert regs["harness"].resolve("cls") is Mine
 

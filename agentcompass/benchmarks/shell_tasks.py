@@ -48,6 +48,7 @@ from ..interfaces import (
 )
 from ..params import as_params
 from . import truncate_middle
+from .base import Benchmark
 
 _WHERE = "benchmark shell_tasks"
 Category = Literal["files", "text", "python", "answer"]
@@ -264,7 +265,7 @@ def _as_list(value: list[Any] | str | None) -> list[str] | None:
     return [value] if isinstance(value, str) else None if value is None else list(value)
 
 
-class ShellTasks:
+class ShellTasks(Benchmark):
     """The bundled shell tasks benchmark (params: ``ShellTasksParams``)."""
 
     version: ClassVar[str] = "2"

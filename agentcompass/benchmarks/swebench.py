@@ -49,6 +49,7 @@ from ..swebench.grading import grade, is_fail_only
 from ..swebench.images import TESTBED, history_hygiene_script, official_image
 from ..swebench.test_specs import apply_patch_script, make_eval_script, own_eval_script
 from . import truncate_middle
+from .base import Benchmark
 
 _PATCH_FILE = "/tmp/agentcompass_model.patch"
 _EVAL_FILE = "/tmp/agentcompass_eval.sh"
@@ -134,7 +135,7 @@ class SWEBenchParams(SWEBenchCommonParams, frozen=True):
     use_hf_cache: bool | None = None
 
 
-class SWEBench:
+class SWEBench(Benchmark):
     """SWE-bench (full test split). Subclasses change the dataset name and where the images come from."""
 
     version: ClassVar[str] = "1"

@@ -189,7 +189,7 @@ class EnvironmentPool:
                 qps = DEFAULT_REMOTE_QPS if provider.remote else 0.0
             creates: Any = self._creates.get(name) if isinstance(self._creates, dict) else self._creates
             if creates is None:
-                creates = getattr(provider, "max_creates_in_flight", None)
+                creates = provider.capabilities.max_creates_in_flight
             st = self._states[name] = _ProviderState(name, self._limits.get(name), qps, creates)
         return st
 

@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import glob
 import hashlib
-import inspect
 import logging
 import os
 import stat
@@ -34,6 +33,7 @@ from typing import Any
 
 from .._errors import ConfigError, EnvironmentError_
 from .._validate import MAX_COUNT, check_number, seconds, size_text
+from ..environments.base import EnvironmentProvider, PullProgress
 from ..interfaces import ImageRecipe, TaskSpec
 from ..records import ImagePull, ImageRemoved, ProgressEvent
 from .env_pool import ProcessSlots
@@ -242,10 +242,9 @@ def fetches_in_flight(daemon: str) -> int:
     return _slots(daemon).count
 
 
-def daemon_key(provider: Any) -> str:
+def daemon_key(provider: EnvironmentProvider) -> str:
     """Which daemon ``provider`` talks to: limits and holds count per daemon."""
-    host = getattr(provider, "docker_host", None) or os.environ.get("DOCKER_HOST") or "local"
-    return f"{provider.name}@{host}"
+    return f"{provider.name}@{provider.image_store()}"
 
 
 # ----------------------------------------------------------------------------- the cache
@@ -294,7 +293,7 @@ def _failed(fetch: asyncio.Task[None] | None) -> bool:
 class _Request:
     name: str
     run_id: str
-    provider: Any
+    provider: EnvironmentProvider
     policy: ImagePolicy
     order: list[tuple[str, str, ImageRecipe | None]] = field(default_factory=list)
     asked: set[str] = field(default_factory=set)
@@ -317,7 +316,7 @@ class ImageCache:
         self._space = asyncio.Event()
         self._removing = 0
 
-    def open_request(self, name: str, run_id: str, provider: Any, policy: ImagePolicy) -> RequestImages:
+    def open_request(self, name: str, run_id: str, provider: EnvironmentProvider, policy: ImagePolicy) -> RequestImages:
         """A request's handle (its provider fetches and removes the images it asks for)."""
         self._requests[name] = _Request(name, run_id, provider, policy)
         return RequestImages(self, name)
@@ -347,7 +346,7 @@ class ImageCache:
     def _resolve(self, req: _Request, image: str | None) -> tuple[str, bool]:
         if image:
             return image, True
-        return str(getattr(req.provider, "image", "") or ""), False
+        return req.provider.image or "", False
 
     async def plan(self, name: str, benchmark: Any, tasks: Iterable[TaskSpec]) -> None:
         req = self._requests[name]
@@ -454,10 +453,7 @@ class ImageCache:
         if img.after is not None:  # its previous entry is being removed: look once that is over
             await asyncio.wait({img.after}, timeout=_REMOVE_CAP_S)
             img.after = None
-        size_of = getattr(provider, "image_size", None)
-        if size_of is None:  # a provider that cannot tell what is there: make it present, never remove it
-            await provider.ensure_image(img.ref, recipe)
-            return
+        size_of = provider.image_size
         if img.present_before is None:
             img.present_before = await size_of(img.ref) is not None
             if img.present_before:
@@ -485,22 +481,20 @@ class ImageCache:
     async def _run_fetch(self, req: _Request, img: _Image, recipe: ImageRecipe | None, task_id: str | None,
                          prefetch: bool, size_of: Callable[[str], Any]) -> None:
         provider = req.provider
-        building = recipe is not None or (img.ref == getattr(provider, "image", None) and bool(
-            getattr(provider, "build_context", None) or getattr(provider, "dockerfile", None)))
+        building = recipe is not None or provider.builds_image(img.ref)
         self._event(req, img, "building" if building else "pulling", task_id, prefetch)
         sent_at = [0.0]  # when the last progress event went out
         pulled = [0]  # bytes so far
-        held: list[Any] = [None]  # the last report the throttle held back
+        held: list[PullProgress | None] = [None]  # the last report the throttle held back
 
-        def send(p: Any) -> None:
-            self._event(req, img, "pulling", task_id, prefetch, layers_done=int(getattr(p, "layers_done", 0)),
-                        layers_total=int(getattr(p, "layers_total", 0)), bytes_done=pulled[0],
-                        bytes_total=int(getattr(p, "bytes_total", 0) or 0),
-                        rate_bps=float(getattr(p, "rate_bps", 0.0) or 0.0))
+        def send(p: PullProgress) -> None:
+            self._event(req, img, "pulling", task_id, prefetch, layers_done=p.layers_done,
+                        layers_total=p.layers_total, bytes_done=pulled[0], bytes_total=p.bytes_total,
+                        rate_bps=p.rate_bps)
 
-        def on_progress(p: Any) -> None:
-            pulled[0] = int(getattr(p, "bytes_done", 0) or 0)
-            total = int(getattr(p, "bytes_total", 0) or 0)
+        def on_progress(p: PullProgress) -> None:
+            pulled[0] = p.bytes_done
+            total = p.bytes_total
             if total:  # compressed layers plus their extraction
                 _reserve(img.key, 2 * total)
             now = time.monotonic()
@@ -510,11 +504,8 @@ class ImageCache:
             sent_at[0], held[0] = now, None
             send(p)
 
-        kwargs: dict[str, Any] = {}
-        if "on_pull_progress" in inspect.signature(provider.ensure_image).parameters:
-            kwargs["on_pull_progress"] = on_progress
         try:
-            await provider.ensure_image(img.ref, recipe, **kwargs)
+            await provider.ensure_image(img.ref, recipe, on_pull_progress=on_progress)
         except asyncio.CancelledError:
             img.partial = True  # the daemon may have finished it anyway
             raise
@@ -522,8 +513,7 @@ class ImageCache:
             send(held[0])
         img.fetched = True
         size = int(await size_of(img.ref) or 0)
-        # the bytes that came (0 when every layer was there); the size only from a provider that cannot tell
-        done = pulled[0] if kwargs else size
+        done = pulled[0]  # the bytes that came (0 when every layer was there)
         req.stats["built" if building else "pulled"] += 1
         if not building:
             req.stats["bytes_pulled"] += done
@@ -539,13 +529,12 @@ class ImageCache:
 
     async def _wait_for_disk(self, req: _Request, img: _Image, task_id: str | None, prefetch: bool) -> None:
         floor = req.policy.min_free_disk
-        free_of = getattr(req.provider, "disk_free_bytes", None)
-        if floor is None or free_of is None:
+        if floor is None:
             return
         deadline = time.monotonic() + req.policy.disk_wait_timeout
         announced = False
         while True:
-            free = await free_of()
+            free = await req.provider.disk_free_bytes()
             if free is None:
                 return
             in_flight = _reserved_on(daemon_key(req.provider))

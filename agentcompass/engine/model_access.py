@@ -202,8 +202,8 @@ async def open_model_access(services: ModelServices, rt: RequestRuntime, model: 
     # an allowlist sandbox reaches the model the same way: through the provider's model route on its network
     routed = model_mode or any(p.mode == "allowlist" for p in phases)
     mode = "model" if routed else (net.run or net.baseline).mode
-    sandboxed = rt.harness.needs_environment and hasattr(rt.provider, "ensure_model_route")
-    needs_endpoint = bool(getattr(rt.harness, "needs_model_endpoint", False))
+    sandboxed = rt.harness.needs_environment and rt.provider.capabilities.model_route
+    needs_endpoint = rt.harness.needs_model_endpoint
     if not model.base_url or limiter is None:
         if model_mode:
             raise ConfigError(
@@ -216,7 +216,7 @@ async def open_model_access(services: ModelServices, rt: RequestRuntime, model: 
         return None
     if not (wrap or needs_endpoint or model_mode or (sandboxed and mode != "none")):
         return None
-    if model_mode and not hasattr(rt.provider, "ensure_model_route"):
+    if model_mode and not rt.provider.capabilities.model_route:
         raise ConfigError(f'network_policy "model": environment {rt.provider.name!r} cannot route its sandboxes '
                           "to the model gateway.", field="environment_params.network_policy")
     from ..models._http import max_response_bytes
@@ -237,15 +237,11 @@ async def open_model_access(services: ModelServices, rt: RequestRuntime, model: 
     sandbox_base: str | None = None
     if sandboxed and mode == "model":
         port = int(gw.base_url.rsplit(":", 1)[1])
-        host, cport = await asyncio.wait_for(rt.provider.ensure_model_route("127.0.0.1", port),  # type: ignore[attr-defined]
-                                             rt.timeouts.env_open)
+        host, cport = await asyncio.wait_for(rt.provider.ensure_model_route("127.0.0.1", port), rt.timeouts.env_open)
         sandbox_base = f"http://{host}:{cport}"
     elif sandboxed and mode == "public":
-        host_address = getattr(rt.provider, "host_address", None)
         try:
-            if host_address is None:
-                raise EnvironmentError_("the provider does not say how its sandboxes reach this host")
-            sandbox_base = await gw.listen_on(await asyncio.wait_for(host_address(), rt.timeouts.env_open))
+            sandbox_base = await gw.listen_on(await asyncio.wait_for(rt.provider.host_address(), rt.timeouts.env_open))
         except (ConfigError, EnvironmentError_, OSError) as exc:
             rt.log.warning("agents inside %s environments get no model endpoint: %s", rt.provider.name, exc)
     elif not sandboxed and rt.harness.needs_environment:

@@ -100,10 +100,10 @@ def parse_network_policy(value: Any, field: str) -> NetworkPolicy:
 
 
 def component_settings(**components: Any) -> dict[str, Any]:
-    """What each component chose beyond its params (its optional ``resolved_settings()``, e.g. the agent config a
-    harness picked by default and its package version), by role, for params.json."""
-    return {role: c.resolved_settings() for role, c in components.items()
-            if callable(getattr(c, "resolved_settings", None))}
+    """What each component chose beyond its params (its ``resolved_settings()``, e.g. the agent config a harness
+    picked by default and its package version), by role, for params.json; roles with nothing to say left out."""
+    return {role: settings for role, c in components.items()
+            if c is not None and (settings := c.resolved_settings())}
 
 
 class RequestActor:
@@ -199,7 +199,7 @@ class RequestActor:
         # operational keys are left out in request_identity).
         id_parts: dict[str, Any] = dict(
             benchmark=spec.benchmark.id, benchmark_params=spec.benchmark.params,
-            benchmark_version=str(getattr(bench_cls, "version", "0")), harness=spec.harness.id,
+            benchmark_version=str(bench_cls.version), harness=spec.harness.id,
             harness_params=spec.harness.params, model=spec.model.id, model_params=spec.model.params,
             api_protocol=spec.model.api_protocol, environment=spec.environment.id,
             environment_params=spec.environment.params)
@@ -241,14 +241,15 @@ class RequestActor:
         try:
             benchmark = await asyncio.to_thread(
                 bench_cls, reg["benchmark"].convert_params(bench_cls, bench_params, spec.benchmark.id), ctx)
+            ctx.k = count(benchmark.k or 1, "benchmark_params.k", maximum=MAX_K)  # what the others are built with
             harness = await asyncio.to_thread(
                 harness_cls, reg["harness"].convert_params(harness_cls, harness_params, spec.harness.id), ctx)
         except asyncio.CancelledError:  # the thread runs on (asyncio.run waits for it): tell it to stop
             cancelled.set()
             raise
-        if getattr(provider_cls, "takes_phase_timeouts", False):
+        if provider_cls.capabilities.phase_timeouts:
             env_params.update(env_timeouts)
-        has_images = callable(getattr(provider_cls, "ensure_image", None))
+        has_images = provider_cls.capabilities.images
         image_policy, image_params = pop_image_policy(env_params, supported=has_images, provider=spec.environment.id)
         provider = provider_cls(reg["environment"].convert_params(provider_cls, env_params, spec.environment.id), ctx)
         self._closers.append(provider.aclose)
@@ -292,15 +293,15 @@ class RequestActor:
         self.rt = RequestRuntime(
             index=self.index, name=self.name, run_id=self.run_id, benchmark=benchmark, harness=harness,
             provider=provider, model=model, pool=sup.pool, run_dir=run_dir, log=log, emit=sup.bus.emit,
-            k=count(getattr(benchmark, "k", 1) or 1, "benchmark_params.k", maximum=MAX_K),
+            k=ctx.k,
             max_retries=spec.max_retries, max_backoff_s=spec.max_backoff_s,
             retry_patterns=[re.compile(p) for p in spec.retry_pattern_list],
             keep_environment=spec.keep_environment, file_log_level=logging.getLevelName(spec.file_log_level),
             timeouts=timeouts, network=network,
             price=engine_params.price, images=self.images)
         self.rt.analyzers = analyzers
-        new_acc = getattr(benchmark, "new_accumulator", None)
-        self._accumulator = new_acc() if callable(new_acc) else DefaultAccumulator(self.rt.k)
+        new_acc = benchmark.new_accumulator()
+        self._accumulator = new_acc if new_acc is not None else DefaultAccumulator(self.rt.k)
         self._write_params(bench_params, harness_params, env_params, timeouts, network, benchmark)
         self.run_info = RunInfo(
             run_id=self.run_id, request=self.name, status="running", benchmark=spec.benchmark.id,
@@ -316,7 +317,7 @@ class RequestActor:
         ConfigError naming the command."""
         reports: list[InstallReport] = []
         for field, cid, cls in components:
-            reqs = getattr(cls, "requirements", ())
+            reqs = cls.requirements
             if reqs:
                 reports += await ensure_installed(
                     reqs, auto_install=self.spec.auto_install_dependencies, field=field, who=f"{field} {cid!r}",
@@ -396,14 +397,14 @@ class RequestActor:
                          "environment_params": env_params, "k": self.rt.k if self.rt else 1,
                          "timeouts": timeouts.__dict__,
                          # where the benchmark's data came from (e.g. a Hub dataset's resolved commit)
-                         "benchmark_source": msgspec.to_builtins(getattr(benchmark, "source", None)),
+                         "benchmark_source": msgspec.to_builtins(benchmark.source),
                          "network": {"baseline": msgspec.to_builtins(network.baseline),
                                      "run": msgspec.to_builtins(network.run),
                                      "verifier": msgspec.to_builtins(network.verifier)}},
             "orchestration": orch,
             "component_settings": component_settings(benchmark=benchmark, harness=self.rt.harness if self.rt else None),
             "versions": {"agentcompass": __version__, "python": sys.version.split()[0],
-                         "platform": platform.platform(), "benchmark": str(getattr(benchmark, "version", "0"))},
+                         "platform": platform.platform(), "benchmark": str(benchmark.version)},
         })
 
     # ------------------------------------------------------------------ execute
@@ -463,11 +464,8 @@ class RequestActor:
         """Provider start hook (docker: orphan sweep, and a check that the first task's image exists or can
         be built or pulled, so a request that cannot run fails before any task starts). The model route for
         the ``model`` network policy is set up with the gateway (``open_model_access``)."""
-        start = getattr(rt.provider, "start", None)
-        if start is not None:
-            await asyncio.wait_for(start(), rt.timeouts.env_open)
-        ensure_image = getattr(rt.provider, "ensure_image", None)
-        if ensure_image is not None:
+        await asyncio.wait_for(rt.provider.start(), rt.timeouts.env_open)
+        if rt.provider.capabilities.images:
             image, recipe = None, None
             if first is not None:
                 try:
@@ -483,7 +481,7 @@ class RequestActor:
             else:
                 # not bounded by open_timeout: a pull is bounded by its own inactivity timeout (a 3 GB image
                 # takes what it takes); its failure (e.g. ImagePullError "image_not_found: ...") fails the request
-                await ensure_image(image, recipe)
+                await rt.provider.ensure_image(image, recipe)
 
     def _on_done(self, msg: AttemptDone) -> None:
         entry = self.in_flight.get(msg.task_id)
@@ -727,7 +725,8 @@ class RequestActor:
             by_category=by_category, errors_by_kind=self.errors_by_kind, counts=self.counts,
             paths=self.run_dir.paths if self.run_dir else None, reuse=self.reuse_report, error=err_text,
             error_type=type(error).__name__ if error is not None else None,
-            error_field=getattr(error, "field", None), started_at=self.started_at, finished_at=finished,
+            error_field=error.field if isinstance(error, ConfigError) else None, started_at=self.started_at,
+            finished_at=finished,
             duration_s=round(finished - self.started_at, 3))
 
     async def _release(self) -> None:

@@ -141,15 +141,10 @@ class TaskActor:
         """The setup phase, bounded by ``setup_timeout``: the benchmark's ``setup(task, env)`` hook (e.g. git
         history hygiene), then the harness's ``setup(task, env, log)`` hook (e.g. installing the agent)."""
         rt = self.rt
-        hooks = [(h, args) for h, args in ((getattr(rt.benchmark, "setup", None), (prepared, env)),
-                                           (getattr(rt.harness, "setup", None), (prepared, env, log)))
-                 if h is not None]
-        if not hooks:
-            return
         try:
             async with asyncio.timeout(rt.timeouts.setup):
-                for hook, args in hooks:
-                    await hook(*args)
+                await rt.benchmark.setup(prepared, env)
+                await rt.harness.setup(prepared, env, log)
         except TimeoutError:
             raise _Failure("run_error", "setup_timeout", f"setting up the agent environment took longer than "
                            f"{rt.timeouts.setup:g}s (harness_params.setup_timeout)") from None
@@ -277,7 +272,7 @@ class TaskActor:
             watched_env = WatchedEnvironment(env, activity) if env is not None else None
             try:
                 result = await run_watched(
-                    rt.harness.run(prepared, watched_env, WatchedModel(rt.model, activity), ctx, log),  # type: ignore[arg-type]
+                    rt.harness.run(prepared, watched_env, WatchedModel(rt.model, activity), ctx, log),
                     activity, ctx.trajectory, timeout_s=rt.timeouts.agent, stall_s=rt.timeouts.stall)
             except Stalled:
                 # Not the agent's doing (a lost wakeup, a wedged sandbox): retryable; the steps so far are kept.
@@ -311,10 +306,9 @@ class TaskActor:
             if result.error_kind and not policy(result.error_kind).grade:
                 raise _Failure("run_error", result.error_kind, result.error or result.error_kind, result)
             artifacts: dict[str, Any] = {}
-            collect = getattr(rt.benchmark, "collect", None)
-            if env is not None and collect is not None and rt.harness.evaluates:
+            if env is not None and rt.harness.evaluates:
                 try:
-                    artifacts = await asyncio.wait_for(collect(prepared, env, result), rt.timeouts.verify)
+                    artifacts = await asyncio.wait_for(rt.benchmark.collect(prepared, env, result), rt.timeouts.verify)
                 except EnvironmentError_ as exc:
                     raise _Failure("eval_error", "env_lost", f"collecting the attempt: {describe(exc)}",
                                    result) from None
@@ -348,7 +342,7 @@ class TaskActor:
         except TimeoutError:
             if waiting_image:
                 raise _Failure("run_error", "image_wait_timeout",
-                               f"the {role} environment's image {image or getattr(rt.provider, 'image', None)} was "
+                               f"the {role} environment's image {image or rt.provider.image} was "
                                f"not ready after {image_cache.ENSURE_CAP_S:g}s (the wait for a pull slot and room on "
                                "disk, plus the pull or build)") from None
             raise _Failure("run_error", "env_open_failed",
@@ -359,8 +353,8 @@ class TaskActor:
             raise _Failure("run_error", kind_of(exc, own or "env_open_failed"),
                            f"opening the {role} environment: {describe(exc)}") from None
         entry: dict[str, Any] = {"role": role, "id": env.id, "workdir": env.workdir, "provider": rt.provider.name}
-        pull_stats = getattr(rt.provider, "pull_stats", None)
-        stats = pull_stats(spec.image or getattr(rt.provider, "image", None)) if pull_stats is not None else None
+        image_ref = spec.image or rt.provider.image
+        stats = rt.provider.pull_stats(image_ref) if image_ref else None
         if stats is not None:  # how the image came to be there: present, pulled (bytes, seconds, tries), built
             entry["image"] = msgspec.to_builtins(stats)
         if rt.keep_environment:

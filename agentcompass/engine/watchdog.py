@@ -100,7 +100,7 @@ class WatchedModel:
     def __init__(self, model: Any, activity: Activity) -> None:
         self._model = model
         self._activity = activity
-        self.model_id = getattr(model, "model_id", None)
+        self.model_id = model.model_id
 
     def __repr__(self) -> str:
         return repr(self._model)

@@ -40,6 +40,7 @@ from ._tar import (
     spool,
     spooled_bytes,
 )
+from .base import ALL_NETWORK_MODES, EnvironmentProvider, ProviderCapabilities
 from .docker_api import (
     DEFAULT_BASE_IMAGE,
     LABEL_KEEP,
@@ -530,16 +531,14 @@ class DockerEnvironment:
 # ----------------------------------------------------------------------------- provider
 
 
-class DockerProvider:
+class DockerProvider(EnvironmentProvider):
     """Opens ``DockerEnvironment``s on the local (or ``docker_host``) Docker daemon."""
 
     name: ClassVar[str] = "docker"
-    remote: ClassVar[bool] = False
-    #: the daemon saturates on container creation (~4 lifecycles/s on 2 cores): cap creates in flight
-    #: separately from containers alive (the EnvironmentPool reads this).
-    max_creates_in_flight: ClassVar[int] = 4
-    #: the engine forwards ``open_timeout``/``close_timeout`` to this provider as well as bounding the phases.
-    takes_phase_timeouts: ClassVar[bool] = True
+    #: the daemon saturates on container creation (~4 lifecycles/s on 2 cores): creates in flight are capped
+    #: separately from containers alive. ``open_timeout``/``close_timeout`` also bound the daemon calls here.
+    capabilities: ClassVar[ProviderCapabilities] = ProviderCapabilities(
+        phase_timeouts=True, network_modes=ALL_NETWORK_MODES, images=True, model_route=True, max_creates_in_flight=4)
     Params: ClassVar[type[DockerParams]] = DockerParams
 
     def __init__(self, params: DockerParams | dict[str, Any] | None, ctx: ComponentContext) -> None:
@@ -619,6 +618,15 @@ class DockerProvider:
     def _local_daemon(self) -> bool:
         url = self.docker_host or os.environ.get("DOCKER_HOST")
         return url is None or url.startswith("unix://")
+
+    def image_store(self) -> str:
+        """The daemon this provider talks to (``docker_host``, else ``DOCKER_HOST``, else ``local``)."""
+        return self.docker_host or os.environ.get("DOCKER_HOST") or "local"
+
+    def builds_image(self, ref: str) -> bool:
+        """Whether ``ensure_image(ref)`` without a recipe builds: the default image with ``build_context`` or
+        ``dockerfile`` given."""
+        return ref == self.image and bool(self.build_context or self.dockerfile)
 
     def check_network_policy(self, policy: NetworkPolicy) -> None:
         """ConfigError unless ``policy`` is enforceable here (every mode is; ``model`` and ``allowlist`` need a

@@ -29,7 +29,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import aiodocker
@@ -37,6 +37,7 @@ import aiohttp
 import msgspec
 
 from .._errors import ConfigError, EnvironmentError_
+from .base import ProgressCallback, PullProgress
 
 log = logging.getLogger("agentcompass.environments.docker_pull")
 
@@ -84,19 +85,6 @@ class ImagePullError(EnvironmentError_):
         return self.kind in RETRYABLE_KINDS
 
 
-class PullProgress(msgspec.Struct, frozen=True):
-    """One look at a pull in flight. Bytes are the registry's (compressed) layer bytes."""
-
-    image: str
-    layers_total: int
-    layers_done: int
-    bytes_done: int
-    bytes_total: int
-    #: bytes per second over the last few seconds
-    rate_bps: float
-    status: Literal["pulling", "retrying", "done", "failed"]
-
-
 class PullResult(msgspec.Struct, frozen=True):
     """How an image came to be present: ``present`` (already there), ``pulled`` or ``built``."""
 
@@ -106,9 +94,6 @@ class PullResult(msgspec.Struct, frozen=True):
     seconds: float = 0.0
     attempts: int = 0
     layers: int = 0
-
-
-ProgressCallback = Callable[[PullProgress], Any]
 
 
 # ----------------------------------------------------------------------------- names and credentials

@@ -46,6 +46,7 @@ from ._tar import (
     spooled_bytes,
     write_tree,
 )
+from .base import EnvironmentProvider, ProviderCapabilities
 
 log = logging.getLogger(__name__)
 
@@ -552,11 +553,12 @@ class LocalParams(ArchiveParams, frozen=True):
     pids_limit: Annotated[int, msgspec.Meta(ge=1, le=_MAX_PIDS_LIMIT)] = _DEFAULT_PIDS_LIMIT
 
 
-class LocalProvider:
-    """Opens ``LocalEnvironment``s (params: ``LocalParams``)."""
+class LocalProvider(EnvironmentProvider):
+    """Opens ``LocalEnvironment``s. Params: base_dir, output_limit_bytes, default_timeout, shell, pids_limit,
+    archive_file_limit_bytes, archive_total_limit_bytes."""
 
     name: ClassVar[str] = "local"
-    remote: ClassVar[bool] = False
+    capabilities: ClassVar[ProviderCapabilities] = ProviderCapabilities()  # on this host, public network only
     Params: ClassVar[type[LocalParams]] = LocalParams
 
     def __init__(self, params: LocalParams | dict[str, Any] | None, ctx: ComponentContext) -> None:

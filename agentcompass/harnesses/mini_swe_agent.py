@@ -67,6 +67,7 @@ from ._mini_swe_bridge import (
     load_minisweagent,
 )
 from ._mini_swe_config import LoadedConfig, choose_config
+from .base import Harness
 
 _WHERE = "harness mini_swe_agent"
 _log = logging.getLogger("agentcompass.harnesses.mini_swe_agent")
@@ -131,7 +132,7 @@ class MiniSweAgentParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True
     model_params: dict[str, Any] | None = None
 
 
-class MiniSweAgent:
+class MiniSweAgent(Harness):
     """mini-swe-agent's ``DefaultAgent`` over our environment and model client (see the module docstring)."""
 
     evaluates: ClassVar[bool] = True

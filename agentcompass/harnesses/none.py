@@ -11,13 +11,14 @@ import msgspec
 from ..interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
 from ..params import as_params
 from ..records import Trajectory
+from .base import Harness
 
 
 class NoneHarnessParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """``none`` takes no params."""
 
 
-class NoneHarness:
+class NoneHarness(Harness):
     """Does nothing and returns an empty result (``stop_reason`` ``none``); the engine grades nothing."""
 
     evaluates: ClassVar[bool] = False

@@ -11,6 +11,7 @@ import msgspec
 from ..interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
 from ..params import as_params
 from ..records import Step, Trajectory, Usage
+from .base import Harness
 
 _WHERE = "harness openai_chat"
 
@@ -22,7 +23,7 @@ class OpenAIChatParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     model_params: dict[str, Any] | None = None
 
 
-class OpenAIChatHarness:
+class OpenAIChatHarness(Harness):
     """One-shot chat: optional ``system_prompt``, the task prompt as the user message.
 
     Params: ``system_prompt`` (str), ``model_params`` (dict merged into the model call).

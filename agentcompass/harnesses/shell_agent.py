@@ -22,6 +22,7 @@ from ..interfaces import ComponentContext, Environment, HarnessResult, ModelClie
 from ..params import as_params
 from ..records import Step, Usage
 from . import truncate_middle
+from .base import Harness
 
 _WHERE = "harness shell_agent"
 TIMEOUT_EXIT_CODE = 124
@@ -87,7 +88,7 @@ class ShellAgentParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     model_params: dict[str, Any] | None = None
 
 
-class ShellAgent:
+class ShellAgent(Harness):
     """The native multi-turn shell agent.
 
     Params: ``step_limit`` (30), ``command_timeout`` seconds (60), ``observation_limit`` characters

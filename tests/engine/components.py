@@ -6,10 +6,20 @@ import asyncio
 import logging
 from typing import Any, ClassVar
 
-from agentcompass.interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
+from agentcompass.interfaces import (
+    Benchmark,
+    ComponentContext,
+    Environment,
+    EnvironmentProvider,
+    Harness,
+    HarnessResult,
+    ModelClient,
+    PreparedTask,
+    RunContext,
+)
 
 
-class CrashingHarness:
+class CrashingHarness(Harness):
     """Raises on every task."""
 
     evaluates: ClassVar[bool] = True
@@ -23,7 +33,7 @@ class CrashingHarness:
         raise RuntimeError(f"boom on {task.task_id}")
 
 
-class SleepingHarness:
+class SleepingHarness(Harness):
     """Sleeps ``seconds`` in the environment (a real process), then answers nothing."""
 
     evaluates: ClassVar[bool] = True
@@ -40,7 +50,7 @@ class SleepingHarness:
         return HarnessResult(final_answer="")
 
 
-class FailingBenchmark:
+class FailingBenchmark(Benchmark):
     """Raises while loading its tasks."""
 
     version: ClassVar[str] = "1"
@@ -58,7 +68,7 @@ class FailingBenchmark:
         raise AssertionError("never called")
 
 
-class ProbeHarness:
+class ProbeHarness(Harness):
     """Runs ``command`` in the environment and answers with its output (to observe what an agent can do)."""
 
     evaluates: ClassVar[bool] = False
@@ -74,7 +84,7 @@ class ProbeHarness:
         return HarnessResult(final_answer=f"exit={res.exit_code}\n{res.output}")
 
 
-class SandboxBreakingHarness:
+class SandboxBreakingHarness(Harness):
     """On the first try its sandbox breaks mid-task (``breaks``: ``workspace`` vanishes, or the docker
     ``container`` is killed); later tries solve ``files/hello_world`` for real."""
 
@@ -100,11 +110,10 @@ class SandboxBreakingHarness:
         return HarnessResult(final_answer="")
 
 
-class FlakyOpenProvider:
+class FlakyOpenProvider(EnvironmentProvider):
     """The local provider, except that every ``fail_first`` -th open fails (a sandbox service hiccup)."""
 
     name: ClassVar[str] = "flaky_local"
-    remote: ClassVar[bool] = False
 
     def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
         from agentcompass.environments.local import LocalProvider
@@ -127,7 +136,7 @@ class FlakyOpenProvider:
         await self.inner.aclose()
 
 
-class SlowSetupHarness:
+class SlowSetupHarness(Harness):
     """Its setup hook runs a command in the environment for ``setup_seconds`` (a real process), then it answers
     nothing. The first ``slow_tries`` setups are slow, later ones instant (a sandbox that was busy once)."""
 
@@ -159,7 +168,7 @@ class _BrokenInstall:
         tarfile.NoSuchFilterError  # noqa: B018  (a real AttributeError, raised by Python itself)
 
 
-class BrokenCollectBenchmark:
+class BrokenCollectBenchmark(Benchmark):
     """``shell_tasks`` whose ``collect`` hits a real AttributeError on tasks graded by tests (a broken install)."""
 
     version: ClassVar[str] = "1"
@@ -195,7 +204,7 @@ class BrokenEvaluateBenchmark(BrokenCollectBenchmark):
         _BrokenInstall.touch_missing_attribute()
 
 
-class StallingHarness:
+class StallingHarness(Harness):
     """Takes one step, then stops making progress: ``mode`` ``wakeup`` awaits a future nobody resolves (a lost
     wakeup); ``exec`` runs a command that never ends nor prints, with no timeout of its own."""
 
@@ -220,7 +229,7 @@ class StallingHarness:
         return HarnessResult(final_answer="")
 
 
-class StuckHarness:
+class StuckHarness(Harness):
     """Gets stuck in ways a cancel cannot interrupt: tasks in ``files/`` block a worker thread (a blocking
     ``to_thread`` call), the others wait on a command whose background child holds the output pipe open."""
 
@@ -242,7 +251,7 @@ class StuckHarness:
         return HarnessResult(final_answer="")
 
 
-class ImageTasksBenchmark:
+class ImageTasksBenchmark(Benchmark):
     """One task per tag in ``tags``, each in its own image built from a tiny recipe (``FROM base``, a label, a
     marker file) written under ``context_root``; every attempt that ran is correct."""
 

@@ -8,7 +8,15 @@ import logging
 import shlex
 from typing import Any, ClassVar
 
-from agentcompass.interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
+from agentcompass.interfaces import (
+    ComponentContext,
+    Environment,
+    Harness,
+    HarnessResult,
+    ModelClient,
+    PreparedTask,
+    RunContext,
+)
 
 CALL_SCRIPT = r"""
 import json, os, sys, urllib.error, urllib.request
@@ -26,7 +34,7 @@ except urllib.error.HTTPError as e:
 """
 
 
-class GatewayCallHarness:
+class GatewayCallHarness(Harness):
     """Params: ``prompt`` (what the agent asks), ``calls`` (how many times, default 1)."""
 
     evaluates: ClassVar[bool] = False

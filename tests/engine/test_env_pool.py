@@ -36,9 +36,11 @@ from agentcompass.interfaces import (
     Environment,
     EnvironmentProvider,
     EnvOpenSpec,
+    Harness,
     HarnessResult,
     ModelClient,
     PreparedTask,
+    ProviderCapabilities,
     RunContext,
 )
 from agentcompass.records import ProgressEvent
@@ -87,10 +89,8 @@ class FakeEnv:
             raise RuntimeError("close failed")
 
 
-class FakeProvider:
+class FakeProvider(EnvironmentProvider):
     """A provider (one per request, as the engine makes them) opening ``FakeEnv``s on a shared daemon."""
-
-    remote: ClassVar[bool] = False
 
     def __init__(self, name: str, daemon: FakeDaemon, *, open_s: float = 0.0, fail: bool = False,
                  hang: bool = False, close_error: bool = False, max_creates: int | None = None) -> None:
@@ -102,7 +102,7 @@ class FakeProvider:
         self.close_error = close_error
         self.started = asyncio.Event()
         if max_creates is not None:
-            self.max_creates_in_flight = max_creates
+            self.capabilities = ProviderCapabilities(max_creates_in_flight=max_creates)
 
     async def open(self, spec: EnvOpenSpec) -> FakeEnv:
         self.daemon._change(creating=1)
@@ -117,9 +117,6 @@ class FakeProvider:
             return FakeEnv(self.daemon, self.daemon.opened, close_error=self.close_error)
         finally:
             self.daemon._change(creating=-1)
-
-    async def aclose(self) -> None:
-        pass
 
 
 def _name() -> str:
@@ -410,7 +407,7 @@ def test_unknown_provider_in_max_env_creates_in_flight_dict_is_refused_naming_it
 # ----------------------------------------------------------------------------- real launches, local environment
 
 
-class WorkspaceCountingHarness:
+class WorkspaceCountingHarness(Harness):
     """Records how many local workspaces are alive in ``base_dir`` while it runs, then sleeps."""
 
     evaluates: ClassVar[bool] = True

@@ -13,12 +13,20 @@ import pytest
 
 import agentcompass
 from agentcompass.engine.gc_tuning import RELAXED_GEN0, relaxed_gc
-from agentcompass.interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
+from agentcompass.interfaces import (
+    ComponentContext,
+    Environment,
+    Harness,
+    HarnessResult,
+    ModelClient,
+    PreparedTask,
+    RunContext,
+)
 
 SEEN: list[tuple[int, int, int]] = []
 
 
-class GcProbeHarness:
+class GcProbeHarness(Harness):
     """Records the GC thresholds in force while an attempt runs."""
 
     evaluates: ClassVar[bool] = False

@@ -1,0 +1,84 @@
+"""The benchmark contract: what the engine calls on a benchmark, each optional hook with a real default.
+
+A benchmark subclasses ``Benchmark`` and implements ``load_tasks``, ``prepare`` and ``evaluate``; the engine calls
+the other hooks directly, so a subclass overrides only what it needs.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator, Iterable
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from ..dependencies import Requirement
+    from ..interfaces import (
+        ComponentContext,
+        Environment,
+        EvalContext,
+        EvalResult,
+        HarnessResult,
+        MetricsAccumulator,
+        PreparedTask,
+        TaskSpec,
+    )
+
+
+class Benchmark(abc.ABC):
+    """Loads tasks, prepares what the agent sees, grades attempts, aggregates metrics.
+
+    Constructed as ``Cls(params, ctx)``; the default constructor keeps both as ``self.params`` and ``self.ctx``."""
+
+    #: the benchmark's short name (the class name when not given).
+    name: ClassVar[str] = ""
+    #: bump when loading/grading changes: part of the reuse identity hash.
+    version: ClassVar[str] = "0"
+    #: packages the benchmark imports, checked (or installed) before it is constructed.
+    requirements: ClassVar[tuple[Requirement, ...]] = ()
+    #: attempts per task (usually the ``k`` param), read by the engine after construction.
+    k: int = 1
+    #: where the tasks came from (e.g. a Hub dataset's resolved commit), recorded in params.json.
+    source: Any = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not cls.name:
+            cls.name = cls.__name__
+
+    def __init__(self, params: Any, ctx: ComponentContext) -> None:
+        self.params = params
+        self.ctx = ctx
+
+    @abc.abstractmethod
+    def load_tasks(self) -> Iterable[TaskSpec] | AsyncIterator[TaskSpec]:
+        """The tasks, in run order (a list, any iterable, or an async iterator)."""
+
+    @abc.abstractmethod
+    def prepare(self, task: TaskSpec) -> PreparedTask:
+        """What the harness and the agent's environment may see of ``task`` (it has no ground truth)."""
+
+    @abc.abstractmethod
+    async def evaluate(self, ctx: EvalContext) -> EvalResult:
+        """The verdict on one attempt."""
+
+    async def setup(self, task: PreparedTask, env: Environment) -> None:
+        """Prepare the agent's environment after it opens, before the harness runs (e.g. hide git history the
+        agent must not see). Default: nothing."""
+        return None  # a hook with nothing to do by default, not a required method
+
+    async def collect(self, task: PreparedTask, env: Environment, result: HarnessResult) -> dict[str, Any]:
+        """Take what grading needs out of the agent's environment (a patch, a workspace tar) before the engine
+        closes it; ``EvalContext.artifacts`` in ``evaluate``. Default: nothing (``{}``)."""
+        return {}
+
+    def new_accumulator(self) -> MetricsAccumulator | None:
+        """A fresh metrics accumulator for one request; None (the default) means the engine's
+        ``DefaultAccumulator``."""
+        return None
+
+    def resolved_settings(self) -> dict[str, Any]:
+        """What the benchmark chose beyond its params, for params.json. Default: ``{}``."""
+        return {}
+
+
+__all__ = ["Benchmark"]

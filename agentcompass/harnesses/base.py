@@ -1,0 +1,59 @@
+"""The harness contract: the agent loop the engine runs, each optional hook with a real default.
+
+A harness subclasses ``Harness`` and implements ``run``; the engine calls ``setup`` and ``resolved_settings``
+directly, so a subclass overrides only what it needs.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from ..dependencies import Requirement
+    from ..interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
+
+
+class Harness(abc.ABC):
+    """The agent loop. Constructed as ``Cls(params, ctx)``; the default constructor keeps both as ``self.params``
+    and ``self.ctx``."""
+
+    #: the harness's short name (the class name when not given).
+    name: ClassVar[str] = ""
+    #: when False the engine records attempts as ``skipped`` and runs no verifier (e.g. harness ``none``).
+    evaluates: ClassVar[bool] = True
+    #: when False the engine opens no environment for the agent.
+    needs_environment: ClassVar[bool] = True
+    #: when True the engine routes model calls through its gateway and gives the harness ``RunContext.model_env``
+    #: (an agent process that calls the model itself over HTTP).
+    needs_model_endpoint: ClassVar[bool] = False
+    #: packages the harness imports, checked (or installed) before it is constructed.
+    requirements: ClassVar[tuple[Requirement, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not cls.name:
+            cls.name = cls.__name__
+
+    def __init__(self, params: Any, ctx: ComponentContext) -> None:
+        self.params = params
+        self.ctx = ctx
+
+    @abc.abstractmethod
+    async def run(self, task: PreparedTask, env: Environment | None, model: ModelClient, ctx: RunContext,
+                  log: logging.Logger) -> HarnessResult:
+        """Run the agent on ``task``; ``env`` is None when ``needs_environment`` is False."""
+
+    async def setup(self, task: PreparedTask, env: Environment, log: logging.Logger) -> None:
+        """Runs in the agent's environment after the benchmark's ``setup``, before ``run`` (e.g. installing the
+        agent), bounded by ``setup_timeout``. Default: nothing."""
+        return None  # a hook with nothing to do by default, not a required method
+
+    def resolved_settings(self) -> dict[str, Any]:
+        """What the harness chose beyond its params (e.g. a default agent config and its package version), for
+        params.json. Default: ``{}``."""
+        return {}
+
+
+__all__ = ["Harness"]
