@@ -9,6 +9,10 @@ is a fresh child process (clean peak RSS).
   microseconds per task, peak RSS, RSS at each tenth of the run (flat memory), time from the call (engine
   imported) to the first progress event; and the same N at concurrency 10: the peak-RSS difference / 990
   is the RSS per task in flight.
+- per task vs the floor: the engine's wall time per task with its run directory on disk (the default temp
+  dir) and on tmpfs (``/dev/shm``), each next to the floor measured in the same script run on the same file
+  system: one atomic detail write (``write_atomic``, the same bytes as an engine detail) plus one progress line
+  per task, in a loop (measured before and after the engine run; their mean). Target: within 1.5x.
 - HTTP: the same workload against ``agentcompass serve-scripted`` (a separate process): turns/s.
 - import time: `python -c "import agentcompass"` (median of fresh interpreters, next to a bare one) and what
   ``-X importtime`` reports for ``agentcompass`` and ``agentcompass.api``.
@@ -50,8 +54,10 @@ CHILD_TIMEOUT_S = 1800.0
 # ----------------------------------------------------------------------------- child: one measured run
 
 
-def child_run(tasks: int, concurrency: int, base_url: str | None, progress: str, gc_default: bool) -> dict[str, Any]:
-    """Run the workload once in this process; the measurements."""
+def child_run(tasks: int, concurrency: int, base_url: str | None, progress: str, gc_default: bool,
+              where: str | None = None, sample_out: str | None = None) -> dict[str, Any]:
+    """Run the workload once in this process (its run directory under ``where``); the measurements.
+    ``sample_out``: where one of its details is copied (the floor writes the same bytes)."""
     import gc
 
     if gc_default:  # the engine before its GC relaxation: leave CPython's threshold as it is
@@ -91,7 +97,7 @@ def child_run(tasks: int, concurrency: int, base_url: str | None, progress: str,
         model_kwargs = {"model_base_url": base_url, "model_api_key": "perf"}
     rss_before = rss_mb()
     gc.callbacks.append(on_gc)
-    with tempfile.TemporaryDirectory(prefix="ac-perf-") as tmp, RssSampler() as sampler:
+    with tempfile.TemporaryDirectory(prefix="ac-perf-", dir=where) as tmp, RssSampler() as sampler:
         cpu0 = os.times()
         t0 = time.perf_counter()
         out = run_evaluation(
@@ -101,7 +107,11 @@ def child_run(tasks: int, concurrency: int, base_url: str | None, progress: str,
         wall = time.perf_counter() - t0
         cpu1 = os.times()
         gc.callbacks.remove(on_gc)
-        details = sum(1 for _ in os.scandir(Path(str(out.run_dir)) / "details")) if out.run_dir else 0
+        detail_files = list(os.scandir(Path(str(out.run_dir)) / "details")) if out.run_dir else []
+        details = len(detail_files)
+        run_files = sum(len(files) for _, _, files in os.walk(str(out.run_dir))) if out.run_dir else 0
+        if sample_out and detail_files:
+            Path(sample_out).write_bytes(Path(detail_files[0].path).read_bytes())
     cpu = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
     if out.status != "completed" or out.counts.done != tasks or out.counts.correct != tasks or details != tasks:
         raise SystemExit(f"run did not complete cleanly: status={out.status} counts={out.counts} "
@@ -110,21 +120,73 @@ def child_run(tasks: int, concurrency: int, base_url: str | None, progress: str,
             "cpu_s": round(cpu, 3), "tasks_per_s": round(tasks / wall, 1), "turns_per_s": round(2 * tasks / wall, 1),
             "us_per_task": round(1e6 * wall / tasks, 1), "cpu_us_per_task": round(1e6 * cpu / tasks, 1),
             "gc_us_per_task": round(1e6 * gc_s / tasks, 1), "gc_default": gc_default,
+            "run_files": run_files, "dir": where or tempfile.gettempdir(),
             "rss_before_mb": round(rss_before, 1), "peak_rss_mb": round(max(sampler.peak_mb, peak_rss_mb()), 1),
             "rss_at_done": {str(k): v for k, v in sorted(rss_at.items())},
             "first_event_ms": round(1e3 * (first_event[0] - t0), 1) if first_event else None}
 
 
+def child_floor(tasks: int, where: str, sample: str) -> dict[str, Any]:
+    """The floor of a task's own files: ``tasks`` times one atomic detail (the engine's ``write_atomic``, the
+    bytes of a real detail) and one progress line (a real ``task_finished`` event, appended to a buffered
+    progress.jsonl as the engine's event bus does), in a plain loop."""
+    import msgspec
+
+    from agentcompass.engine.run_dir import write_atomic
+    from agentcompass.records import TaskFinished
+
+    data = Path(sample).read_bytes()
+    enc = msgspec.json.Encoder()
+    with tempfile.TemporaryDirectory(prefix="ac-perf-floor-", dir=where) as tmp:
+        details = Path(tmp) / "details"
+        details.mkdir()
+        t0 = time.perf_counter()
+        with open(Path(tmp) / "progress.jsonl", "ab") as progress:
+            for i in range(tasks):
+                write_atomic(details / f"mock-{i}.json", data)
+                progress.write(enc.encode(TaskFinished(ts=time.time(), request="r", run_id="x",
+                                                       task_id=f"mock-{i}", correct=True)) + b"\n")
+        wall = time.perf_counter() - t0
+    return {"tasks": tasks, "dir": where, "us_per_task": round(1e6 * wall / tasks, 1), "detail_bytes": len(data)}
+
+
 # ----------------------------------------------------------------------------- parent
 
 
-def _child(tasks: int, concurrency: int, base_url: str | None = None, gc_default: bool = False) -> dict[str, Any]:
+def _child(tasks: int, concurrency: int, base_url: str | None = None, gc_default: bool = False,
+           where: str | None = None, sample_out: str | None = None) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--child", "--tasks", str(tasks), "--concurrency", str(concurrency)]
     if base_url:
         cmd += ["--base-url", base_url]
     if gc_default:
         cmd.append("--gc-default")
+    if where:
+        cmd += ["--dir", where]
+    if sample_out:
+        cmd += ["--sample-out", sample_out]
     return run_child(cmd, timeout=CHILD_TIMEOUT_S)
+
+
+def _floor(tasks: int, where: str, sample: str) -> dict[str, Any]:
+    return run_child([sys.executable, __file__, "--floor", "--tasks", str(tasks), "--dir", where, "--sample", sample],
+                     timeout=CHILD_TIMEOUT_S)
+
+
+def vs_floor(label: str, tasks: int, concurrency: int, where: str,
+             sample: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The engine's run with its run directory on ``where``, and how its wall per task compares with the floor
+    measured there just before and just after it."""
+    before = _floor(tasks, where, sample)
+    engine = _child(tasks, concurrency, where=where)
+    after = _floor(tasks, where, sample)
+    floor = (before["us_per_task"] + after["us_per_task"]) / 2
+    ratio = engine["us_per_task"] / floor
+    print(f"  vs floor    {label:<6} {where:<12} engine {engine['us_per_task']:>6.0f} us/task, floor {floor:>5.0f} "
+          f"us (before {before['us_per_task']:.0f}, after {after['us_per_task']:.0f}): {ratio:.2f}x (target 1.5x); "
+          f"{engine['run_files']} files for {tasks} tasks", flush=True)
+    return engine, {"dir": where, "engine_us_per_task": engine["us_per_task"], "floor_us_per_task": round(floor, 1),
+                    "floor_before_us": before["us_per_task"], "floor_after_us": after["us_per_task"],
+                    "ratio": round(ratio, 2), "run_files": engine["run_files"], "detail_bytes": before["detail_bytes"]}
 
 
 def start_scripted_server(tmp: Path) -> tuple[subprocess.Popen[str], str]:
@@ -165,10 +227,18 @@ def import_times(repeats: int) -> dict[str, float]:
             "import_api_net_ms": round(api - bare, 1)}
 
 
-def main(tasks: int, concurrency: int, http_tasks: int, repeats: int, gc_compare: bool) -> dict[str, Any]:
+def main(tasks: int, concurrency: int, http_tasks: int, repeats: int, gc_compare: bool,
+         tmpfs: str) -> dict[str, Any]:
     print(f"engine overhead: {tasks} tasks, 2 turns each, no-op environment", flush=True)
     runs: dict[str, dict[str, Any]] = {}
-    runs["inproc"] = r = _child(tasks, concurrency)
+    floors: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="ac-perf-sample-") as sample_dir:
+        sample = str(Path(sample_dir) / "detail.json")  # a real detail of this workload: what the floor writes
+        _child(min(tasks, 100), min(concurrency, 100), sample_out=sample)
+        runs["inproc"], floors["disk"] = vs_floor("disk", tasks, concurrency, tempfile.gettempdir(), sample)
+        if Path(tmpfs).is_dir():
+            runs["inproc_tmpfs"], floors["tmpfs"] = vs_floor("tmpfs", tasks, concurrency, tmpfs, sample)
+    r = runs["inproc"]
     print(f"  in-process  c={concurrency:<5} {r['tasks_per_s']:>8.0f} tasks/s  {r['us_per_task']:>6.0f} us/task "
           f"(cpu {r['cpu_us_per_task']:.0f} us, gc {r['gc_us_per_task']:.0f} us)  peak RSS {r['peak_rss_mb']:.0f} MB"
           f"  first event {r['first_event_ms']} ms", flush=True)
@@ -206,6 +276,10 @@ def main(tasks: int, concurrency: int, http_tasks: int, repeats: int, gc_compare
         "peak_rss_mb": r["peak_rss_mb"],
         "rss_per_task_in_flight_kb": round(per_task_kb, 1), "rss_growth_mb": growth,
         "first_event_ms": r["first_event_ms"], "http_tasks": http_tasks, "http_turns_per_s": h["turns_per_s"],
+        **{key.format(fs): floors[fs][field] if fs in floors else None for fs in ("disk", "tmpfs")
+           for key, field in (("floor_{}_us", "floor_us_per_task"), ("engine_{}_us", "engine_us_per_task"),
+                              ("ratio_{}", "ratio"))},
+        "vs_floor": floors,
         **imports}
     return {"summary": summary, "runs": runs}
 
@@ -221,26 +295,37 @@ def cli() -> int:
     parser.add_argument("--base-url", help=argparse.SUPPRESS)
     parser.add_argument("--progress", default="none", help=argparse.SUPPRESS)
     parser.add_argument("--gc-default", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--floor", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--dir", help=argparse.SUPPRESS)
+    parser.add_argument("--sample", help=argparse.SUPPRESS)
+    parser.add_argument("--sample-out", help=argparse.SUPPRESS)
+    parser.add_argument("--tmpfs", default="/dev/shm",
+                        help="the tmpfs to compare on (default /dev/shm; skipped when missing)")
     parser.add_argument("--no-gc-compare", action="store_true",
                         help="skip the run with CPython's default GC threshold (the before/after of gc_tuning)")
     parser.add_argument("--results-dir", type=Path, help="where the JSON goes (default: results/ here)")
     args = parser.parse_args()
     tasks = 100_000 if args.large else args.tasks
     if args.child:
-        emit_child_report(child_run(tasks, args.concurrency, args.base_url, args.progress, args.gc_default))
+        emit_child_report(child_run(tasks, args.concurrency, args.base_url, args.progress, args.gc_default,
+                                    args.dir, args.sample_out))
+        return 0
+    if args.floor:
+        emit_child_report(child_floor(tasks, args.dir, args.sample))
         return 0
     concurrency = min(args.concurrency, tasks)
     if concurrency <= LOW_CONCURRENCY:
         parser.error(f"--concurrency must be above {LOW_CONCURRENCY} (it is compared with that level)")
     report = main(tasks, concurrency, args.http_tasks or max(concurrency, tasks // 5), args.import_repeats,
-                  not args.no_gc_compare)
+                  not args.no_gc_compare, args.tmpfs)
     out = write_json(f"{NAME}_100k" if args.large else NAME, report, args.results_dir)
     s = report["summary"]
     print(result_line(NAME, {**{k: s[k] for k in (
         "tasks", "concurrency", "tasks_per_s", "us_per_task", "cpu_us_per_task", "gc_us_per_task",
         "gc_default_tasks_per_s", "gc_default_gc_us_per_task", "peak_rss_mb",
         "rss_per_task_in_flight_kb", "rss_growth_mb", "first_event_ms", "http_turns_per_s",
-        "import_agentcompass_ms", "importtime_agentcompass_ms", "importtime_api_ms")}, "json": out}))
+        "import_agentcompass_ms", "importtime_agentcompass_ms", "importtime_api_ms", "floor_disk_us",
+        "engine_disk_us", "ratio_disk", "floor_tmpfs_us", "engine_tmpfs_us", "ratio_tmpfs")}, "json": out}))
     return 0
 
 

@@ -53,6 +53,9 @@ def test_engine_overhead_runs_every_task_and_reports_throughput_memory_and_impor
     assert runs["inproc_low"]["concurrency"] == 10
     assert runs["http"]["http"] is True and runs["http"]["tasks"] == 100
     assert len(runs["inproc"]["rss_at_done"]) == 10
+    # one file per task (its detail) besides the run's own six files
+    assert runs["inproc"]["run_files"] == 200 + len(["params", "run_info", "progress", "summary", "run.log", ".lock"])
+    assert float(values["floor_disk_us"]) > 0 and float(values["ratio_disk"]) > 0
     assert report["machine"]["cores"] == os.cpu_count()
 
 

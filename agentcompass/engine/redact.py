@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sys
@@ -69,11 +70,37 @@ class LogWriteState:
 
 
 class RunLogHandler(logging.FileHandler):
-    """A FileHandler that stops, quietly after one report, when its run's log files cannot be written."""
+    """A FileHandler that stops, quietly after one report, when its run's log files cannot be written.
+
+    Lines logged on an event loop's thread are flushed together at the end of the loop's current round of
+    callbacks (one ``write`` for the lot, not one per line); lines from other threads are flushed at once."""
 
     def __init__(self, path: str | Path, state: LogWriteState, *, delay: bool = False) -> None:
         self.state = state
+        self._flush_due = False
         super().__init__(path, encoding="utf-8", delay=delay)
+
+    def flush(self) -> None:
+        if self._flush_due:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop on this thread: at once
+            super().flush()
+            return
+        self._flush_due = True
+        loop.call_soon(self._flush_batch)
+
+    def _flush_batch(self) -> None:
+        self.acquire()
+        try:
+            self._flush_due = False
+            super().flush()
+        except OSError as exc:
+            self.state.fail(exc)
+            self._drop_stream()
+        finally:
+            self.release()
 
     def emit(self, record: logging.LogRecord) -> None:
         if self.state.error is None:
@@ -99,6 +126,7 @@ class RunLogHandler(logging.FileHandler):
                 pass
 
     def close(self) -> None:
+        self._flush_due = False  # close() flushes what is buffered
         try:
             super().close()
         except OSError as exc:  # flushing the last lines failed (disk full)

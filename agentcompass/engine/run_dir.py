@@ -130,7 +130,6 @@ class RunDir:
         self.log_state = LogWriteState(str(path))
         self.details = path / "details"
         self.logs = path / "logs"
-        self.task_logs = self.logs / "tasks"
         self.paths = RunPaths(
             run_dir=str(path), params=str(path / "params.json"), run_info=str(path / "run_info.json"),
             progress=str(path / "progress.jsonl"), details_dir=str(self.details),
@@ -139,7 +138,7 @@ class RunDir:
     def create(self) -> None:
         """Make the layout and take the run's lock (one process writes a run at a time)."""
         try:
-            self.task_logs.mkdir(parents=True, exist_ok=True)
+            self.logs.mkdir(parents=True, exist_ok=True)
             self.details.mkdir(parents=True, exist_ok=True)
         except (FileExistsError, NotADirectoryError) as exc:
             raise ConfigError(f"Cannot create the run directory {str(self.path)!r}: {exc}. Check `results_dir`.",
@@ -213,9 +212,6 @@ class RunDir:
     def detail_path(self, task_id: str) -> Path:
         return self.details / f"{safe_name(task_id)}.json"
 
-    def task_log_path(self, task_id: str) -> Path:
-        return self.task_logs / f"{safe_name(task_id)}.log"
-
     def write_detail(self, detail: TaskDetail) -> None:
         clip_detail(detail)  # one step's text is capped: no detail file of hundreds of MB
         self._write(self.detail_path(detail.task_id), _encoder.encode(detail))
@@ -244,6 +240,22 @@ def iter_details(details_dir: Path) -> Iterator[TaskDetail]:
             d = read_detail_file(Path(entry.path))
             if d is not None:
                 yield d
+
+
+#: a line of run.log written by a task's logger: ``<date> <time>,<ms> <LEVEL> agentcompass.task.<id>#<attempt>: ``
+_TASK_LINE = rb"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [A-Z]+ agentcompass\.task\.%s#\d+: "
+_LINE_START = re.compile(rb"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [A-Z]+ ", re.M)
+
+
+def task_log_lines(run_log: bytes, task_id: str) -> bytes:
+    """The lines one task's attempts logged, cut from the run's ``logs/run.log`` (with the continuation lines of
+    a multi-line message, e.g. a traceback)."""
+    head = re.compile(_TASK_LINE % re.escape(task_id.encode()), re.M)
+    out: list[bytes] = []
+    for m in head.finditer(run_log):
+        nxt = _LINE_START.search(run_log, m.end())
+        out.append(run_log[m.start():nxt.start() if nxt else len(run_log)])
+    return b"".join(out)
 
 
 def read_run_info(run_dir: Path) -> RunInfo | None:

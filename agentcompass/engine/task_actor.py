@@ -34,7 +34,6 @@ from . import image_cache
 from .failures import kind_of, policy
 from .messages import AttemptDone, WorkItem
 from .model_access import AttemptSpend, gateway_usage_of, try_usage
-from .redact import RedactingFormatter
 from .runtime import CURRENT_TASK, RequestRuntime
 from .watchdog import Activity, Stalled, WatchedEnvironment, WatchedModel, run_watched
 
@@ -81,7 +80,7 @@ class TaskActor:
     async def run(self, item: WorkItem) -> AttemptDone:
         rt = self.rt
         task = item.task
-        log, handler = self._task_logger(task.task_id, item.attempt)
+        log = self._task_logger(task.task_id, item.attempt)
         started = time.time()
         tries: list[TryRecord] = []
         spent = AttemptSpend()  # model usage over all tries
@@ -121,8 +120,6 @@ class TaskActor:
             record = AttemptRecord(status="run_error", error_kind="engine_error", error=describe(exc))
             tries.append(TryRecord(try_no=try_no, status="run_error", started_at=started, finished_at=time.time(),
                                    error=record.error, error_kind="engine_error"))
-        finally:
-            handler.close()
         record.tries = tries
         if rt.analyzers and record.status != "skipped":
             # in a thread: a long trajectory must not stall the loop; analyzers never raise
@@ -173,18 +170,13 @@ class TaskActor:
         text = f"{record.error_kind or ''}: {record.error or ''}"
         return any(p.search(text) for p in self.rt.retry_patterns)
 
-    def _task_logger(self, task_id: str, attempt: int) -> tuple[logging.Logger, logging.Handler]:
+    def _task_logger(self, task_id: str, attempt: int) -> logging.Logger:
         rt = self.rt
         # Built directly (not via getLogger) so the logging manager does not keep one per task forever.
-        # the logger passes what the console or a file wants (the request logger's level); the file keeps its own
+        # No file of its own: its lines go to run.log, named by the task and attempt (no file per task).
         log = logging.Logger(f"agentcompass.task.{task_id}#{attempt}", level=rt.log.level)
         log.parent = rt.log
-        handler = rt.run_dir.log_handler(rt.run_dir.task_log_path(task_id), delay=True)
-        handler.setLevel(rt.file_log_level)
-        handler.setFormatter(RedactingFormatter(f"%(asctime)s %(levelname)s [attempt {attempt}] %(message)s",
-                                                rt.run_dir.redactor))
-        log.addHandler(handler)
-        return log, handler
+        return log
 
     # ------------------------------------------------------------------ one try
 

@@ -33,7 +33,7 @@ from urllib.parse import parse_qs, urlsplit
 import msgspec
 
 from .._errors import ConfigError
-from ..engine.run_dir import safe_name
+from ..engine.run_dir import safe_name, task_log_lines
 from ..records import TaskDetail
 from ..rundata import find_runs, mask_secrets
 from .index import RunIndex
@@ -152,7 +152,11 @@ class Viewer:
             detail = _detail_decoder.decode(data)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise NotFound(f"the detail of task {task_id!r} does not decode: {exc}") from None
+        # earlier runs kept a file per task (logs/tasks/); now its lines are cut from run.log
         log = read_regular(self.root, path / "logs" / "tasks" / f"{safe_name(task_id)}.log", 1 << 30)
+        if log is None:
+            run_log = read_regular(self.root, path / "logs" / "run.log", 1 << 30)
+            log = (task_log_lines(run_log, task_id) or None) if run_log is not None else None
         return {"run": key, "detail": detail, "row": idx.row(task_id),
                 "log": log[-LOG_TAIL:].decode("utf-8", "replace") if log else None,
                 "log_truncated": bool(log and len(log) > LOG_TAIL)}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import subprocess
@@ -15,7 +16,7 @@ import pytest
 
 import agentcompass
 from agentcompass._errors import ConfigError
-from agentcompass.engine.run_dir import read_detail_file, safe_name
+from agentcompass.engine.run_dir import read_detail_file, safe_name, task_log_lines
 from agentcompass.records import RunInfo, Summary, TaskDetail
 
 from ..fixtures_scripted import start_scripted_server
@@ -34,7 +35,14 @@ def test_run_directory_has_the_documented_layout(tmp_path: Path) -> None:
     details = sorted((run_dir / "details").glob("*.json"))
     assert len(details) == out.counts.total > 0
     assert not list((run_dir / "details").glob(".*"))  # no temp files left
-    assert len(list((run_dir / "logs" / "tasks").glob("*.log"))) == out.counts.total
+    # one file per task (its detail); its log lines are in run.log
+    files = {str(p.relative_to(run_dir)) for p in run_dir.rglob("*") if p.is_file()}
+    assert files == {"params.json", "run_info.json", "progress.jsonl", "summary.json", "logs/run.log", ".lock",
+                     *(f"details/{p.name}" for p in details)}
+    run_log = (run_dir / "logs" / "run.log").read_bytes()
+    for path in details:
+        task_id = msgspec.json.decode(path.read_bytes(), type=TaskDetail).task_id
+        assert b"attempt 1 finished" in task_log_lines(run_log, task_id)
     info = msgspec.json.decode((run_dir / "run_info.json").read_bytes(), type=RunInfo)
     assert info.status == "completed" and info.counts.done == out.counts.total and info.finished_at
     summary = msgspec.json.decode((run_dir / "summary.json").read_bytes(), type=Summary)
@@ -48,6 +56,67 @@ def test_run_directory_has_the_documented_layout(tmp_path: Path) -> None:
         assert a.correct == d.correct and a.tries and a.tries[0].try_no == 1
     params = json.loads((run_dir / "params.json").read_text())
     assert params["spec"]["benchmark"]["id"] == "shell_tasks" and params["versions"]["agentcompass"]
+
+
+_OPEN_TRACE = """
+import os, sys
+from pathlib import Path
+opened = []
+root = sys.argv[1]
+def hook(event, args):
+    if event == "open" and isinstance(args[0], str) and args[0].startswith(root):
+        opened.append(args[0])
+sys.addaudithook(hook)
+from agentcompass.api import run_evaluation
+from benchmarks_perf._components import BENCHMARK, PROVIDER, SCRIPT
+out = run_evaluation(BENCHMARK, "shell_agent", "scripted", PROVIDER, benchmark_params={"n": 40},
+                     task_concurrency=8, results_dir=root, progress="none", model_params=SCRIPT)
+assert out.status == "completed" and out.counts.correct == 40, out
+print(os.getpid())
+for p in opened:
+    print(Path(p).relative_to(out.run_dir))
+"""
+
+
+def test_a_task_creates_one_file_its_detail_opened_once(tmp_path: Path) -> None:
+    """Traced with an audit hook in a real run of 40 tasks: every open under the run directory is listed."""
+    repo = Path(__file__).resolve().parents[2]
+    res = subprocess.run([sys.executable, "-c", _OPEN_TRACE, str(tmp_path)], capture_output=True, text=True,
+                         timeout=300, env={**os.environ, "PYTHONPATH": str(repo)}, cwd=repo, check=True)
+    pid, *opened = res.stdout.split()
+    # each task: its detail's temp file, opened once, then renamed onto details/<id>.json; no log file of its own
+    assert sorted(p for p in opened if p.startswith("details/")) == sorted(
+        f"details/.mock-{i}.json.{pid}.tmp" for i in range(40))
+    assert not [p for p in opened if p.startswith("logs/tasks")]
+    assert opened.count("logs/run.log") == 1
+    run_dir = next(tmp_path.glob("*/*/*/*"))
+    assert len(list((run_dir / "details").iterdir())) == 40
+
+
+def test_task_log_lines_cuts_one_tasks_lines_with_their_tracebacks_from_run_log(tmp_path: Path) -> None:
+    handler = logging.FileHandler(tmp_path / "run.log")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))  # run.log's
+    run_log = logging.Logger("agentcompass.run.r")
+    run_log.addHandler(handler)
+    loggers = {}
+    for tid, attempt in (("a", 1), ("a/b", 1), ("a", 2), ("x#1", 1)):
+        loggers[tid, attempt] = log = logging.Logger(f"agentcompass.task.{tid}#{attempt}")
+        log.parent = run_log
+    loggers["a", 1].info("first of a")
+    loggers["a/b", 1].info("not a: agentcompass.task.a#1: a quoted header")
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        loggers["a", 2].exception("a failed")
+    run_log.warning("the request's own line")
+    loggers["x#1", 1].info("x line")
+    handler.close()
+    text = (tmp_path / "run.log").read_bytes()
+    a = task_log_lines(text, "a").decode()
+    assert "first of a" in a and "a failed" in a and "ValueError: boom" in a and "Traceback" in a
+    assert "quoted header" not in a and "request's own" not in a and "x line" not in a
+    assert "x line" in task_log_lines(text, "x#1").decode() and task_log_lines(text, "x") == b""
+    assert task_log_lines(text, "a/b").decode().count("\n") == 1
 
 
 def test_safe_names_are_stable_and_never_escape() -> None:

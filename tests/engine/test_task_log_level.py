@@ -1,4 +1,4 @@
-"""logs/tasks/*.log honour the request's file_log_level, whatever the console level."""
+"""The task lines of logs/run.log honour the request's file_log_level, whatever the console level."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 import agentcompass
+from agentcompass.engine.run_dir import task_log_lines
 
 
 def _task_logs(file_level: str, console_level: str, tmp_path: Path) -> tuple[str, str]:
@@ -15,15 +16,15 @@ def _task_logs(file_level: str, console_level: str, tmp_path: Path) -> tuple[str
                                       results_dir=str(tmp_path), progress="none", log_level=console_level,
                                       file_log_level=file_level)
     assert out.status == "completed" and out.counts.done == 1 and out.run_dir is not None
-    logs = sorted((out.run_dir / "logs" / "tasks").glob("*.log"))
-    task_text = "".join(p.read_text() for p in logs)
-    return task_text, (out.run_dir / "logs" / "run.log").read_text()
+    assert not (out.run_dir / "logs" / "tasks").exists()  # no file per task: its lines are in run.log
+    run_log = (out.run_dir / "logs" / "run.log").read_bytes()
+    return task_log_lines(run_log, "answer/count_lines").decode(), run_log.decode()
 
 
 def test_debug_file_level_writes_the_harness_debug_lines(tmp_path: Path) -> None:
     task_text, _ = _task_logs("DEBUG", "WARNING", tmp_path)
     assert " DEBUG " in task_text and "completion tokens" in task_text
-    assert " INFO " in task_text  # the attempt's own lines too
+    assert " INFO " in task_text and "attempt 1 finished" in task_text  # the attempt's own lines too
 
 
 @pytest.mark.parametrize("console", ["DEBUG", "WARNING"])

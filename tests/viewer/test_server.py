@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import http.client
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
 
-from agentcompass.engine.run_dir import iter_details
+from agentcompass.engine.run_dir import iter_details, safe_name
 from agentcompass.records import TaskDetail
 from agentcompass.viewer import ViewerServer
 
@@ -91,7 +92,20 @@ def test_task_detail_carries_the_trajectory_and_log(real_results: Path, serve: S
     assert any("hello.txt" in (s.action or "") for s in steps)
     assert any("Hello, World!" in (s.observation or "") for s in steps)
     assert body["row"]["task_id"] == "files/hello_world"
-    assert body["log"] and "[attempt 1]" in body["log"]
+    # cut from run.log: this task's lines only
+    assert body["log"] and "agentcompass.task.files/hello_world#1: " in body["log"]
+    assert "attempt 1 finished" in body["log"] and "agentcompass.task." in body["log"]
+    assert all("files/hello_world#1: " in line for line in body["log"].splitlines() if " agentcompass." in line)
+
+
+def test_a_run_with_a_log_file_per_task_still_shows_it(real_results: Path, serve: Serve, tmp_path: Path) -> None:
+    root = tmp_path / "results"
+    shutil.copytree(real_results, root)
+    (root / REAL_KEY / "logs" / "tasks").mkdir()  # as earlier versions wrote it
+    (root / REAL_KEY / "logs" / "tasks" / f"{safe_name('files/hello_world')}.log").write_text("an older line\n")
+    server = serve(root)
+    _, body = get(server, "/api/task", run=REAL_KEY, task="files/hello_world")
+    assert body["log"] == "an older line\n"
 
 
 def _synthetic(tmp_path: Path) -> Path:
