@@ -103,6 +103,15 @@ class ProcessSlots:
                 self.release()
             raise
 
+    def try_acquire(self, limit: int | None, *, spare: int = 0) -> bool:
+        """Take a slot only if that leaves at least ``spare`` more below ``limit`` and nobody is waiting; never
+        waits. For holders that must not compete with waiters (containers started ahead of need)."""
+        with self._lock:
+            if self._waiters or (limit is not None and self._count + 1 + spare > limit):
+                return False
+            self._count += 1
+            return True
+
     def release(self) -> None:
         """Give one slot back and wake whoever may now take it."""
         with self._lock:
@@ -144,6 +153,12 @@ def _slots(table: dict[str, ProcessSlots], name: str) -> ProcessSlots:
 def active_environments(provider: str) -> int:
     """Environments of ``provider`` (by name) that pools in this process hold open right now."""
     return _slots(_active_slots, provider).count
+
+
+def provider_slots(provider: str) -> tuple[ProcessSlots, ProcessSlots]:
+    """The process-wide (active environments, creates in flight) counters of ``provider`` (by name), for a
+    provider that holds environments ahead of need: they count against the same limits."""
+    return _slots(_active_slots, provider), _slots(_create_slots, provider)
 
 
 def creates_in_flight(provider: str) -> int:
