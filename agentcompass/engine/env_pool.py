@@ -75,6 +75,26 @@ class ProcessSlots:
         self._lock = threading.Lock()
         self._count = 0
         self._waiters: deque[_Waiter] = deque()
+        #: (loop, callback) of holders that yield their slots when someone has to wait (see ``on_wait``)
+        self._yielders: list[tuple[asyncio.AbstractEventLoop, Callable[[], None]]] = []
+
+    @property
+    def waiting(self) -> bool:
+        """Whether an ``acquire`` is waiting for a slot."""
+        return bool(self._waiters)
+
+    def on_wait(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` on the running loop whenever an ``acquire`` starts waiting (a holder of slots it can
+        give up, such as containers started ahead, yields them); returns the function that unregisters it."""
+        entry = (asyncio.get_running_loop(), callback)
+        with self._lock:
+            self._yielders.append(entry)
+
+        def unregister() -> None:
+            with self._lock:
+                if entry in self._yielders:
+                    self._yielders.remove(entry)
+        return unregister
 
     @property
     def count(self) -> int:
@@ -92,6 +112,12 @@ class ProcessSlots:
                 return
             waiter = _Waiter(limit, loop)
             self._waiters.append(waiter)
+            yielders = list(self._yielders)
+        for yloop, callback in yielders:
+            try:
+                yloop.call_soon_threadsafe(callback)
+            except RuntimeError:  # its loop is closed
+                continue
         try:
             await waiter.future
         except BaseException:

@@ -10,8 +10,9 @@ that task alone: starting one ahead would be waste); from then on every open of 
 Each pre-started container holds a slot of the provider's process-wide count of active environments (the one
 ``provider_limits`` caps) from before its create until it is handed out (the engine's open holds a slot for it
 then) or removed. A slot is taken only when nobody waits for one and one more stays free below the limit, so
-the pool never pushes the count past the limit nor makes the engine's opens wait. Creates count against the
-creates in flight too.
+the pool never pushes the count past the limit. Should an open wait for a slot all the same (another launch in the
+process holds the rest, or a provider built without its limit), the pool gives back every container it holds
+and starts none until nobody waits. Creates count against the creates in flight too.
 
 Pre-started containers carry the run id and owner labels with role ``prestart``: the orphan sweep removes
 them after a SIGKILL; :meth:`PrestartPool.aclose` (called by the provider's ``aclose``) on every other path.
@@ -78,7 +79,9 @@ class PrestartPool:
         self._ready: dict[Shape, deque[Prestarted]] = {}
         self._starting: dict[Shape, int] = {}
         self._openers: dict[Shape, set[str]] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()  # starts (cancelled by aclose)
+        self._discards: set[asyncio.Task[None]] = set()  # removals (never cancelled)
+        self._unregister: Callable[[], None] | None = None
         self._closed = False
         #: slots held right now (containers ready or being started)
         self.held = 0
@@ -112,6 +115,8 @@ class PrestartPool:
         return got
 
     def _fill(self, shape: Shape) -> None:
+        if self._unregister is None:
+            self._unregister = self._active.on_wait(self._yield_all)
         missing = self.per_shape - len(self._ready.get(shape, ())) - self._starting.get(shape, 0)
         for _ in range(missing):
             if not self._active.try_acquire(self.limit, spare=1):
@@ -123,6 +128,19 @@ class PrestartPool:
             task = asyncio.ensure_future(self._start_one(shape))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+
+    def _yield_all(self) -> None:
+        """Someone waits for a slot: remove every ready container (its slot goes back once it is gone)."""
+        if self._closed:
+            return
+        items = [p for q in self._ready.values() for p in q]
+        self._ready.clear()
+        for item in items:
+            task = asyncio.ensure_future(self._discard(item))
+            self._discards.add(task)
+            task.add_done_callback(self._discards.discard)
+        if items:
+            log.info("an open waits for a slot: %d containers started ahead given back", len(items))
 
     def _give_back(self) -> None:
         self.held -= 1
@@ -145,7 +163,7 @@ class PrestartPool:
             return
         finally:
             self._starting[shape] -= 1
-        if self._closed:
+        if self._closed or self._active.waiting:
             await self._discard(Prestarted(container, name))
             return
         self.started += 1
@@ -161,17 +179,21 @@ class PrestartPool:
     async def settled(self, timeout: float) -> None:
         """Wait (at most ``timeout`` s) until no container is being started."""
         async with asyncio.timeout(timeout):
-            while self._tasks:
-                await asyncio.wait(list(self._tasks))
+            while self._tasks or self._discards:
+                await asyncio.wait([*self._tasks, *self._discards])
 
     async def aclose(self) -> None:
         """Stop starting containers and remove every one not handed out (bounded by the start timeout)."""
         self._closed = True
+        if self._unregister is not None:
+            self._unregister()
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
         if tasks:  # each removes what it had started before it ends
             await asyncio.wait(tasks, timeout=self._start_timeout)
+        if self._discards:
+            await asyncio.wait(list(self._discards), timeout=self._start_timeout)
         items = [p for q in self._ready.values() for p in q]
         self._ready.clear()
         results = await asyncio.gather(*(self._discard(p) for p in items), return_exceptions=True)

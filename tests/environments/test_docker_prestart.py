@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import agentcompass
 from agentcompass._errors import ConfigError
 from agentcompass.engine.env_pool import EnvironmentPool, active_environments
 from agentcompass.environments.docker import DockerProvider
@@ -21,6 +22,7 @@ from agentcompass.environments.docker_sweep import sweep_orphans
 from agentcompass.interfaces import ComponentContext, EnvOpenSpec, NetworkPolicy
 
 from .conftest import containers_of, docker_cli
+from .test_docker_runs import SAMPLE, _Sampler
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -68,7 +70,7 @@ async def test_an_open_takes_a_container_started_ahead_within_the_provider_limit
 
     try:
         # one task's image is not pooled: nothing starts ahead after the first open
-        first, _ = await open_close("a")
+        await open_close("a")
         assert pool.held == 0 and pool.ready_ids() == []
         # a second task opens the same shape: the next one starts ahead, one only (the engine holds a slot,
         # one more stays free for the engine's own opens)
@@ -97,6 +99,35 @@ async def test_an_open_takes_a_container_started_ahead_within_the_provider_limit
         await provider.aclose()
     assert containers_of(docker_run_id) == []
     assert active_environments("docker") == before and pool.held == 0
+
+
+async def test_an_open_that_must_wait_for_a_slot_makes_the_pool_give_its_containers_back(
+        busybox_image: str, docker_run_id: str) -> None:
+    # a provider not told the limit (another launch's, say): its pool holds every slot, and the engine's next open
+    # must wait; the pool gives its containers back instead of leaving that open waiting for ever
+    provider = DockerProvider({"image": busybox_image, "prestart": 2}, ComponentContext(run_id=docker_run_id))
+    pool = provider._prestart
+    assert pool is not None
+    engine = EnvironmentPool({"docker": 2}, None, lambda _: None)
+    before = active_environments("docker")
+    try:
+        for task_id in ("a", "b"):
+            env = await engine.open(provider, EnvOpenSpec(run_id=docker_run_id, task_id=task_id), timeout=60,
+                                    request="r")
+            await engine.close(env, timeout=60)
+        await pool.settled(60)
+        assert len(pool.ready_ids()) == 2 and active_environments("docker") - before == 2
+        held = pool.ready_ids()
+        env = await engine.open(provider, EnvOpenSpec(run_id=docker_run_id, task_id="c"), timeout=60, request="r")
+        try:
+            assert env.id not in held and pool.discarded >= 2 and pool.handed_out == 0
+            assert not set(held) & set(containers_of(docker_run_id))
+            assert (await env.exec("echo ok")).stdout == "ok\n"
+        finally:
+            await engine.close(env, timeout=60)
+    finally:
+        await provider.aclose()
+    assert containers_of(docker_run_id) == [] and active_environments("docker") == before
 
 
 async def test_a_container_started_ahead_for_policy_none_has_no_network(busybox_image: str,
@@ -146,6 +177,21 @@ async def test_closing_the_provider_while_containers_start_ahead_leaves_none(
     assert pool.held == 0 and active_environments("docker") == before
     # a closed provider starts nothing more
     assert pool.take(next(iter(pool._openers)), "c") is None and pool.held == 0
+
+
+@pytest.mark.parametrize("limit", [2, 3])
+def test_a_run_never_holds_more_containers_than_provider_limits(base_image: str, docker_run_id: str,
+                                                                tmp_path: Path, limit: int) -> None:
+    # one task at a time: with a limit of 2 the one slot left free for the engine leaves none to start ahead
+    # (were the limit not passed to the provider, two more would start); with 3, one
+    with _Sampler(docker_run_id) as sampler:
+        out = agentcompass.run_evaluation(
+            "shell_tasks", "shell_agent", "scripted", "docker", benchmark_params={"sample_ids": SAMPLE[:4]},
+            environment_params={"prestart": 2}, task_concurrency=1, provider_limits={"docker": limit},
+            run_id=docker_run_id, results_dir=str(tmp_path), progress="none")
+    assert out.status == "completed" and out.counts.errors == 0, out.errors_by_kind
+    assert 1 <= sampler.peak <= limit
+    assert containers_of(docker_run_id) == []
 
 
 def _start_run(run_id: str, results: Path) -> subprocess.Popen[str]:
