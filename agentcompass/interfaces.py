@@ -244,6 +244,9 @@ class ComponentContext(msgspec.Struct, omit_defaults=True):
     k: int = 1
     #: the request's environment provider id (e.g. ``docker``), so a benchmark can refuse one it cannot use.
     environment: str = ""
+    #: the launch's ``provider_limits`` entry for that provider (None: no limit), which a provider that starts
+    #: environments ahead of need keeps within.
+    provider_limit: int | None = None
     #: the request's benchmark id (e.g. ``swebench_verified``), so a harness can default to settings made for it.
     benchmark: str = ""
     #: the model's prices (model param ``price_per_million``), None when not given: a harness's own cost limit.

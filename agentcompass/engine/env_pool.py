@@ -75,6 +75,26 @@ class ProcessSlots:
         self._lock = threading.Lock()
         self._count = 0
         self._waiters: deque[_Waiter] = deque()
+        #: (loop, callback) of holders that yield their slots when someone has to wait (see ``on_wait``)
+        self._yielders: list[tuple[asyncio.AbstractEventLoop, Callable[[], None]]] = []
+
+    @property
+    def waiting(self) -> bool:
+        """Whether an ``acquire`` is waiting for a slot."""
+        return bool(self._waiters)
+
+    def on_wait(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` on the running loop whenever an ``acquire`` starts waiting (a holder of slots it can
+        give up, such as containers started ahead, yields them); returns the function that unregisters it."""
+        entry = (asyncio.get_running_loop(), callback)
+        with self._lock:
+            self._yielders.append(entry)
+
+        def unregister() -> None:
+            with self._lock:
+                if entry in self._yielders:
+                    self._yielders.remove(entry)
+        return unregister
 
     @property
     def count(self) -> int:
@@ -92,6 +112,12 @@ class ProcessSlots:
                 return
             waiter = _Waiter(limit, loop)
             self._waiters.append(waiter)
+            yielders = list(self._yielders)
+        for yloop, callback in yielders:
+            try:
+                yloop.call_soon_threadsafe(callback)
+            except RuntimeError:  # its loop is closed
+                continue
         try:
             await waiter.future
         except BaseException:
@@ -102,6 +128,15 @@ class ProcessSlots:
             if granted:  # granted while being cancelled: the caller never gets it, so give it back
                 self.release()
             raise
+
+    def try_acquire(self, limit: int | None, *, spare: int = 0) -> bool:
+        """Take a slot only if that leaves at least ``spare`` more below ``limit`` and nobody is waiting; never
+        waits. For holders that must not compete with waiters (containers started ahead of need)."""
+        with self._lock:
+            if self._waiters or (limit is not None and self._count + 1 + spare > limit):
+                return False
+            self._count += 1
+            return True
 
     def release(self) -> None:
         """Give one slot back and wake whoever may now take it."""
@@ -144,6 +179,12 @@ def _slots(table: dict[str, ProcessSlots], name: str) -> ProcessSlots:
 def active_environments(provider: str) -> int:
     """Environments of ``provider`` (by name) that pools in this process hold open right now."""
     return _slots(_active_slots, provider).count
+
+
+def provider_slots(provider: str) -> tuple[ProcessSlots, ProcessSlots]:
+    """The process-wide (active environments, creates in flight) counters of ``provider`` (by name), for a
+    provider that holds environments ahead of need: they count against the same limits."""
+    return _slots(_active_slots, provider), _slots(_create_slots, provider)
 
 
 def creates_in_flight(provider: str) -> int:

@@ -231,6 +231,7 @@ class RequestActor:
         ctx = ComponentContext(cancelled=cancelled, run_id=self.run_id, request=self.name, data_dir=spec.data_dir,
                                auto_install_dependencies=spec.auto_install_dependencies,
                                environment=spec.environment.id, benchmark=spec.benchmark.id,
+                               provider_limit=sup.spec.provider_limits.get(spec.environment.id),
                                price=engine_params.price,
                                report_download=download_reporter(sup.bus.emit, self.name, self.run_id))
         installed = await self._ensure_requirements((("benchmark", spec.benchmark.id, bench_cls),

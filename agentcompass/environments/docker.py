@@ -55,7 +55,8 @@ from .docker_api import (
 )
 from .docker_archive import receive_archive
 from .docker_images import build_lock
-from .docker_network import DockerNetworks, check_policy, run_labels
+from .docker_network import NO_NETWORK, PUBLIC_NETWORK, DockerNetworks, check_policy, run_labels
+from .docker_prestart import PRESTART_ROLE, PrestartPool, Shape
 from .docker_pull import ImagePullError, ProgressCallback, PullOptions, PullResult, check_registry_env, pull_image
 from .docker_storage import refusal, size_unsupported, storage_opt
 
@@ -71,6 +72,8 @@ _KILL_GRACE_S = 5.0
 # bounded as a whole by this, and a stalled stream much sooner (no data for daemon_timeout).
 _TRANSFER_TRY_S = 600.0
 _EXIT_POLL_S = 3.0
+
+_MAX_PRESTART = 64
 
 _NAME_RE = re.compile(r"[^a-zA-Z0-9_.-]+")
 
@@ -124,6 +127,8 @@ class DockerParams(ArchiveParams, frozen=True):
     forwarder_image: NonEmpty | None = None
     disk_limit: Size | None = None
     tmpfs: dict[MountPoint, Size] | None = None
+    #: containers started ahead of need per container shape (0: none); see docker_prestart
+    prestart: Annotated[int, msgspec.Meta(ge=0, le=_MAX_PRESTART)] = 2
 
 
 def _safe_name(text: str, limit: int) -> str:
@@ -578,6 +583,11 @@ class DockerProvider(EnvironmentProvider):
         self._disk_limit_param = p.disk_limit
         self.tmpfs: dict[str, int] = {posixpath.normpath(path): parse_memory(size, f"tmpfs[{path!r}]")
                                       for path, size in (p.tmpfs or {}).items()}
+        #: containers started ahead of need (None: ``prestart`` 0); see docker_prestart
+        self._prestart: PrestartPool | None = PrestartPool(
+            per_shape=p.prestart, provider=self.name, limit=ctx.provider_limit,
+            creates_limit=self.capabilities.max_creates_in_flight, start=self._start_ahead,
+            remove=self.remove_container, start_timeout=self.open_timeout) if p.prestart else None
         self._owner = owner_labels()
         self._docker: aiodocker.Docker | None = None
         self._networks: DockerNetworks | None = None
@@ -816,7 +826,7 @@ class DockerProvider(EnvironmentProvider):
             labels[LABEL_KEEP] = "1"
         return labels
 
-    def _container_config(self, spec: EnvOpenSpec, image: str, workdir: str, network: str,
+    def _container_config(self, env: dict[str, str], image: str, workdir: str, network: str,
                           labels: dict[str, str]) -> dict[str, Any]:
         host: dict[str, Any] = {"Init": self.init, "NetworkMode": network}
         if self.cpus is not None:
@@ -830,7 +840,6 @@ class DockerProvider(EnvironmentProvider):
             host["StorageOpt"] = storage_opt(self.disk_limit)
         if self.tmpfs:
             host["Tmpfs"] = {path: f"size={size}" for path, size in self.tmpfs.items()}
-        env = env_vars(spec.env, "env")
         return {
             "Image": image, "Entrypoint": _KEEPALIVE, "Cmd": None, "WorkingDir": workdir,
             "Env": [f"{k}={v}" for k, v in env.items()], "Labels": labels,
@@ -838,8 +847,35 @@ class DockerProvider(EnvironmentProvider):
             "AttachStderr": False, "HostConfig": host,
         }
 
+    def _shape(self, spec: EnvOpenSpec, image: str, workdir: str) -> Shape | None:
+        """The pool shape of ``spec``'s container; None when it is never started ahead (kept, or a network of
+        its own)."""
+        if self._prestart is None or spec.keep or spec.network.mode not in ("none", "public"):
+            return None
+        return Shape(run_id=spec.run_id, image=image, workdir=workdir,
+                     network=NO_NETWORK if spec.network.mode == "none" else PUBLIC_NETWORK,
+                     env=tuple(sorted(spec.env.items())), labels=tuple(sorted((spec.labels or {}).items())))
+
+    async def _start_ahead(self, shape: Shape, name: str) -> DockerContainer:
+        """Create and start a container of ``shape`` named ``name`` for the pool; removed again if that fails."""
+        labels = {**dict(shape.labels), LABEL_RUN_ID: shape.run_id, LABEL_TASK_ID: "-", LABEL_ROLE: PRESTART_ROLE,
+                  **self._owner}
+        config = self._container_config(dict(shape.env), shape.image, shape.workdir, shape.network, labels)
+        create = asyncio.ensure_future(self._create(config, name))
+        try:
+            container = await asyncio.shield(create)
+            await call(container.start, what="container start", timeout_s=self.daemon_timeout)
+            if self.user:
+                await self._own_workdir(DockerEnvironment(self, container, name=name, workdir=shape.workdir,
+                                                          keep=False, labels=labels, on_close=lambda _: None))
+        except BaseException:
+            await asyncio.shield(self._discard_failed_open(create, name))
+            raise
+        return container
+
     async def open(self, spec: EnvOpenSpec) -> DockerEnvironment:
-        """Create and start a labelled container, apply the network policy, write ``spec.files``."""
+        """Create and start a labelled container (or take one started ahead of need), apply the network
+        policy, write ``spec.files``."""
         if self._closed:
             raise EnvironmentError_("the docker provider is closed")
         self.check_network_policy(spec.network)
@@ -852,25 +888,31 @@ class DockerProvider(EnvironmentProvider):
         name = "-".join(["ac", _safe_name(spec.run_id, 20), _safe_name(spec.task_id, 40), spec.role[:1],
                          uuid.uuid4().hex[:10]])
         labels = self._labels(spec)
+        env = env_vars(spec.env, "env")
+        shape = self._shape(spec, image, workdir)
+        ahead = self._prestart.take(shape, spec.task_id) if self._prestart is not None and shape else None
         handle: DockerEnvironment | None = None
         create: asyncio.Future[DockerContainer] | None = None
         try:
             async with asyncio.timeout(self.open_timeout):
-                # ``model``: the environment's own network; the forwarders attach to it meanwhile.
-                network = await self.networks.network_for(spec.network, key=name, labels=labels)
-                config = self._container_config(spec, image, workdir, network, labels)
-                # The create runs as its own task: if we are cancelled while the daemon is still creating,
-                # the cleanup can wait for the id instead of racing the daemon with a remove-by-name.
-                create = asyncio.ensure_future(self._create(config, name))
-                container = await asyncio.shield(create)
-                if spec.network.mode == "none":
-                    await self.networks.apply(container.id, spec.network, key=name, labels=labels,
-                                              current={network})
-                await call(container.start, what="container start", timeout_s=self.daemon_timeout)
+                if ahead is not None:  # created, started and its workdir owned already
+                    name = ahead.name
+                    create = asyncio.get_running_loop().create_future()
+                    create.set_result(ahead.container)
+                    container = ahead.container
+                else:
+                    # ``model``: the environment's own network; the forwarders attach to it meanwhile.
+                    network = await self.networks.network_for(spec.network, key=name, labels=labels)
+                    config = self._container_config(env, image, workdir, network, labels)
+                    # The create runs as its own task: if we are cancelled while the daemon is still creating,
+                    # the cleanup can wait for the id instead of racing the daemon with a remove-by-name.
+                    create = asyncio.ensure_future(self._create(config, name))
+                    container = await asyncio.shield(create)
+                    await call(container.start, what="container start", timeout_s=self.daemon_timeout)
                 handle = DockerEnvironment(self, container, name=name, workdir=workdir, keep=spec.keep,
                                            labels=labels, on_close=self._envs.discard, network=spec.network)
                 self._envs.add(handle)
-                if self.user:
+                if self.user and ahead is None:
                     await self._own_workdir(handle)
                 if files:
                     await handle.put_archive(workdir, _files_tar(files))
@@ -889,7 +931,8 @@ class DockerProvider(EnvironmentProvider):
                                         f"{exc.message}") from exc
             raise
         assert handle is not None
-        log.debug("opened %s (%s) for task %s", name, handle.id[:12], spec.task_id)
+        log.debug("opened %s (%s) for task %s%s", name, handle.id[:12], spec.task_id,
+                  " (started ahead)" if ahead is not None else "")
         return handle
 
     async def _discard_failed_open(self, create: asyncio.Future[DockerContainer] | None, name: str) -> None:
@@ -959,6 +1002,8 @@ class DockerProvider(EnvironmentProvider):
         if self._closed and self._docker is None:
             return
         try:
+            if self._prestart is not None:
+                await self._prestart.aclose()
             leftovers = list(self._envs)
             if leftovers:
                 log.info("docker provider: closing %d environments still open", len(leftovers))

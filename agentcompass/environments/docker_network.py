@@ -1,7 +1,8 @@
 """Network policies of Docker environments, switched on live containers.
 
 * ``public``: the default ``bridge`` network.
-* ``none``: no network at all (every network disconnected; only loopback is left).
+* ``none``: no network at all, only loopback (created with NetworkMode ``none``; a live switch disconnects
+  every network).
 * ``model``: only the model endpoint. Each environment gets its *own* internal network (created when the
   environment first needs it, removed when it closes), whose bridge has no host address
   (``com.docker.network.bridge.inhibit_ipv4``), so neither the host, the outside world nor any other
@@ -48,6 +49,8 @@ from .docker_api import LABEL_KEEP, LABEL_ROLE, LABEL_RUN_ID, LABEL_TASK_ID, cal
 log = logging.getLogger("agentcompass.environments.docker_network")
 
 PUBLIC_NETWORK = "bridge"
+#: the create-time network mode of ``none``: no interface but loopback, nothing to disconnect afterwards
+NO_NETWORK = "none"
 SUPPORTED_MODES = ("public", "none", "model", "allowlist")
 #: the egress proxy's name inside every ``allowlist`` environment's network, and its port
 PROXY_ALIAS = "ac-egress-proxy"
@@ -229,13 +232,14 @@ class DockerNetworks:
 
     async def network_for(self, policy: NetworkPolicy, *, key: str, labels: dict[str, str]) -> str:
         """The network a new container ``key`` (with container ``labels``) is created on for ``policy``
-        (``none`` is disconnected later). For ``model``/``allowlist`` the forwarders may still be attaching
-        to a new network: :meth:`ready` waits for them (an allowlist's proxy is attached already)."""
+        (``none``: NetworkMode ``none``, no interface but loopback). For ``model``/``allowlist`` the forwarders
+        may still be attaching to a new network: :meth:`ready` waits for them (an allowlist's proxy is attached
+        already)."""
         if policy.mode in ("model", "allowlist"):
             net = await self._env_net(key, labels)
             await self._set_proxy(net, await self._proxy_for(policy) if policy.mode == "allowlist" else None)
             return net.name
-        return PUBLIC_NETWORK
+        return NO_NETWORK if policy.mode == "none" else PUBLIC_NETWORK
 
     async def ready(self, key: str) -> None:
         """Wait until the forwarders are attached to ``key``'s network (no-op without one)."""

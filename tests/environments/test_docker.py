@@ -306,7 +306,8 @@ async def test_keep_leaves_the_container_running(docker_provider: DockerProvider
 async def test_provider_aclose_closes_environments_left_open(base_image: str, docker_run_id: str) -> None:
     provider = DockerProvider({"image": base_image}, ComponentContext(run_id=docker_run_id))
     await asyncio.gather(*(provider.open(_spec(docker_run_id, task_id=f"t{i}")) for i in range(2)))
-    assert len(containers_of(docker_run_id)) == 2
+    assert provider._prestart is not None and provider._prestart.held == 2  # the next two, started ahead
+    assert len(containers_of(docker_run_id)) == 4
     await provider.aclose()
     await provider.aclose()
     assert containers_of(docker_run_id) == []
@@ -331,7 +332,11 @@ async def test_sixteen_concurrent_opens_all_work_and_close_cleanly(docker_provid
         assert [r.stdout for r in results] == [f"{i}\n" for i in range(16)]
     finally:
         await asyncio.gather(*(e.close() for e in envs))
-    assert containers_of(docker_run_id) == []
+    # left: only the next opens' containers, started ahead (the provider's aclose removes them)
+    assert docker_provider._prestart is not None
+    await docker_provider._prestart.settled(60)
+    assert sorted(containers_of(docker_run_id)) == sorted(docker_provider._prestart.ready_ids())
+    assert len(docker_provider._prestart.ready_ids()) == 2
 
 
 # ----------------------------------------------------------------------------- images

@@ -39,10 +39,10 @@ def test_disk_limit_is_validated_naming_the_field(value: Any) -> None:
 def test_disk_limit_becomes_the_storage_opt_size_of_the_create_config(value: Any, size: int) -> None:
     provider = DockerProvider({"disk_limit": value}, ComponentContext(run_id="disk"))
     spec = EnvOpenSpec(run_id="disk", task_id="t")
-    config = provider._container_config(spec, "img", "/workspace", "bridge", {})
+    config = provider._container_config(spec.env, "img", "/workspace", "bridge", {})
     assert config["HostConfig"]["StorageOpt"] == {"size": str(size)}
     unlimited = DockerProvider({}, ComponentContext(run_id="disk"))
-    assert "StorageOpt" not in unlimited._container_config(spec, "img", "/workspace", "bridge", {})["HostConfig"]
+    assert "StorageOpt" not in unlimited._container_config(spec.env, "img", "/workspace", "bridge", {})["HostConfig"]
 
 
 @pytest.mark.parametrize(("driver", "status", "refused"), [
@@ -102,7 +102,7 @@ async def test_a_tmpfs_gets_its_bounded_size_on_any_driver(base_image: str, dock
     provider = DockerProvider({"image": base_image, "tmpfs": {"/scratch": "8m"}},
                               ComponentContext(run_id=docker_run_id))
     spec = EnvOpenSpec(run_id=docker_run_id, task_id="t")
-    assert provider._container_config(spec, "img", "/w", "bridge", {})["HostConfig"]["Tmpfs"] == {
+    assert provider._container_config(spec.env, "img", "/w", "bridge", {})["HostConfig"]["Tmpfs"] == {
         "/scratch": f"size={8 << 20}"}
     try:
         env = await provider.open(spec)

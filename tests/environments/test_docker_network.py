@@ -203,9 +203,20 @@ async def test_none_reaches_nothing_not_even_the_host(docker_provider: DockerPro
                                                       host_server: Banner, gateway: str) -> None:
     env = await docker_provider.open(_spec(docker_run_id, "none"))
     try:
+        # created without a network (not created on bridge, then disconnected)
+        info = json.loads(docker_cli("inspect", env.id))[0]
+        assert info["HostConfig"]["NetworkMode"] == "none"
+        assert list(_networks(env)) == ["none"]
         assert (await _reach(env, gateway, host_server.port)).startswith("FAIL")
         interfaces = (await env.exec("ls /sys/class/net")).stdout.split()
         assert interfaces == ["lo"]
+        # and switched live like any other: out of ``none`` onto bridge, and back
+        await env.set_network_policy(NetworkPolicy(mode="public"))
+        assert list(_networks(env)) == ["bridge"]
+        assert await _reach(env, gateway, host_server.port) == "OK host"
+        await env.set_network_policy(NetworkPolicy(mode="none"))
+        assert (await _reach(env, gateway, host_server.port)).startswith("FAIL")
+        assert (await env.exec("ls /sys/class/net")).stdout.split() == ["lo"]
     finally:
         await env.close()
 
