@@ -13,7 +13,7 @@ from typing import Generic, TypeVar
 import msgspec
 
 from ..interfaces import TaskSpec
-from ..records import AttemptRecord
+from ..records import AttemptRecord, TryRecord
 
 
 class WorkItem(msgspec.Struct):
@@ -25,33 +25,70 @@ class WorkItem(msgspec.Struct):
     identity: str
 
 
+# ---------------------------------------------------------------- to the Scheduler
+
+
+class OpenLane(msgspec.Struct, tag="open_lane"):
+    """RequestActor -> Scheduler: the request's attempts may run, at most ``limit`` at once."""
+
+    request: int
+    limit: int
+
+
 class Submit(msgspec.Struct, tag="submit"):
-    """RequestActor -> Scheduler: run this attempt when a slot is free."""
+    """RequestActor -> Scheduler: grant this attempt a slot when one is free."""
 
     item: WorkItem
 
 
 class Release(msgspec.Struct, tag="release"):
-    """TaskActor (via its wrapper) -> Scheduler: a slot of ``request`` is free again."""
+    """RequestActor -> Scheduler: an attempt of ``request`` has reported; its slot is free again."""
 
     request: int
 
 
 class CancelRequest(msgspec.Struct, tag="cancel_request"):
-    """RequestActor -> Scheduler: drop the request's queued work and cancel its running attempts."""
+    """RequestActor -> Scheduler: the request has ended (none of its attempts runs any more): drop its queued
+    work and take back its slots, including grants it never started."""
 
     request: int
 
 
-SchedulerMsg = Submit | Release | CancelRequest
+class Shutdown(msgspec.Struct, tag="shutdown"):
+    """Supervisor -> Scheduler: grant nothing more and end (``Scheduler.run`` returns its stats)."""
+
+
+SchedulerMsg = OpenLane | Submit | Release | CancelRequest | Shutdown
+
+
+# ---------------------------------------------------------------- to a RequestActor
+
+
+class Grant(msgspec.Struct, tag="grant"):
+    """Scheduler -> RequestActor: a slot is the item's: start its attempt runner."""
+
+    item: WorkItem
 
 
 class AttemptDone(msgspec.Struct, tag="attempt_done"):
-    """TaskActor -> RequestActor: an attempt finished (after all its tries)."""
+    """TaskActor -> RequestActor: an attempt finished (after all its tries). Also sent, as an ``engine_error``
+    record, when the runner itself failed."""
 
     task_id: str
     attempt: int
     record: AttemptRecord
+
+
+class AttemptInterrupted(msgspec.Struct, tag="attempt_interrupted"):
+    """TaskActor -> RequestActor: the attempt was cancelled; the tries it made (the running one marked
+    ``INTERRUPTED``), recorded by the request with the stop's kind."""
+
+    task_id: str
+    attempt: int
+    tries: list[TryRecord]
+
+
+RequestMsg = Grant | AttemptDone | AttemptInterrupted
 
 
 M = TypeVar("M")

@@ -1,4 +1,6 @@
-"""What a request's TaskActors share: resolved components, settings and sinks (built by the RequestActor)."""
+"""What actors are handed at construction: the launch's shared services (``LaunchServices``, for each
+RequestActor) and a request's resolved components, settings and sinks (``RequestRuntime``, for its TaskActors).
+Both are frozen: nothing is patched into them after they are built."""
 
 from __future__ import annotations
 
@@ -10,21 +12,23 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..interfaces import Benchmark, EnvironmentProvider, Harness, ModelClient, NetworkPolicy
-from ..records import ProgressEvent, TryRecord
+from ..records import ProgressEvent
 from .env_pool import EnvironmentPool
 from .run_dir import RunDir
 
 if TYPE_CHECKING:
     from ..models.pricing import PriceTable
-    from .image_cache import RequestImages
-    from .model_access import ModelAccess
+    from ..registry import Registries
+    from .image_cache import ImageCache, RequestImages
+    from .model_access import ModelAccess, ModelServices
+    from .progress import EventBus
 
 #: the task an attempt's code is working on (set by the TaskActor; read by hooks that get no context, such as
 #: the model client's retry hook).
 CURRENT_TASK: contextvars.ContextVar[str | None] = contextvars.ContextVar("agentcompass_task", default=None)
 
 
-@dataclass
+@dataclass(frozen=True)
 class PhaseTimeouts:
     """Per-phase bounds, seconds."""
 
@@ -37,7 +41,7 @@ class PhaseTimeouts:
     stall: float = 900.0
 
 
-@dataclass
+@dataclass(frozen=True)
 class NetworkPhases:
     """Network policy at open, while the harness runs, and while grading."""
 
@@ -46,7 +50,29 @@ class NetworkPhases:
     verifier: NetworkPolicy | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
+class LaunchServices:
+    """The few launch-wide services a RequestActor is handed (besides its inbox and the scheduler's)."""
+
+    registries: Registries
+    bus: EventBus
+    pool: EnvironmentPool
+    models: ModelServices
+    images: ImageCache
+    #: the launch's logger (a request's own logger is its child)
+    log: logging.Logger
+    console_level: int
+    #: secrets every request's files and logs redact, besides its own model key
+    extra_secrets: tuple[str, ...]
+    #: the orchestration-wide ``task_concurrency`` (None: no limit)
+    task_concurrency: int | None
+    #: the launch's ``provider_limits`` (a provider holding environments ahead of need stays within its own)
+    provider_limits: dict[str, int]
+    #: the orchestration spec without its requests, as recorded in each request's params.json
+    orchestration: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class RequestRuntime:
     """Everything a TaskActor needs to run attempts of one request."""
 
@@ -65,7 +91,7 @@ class RequestRuntime:
     max_retries: int = 0
     #: the cap on one backoff wait between tries (and the model client's), seconds.
     max_backoff_s: float = 120.0
-    retry_patterns: list[re.Pattern[str]] = field(default_factory=list)
+    retry_patterns: tuple[re.Pattern[str], ...] = ()
     keep_environment: bool = False
     #: the level of the request's log files (run.log and logs/tasks/*.log).
     file_log_level: int = logging.INFO
@@ -77,11 +103,7 @@ class RequestRuntime:
     model_access: ModelAccess | None = None
     #: prices per million tokens (model param ``price_per_million``), to cost each attempt.
     price: PriceTable | None = None
-    #: the tries so far of each running attempt, by (task id, attempt): kept by TaskActors while the attempt
-    #: runs (and after a cancel), read when the run is interrupted.
-    partial_tries: dict[tuple[str, int], list[TryRecord]] = field(default_factory=dict)
     #: analyzers run on each finished attempt (``enable_analysis``).
-    analyzers: list[Any] = field(default_factory=list)
+    analyzers: tuple[Any, ...] = ()
     #: the request's handle on the launch's image cache (providers with images), asked before each open.
     images: RequestImages | None = None
-    extra: dict[str, Any] = field(default_factory=dict)

@@ -1,91 +1,97 @@
-"""Scheduler: a fair queue across requests that grants task slots.
+"""Scheduler: a fair queue across requests that grants attempt slots.
 
 Limits: ``task_concurrency`` per request and one orchestration-wide ``OrchestrationSpec.task_concurrency``. Requests
-are served round-robin so one large request cannot starve the others.
+are served round-robin so one large request cannot starve the others. The scheduler runs nothing itself: it
+answers a ``Submit`` with a ``Grant`` on the request's inbox, and the request's attempt runner holds the slot
+until the request sends ``Release``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Mapping
 
 from .gc_tuning import relaxed_gc
-from .messages import AttemptDone, CancelRequest, MsgQueue, Release, SchedulerMsg, Submit, WorkItem
+from .messages import (
+    CancelRequest,
+    Grant,
+    MsgQueue,
+    OpenLane,
+    Release,
+    RequestMsg,
+    SchedulerMsg,
+    Shutdown,
+    Submit,
+    WorkItem,
+)
 
 log = logging.getLogger("agentcompass.scheduler")
 
-RunAttempt = Callable[[WorkItem], Awaitable[AttemptDone]]
-
 
 class _Lane:
-    __slots__ = ("cancelled", "limit", "outbox", "pending", "run", "running", "tasks")
+    __slots__ = ("limit", "pending", "running")
 
-    def __init__(self, limit: int, run: RunAttempt, outbox: MsgQueue[AttemptDone]) -> None:
+    def __init__(self, limit: int) -> None:
         self.limit = limit
-        self.run = run
-        self.outbox = outbox
         self.pending: deque[WorkItem] = deque()
+        #: slots granted and not yet released (started or still on their way to the request)
         self.running = 0
-        self.tasks: set[asyncio.Task[None]] = set()
-        self.cancelled = False
 
 
 class Scheduler:
-    """Owns every running TaskActor; talks to RequestActors only through messages."""
+    """Grants slots; reached only through its inbox, and talks to RequestActors only through theirs."""
 
-    def __init__(self, max_concurrent: int | None) -> None:
+    def __init__(self, max_concurrent: int | None, request_inboxes: Mapping[int, MsgQueue[RequestMsg]]) -> None:
         self.inbox: MsgQueue[SchedulerMsg] = MsgQueue(SchedulerMsg)
-        self.max_concurrent = max_concurrent
-        self.running = 0
-        self.peak_running = 0
+        self._max_concurrent = max_concurrent
+        self._outboxes = dict(request_inboxes)
+        self._running = 0
+        self._peak_running = 0
         self._lanes: dict[int, _Lane] = {}
         self._order: list[int] = []
         self._rr = 0
-        self._closed = False
 
-    def add_lane(self, request: int, limit: int, run: RunAttempt, outbox: MsgQueue[AttemptDone]) -> None:
-        """Register a request: how many of its attempts may run at once and how to run one."""
-        self._lanes[request] = _Lane(limit, run, outbox)
-        self._order.append(request)
-
-    async def run(self) -> None:
-        """The actor loop; ends when cancelled (by the supervisor, after every request is done). While it
+    async def run(self) -> int:
+        """The actor loop; ends on ``Shutdown`` and returns the highest number of slots held at once. While it
         runs the cyclic GC collects less often (see ``gc_tuning``)."""
         with relaxed_gc():
             while True:
                 msg = await self.inbox.get()
-                self._handle(msg)
+                stop = self._handle(msg)
                 # Drain what is already queued before dispatching: cheaper under bursts.
-                while not self.inbox.empty():
-                    self._handle(self.inbox.get_nowait())
+                while not stop and not self.inbox.empty():
+                    stop = self._handle(self.inbox.get_nowait())
+                if stop:
+                    return self._peak_running
                 self._dispatch()
 
-    def _handle(self, msg: SchedulerMsg) -> None:
+    def _handle(self, msg: SchedulerMsg) -> bool:
         if isinstance(msg, Submit):
-            lane = self._lanes[msg.item.request]
-            if not lane.cancelled:
+            lane = self._lanes.get(msg.item.request)
+            if lane is not None:  # a closed lane's late submits are dropped
                 lane.pending.append(msg.item)
         elif isinstance(msg, Release):
-            self._lanes[msg.request].running -= 1
-            self.running -= 1
+            lane = self._lanes.get(msg.request)
+            if lane is not None:  # a closed lane's slots were taken back when it closed
+                lane.running -= 1
+                self._running -= 1
+        elif isinstance(msg, OpenLane):
+            self._lanes[msg.request] = _Lane(msg.limit)
+            self._order.append(msg.request)
         elif isinstance(msg, CancelRequest):
-            found = self._lanes.get(msg.request)
-            if found is None:
-                return
-            lane = found
-            lane.cancelled = True
-            lane.pending.clear()
-            for t in lane.tasks:
-                t.cancel()
+            closed = self._lanes.pop(msg.request, None)
+            if closed is not None:
+                self._running -= closed.running
+                self._order.remove(msg.request)
+        elif isinstance(msg, Shutdown):
+            return True
+        return False
 
     def _has_global_slot(self) -> bool:
-        return self.max_concurrent is None or self.running < self.max_concurrent
+        return self._max_concurrent is None or self._running < self._max_concurrent
 
     def _dispatch(self) -> None:
-        if self._closed:
-            return
         n = len(self._order)
         idle_rounds = 0
         while self._has_global_slot() and n and idle_rounds < n:
@@ -93,33 +99,10 @@ class Scheduler:
             self._rr += 1
             lane = self._lanes[req]
             if lane.pending and lane.running < lane.limit:
-                self._start(req, lane, lane.pending.popleft())
+                lane.running += 1
+                self._running += 1
+                self._peak_running = max(self._peak_running, self._running)
+                self._outboxes[req].put(Grant(lane.pending.popleft()))
                 idle_rounds = 0
             else:
                 idle_rounds += 1
-
-    def _start(self, req: int, lane: _Lane, item: WorkItem) -> None:
-        lane.running += 1
-        self.running += 1
-        self.peak_running = max(self.peak_running, self.running)
-        task = asyncio.create_task(self._run_one(lane, item), name=f"attempt-{req}-{item.task.task_id}")
-        lane.tasks.add(task)
-
-        def _done(t: asyncio.Task[None]) -> None:
-            lane.tasks.discard(t)
-            self.inbox.put(Release(request=req))
-
-        task.add_done_callback(_done)
-
-    async def _run_one(self, lane: _Lane, item: WorkItem) -> None:
-        done = await lane.run(item)
-        lane.outbox.put(done)
-
-    async def shutdown(self) -> None:
-        """Start nothing more; cancel every running attempt and wait for them to release their environments."""
-        self._closed = True
-        tasks = [t for lane in self._lanes.values() for t in lane.tasks]
-        for t in tasks:
-            t.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,5 +1,7 @@
-"""Supervisor: one per launch. Owns the timeout, the shared task limit, cancellation, the event bus, the
-environment pool, the scheduler and one RequestActor per request."""
+"""Supervisor: one per launch. Owns the timeout, cancellation, the event bus, the environment pool, the model
+services, the image cache, the scheduler and one RequestActor per request; hands each actor its inbox, the
+scheduler's, and those shared services. A stop (launch timeout or cancel) reaches the request actors as the
+message of their cancellation."""
 
 from __future__ import annotations
 
@@ -7,18 +9,25 @@ import asyncio
 import logging
 import time
 
+import msgspec
+
 from .._errors import ConfigError
 from ..records import RunStatus
 from ..registry import Registries
 from ..results import LaunchResult, LaunchStatus, RequestOutcome
-from ..specs import OrchestrationSpec
+from ..specs import OrchestrationSpec, RunRequestSpec
 from .env_pool import EnvironmentPool, validate_pool_settings
 from .image_cache import ImageCache
+from .messages import MsgQueue, RequestMsg, Shutdown
 from .model_access import ModelServices
 from .progress import EventBus, OnProgress, make_display
 from .redact import RedactingFormatter, Redactor
 from .request_actor import RequestActor
+from .runtime import LaunchServices
 from .scheduler import Scheduler
+
+#: how long the scheduler gets to answer ``Shutdown`` (it only has to read its inbox) before it is cancelled
+_SCHEDULER_STOP_S = 10.0
 
 _console_log = logging.getLogger("agentcompass")
 
@@ -55,7 +64,8 @@ class Supervisor:
         self.invalid = invalid or {}
         self.on_progress = on_progress
         self.extra_secrets = extra_secrets
-        #: why the launch was stopped early ("timed_out" / "cancelled"), read by RequestActors when cancelled.
+        #: why the launch was stopped early ("timed_out" / "cancelled"); sent to the RequestActors as the message
+        #: of their cancellation.
         self.stop_reason: RunStatus | None = None
         self.console_level = logging.getLevelName(spec.log_level)
         # This launch's own logger (not registered globally, so two launches never share handlers); it still
@@ -72,9 +82,17 @@ class Supervisor:
         self.redactor = Redactor([r.model.api_key for r in spec.requests] + list(self.extra_secrets))
         self.pool = EnvironmentPool(spec.provider_limits, spec.env_open_qps, self.bus.emit,
                                     max_creates_in_flight=spec.max_env_creates_in_flight)
-        self.scheduler = Scheduler(spec.task_concurrency)
         #: per-task images: fetch limit, dedup, prefetch, removal after their last task
         self.images = ImageCache(self.bus.emit)
+        self._inboxes: dict[int, MsgQueue[RequestMsg]] = {i: MsgQueue(RequestMsg) for i in range(len(spec.requests))}
+        self.scheduler = Scheduler(spec.task_concurrency, self._inboxes)
+        orchestration = msgspec.to_builtins(spec)
+        orchestration.pop("requests", None)
+        self.services = LaunchServices(
+            registries=self.registries, bus=self.bus, pool=self.pool, models=self.models, images=self.images,
+            log=self.log, console_level=self.console_level, extra_secrets=self.extra_secrets,
+            task_concurrency=spec.task_concurrency, orchestration=orchestration,
+            provider_limits=dict(spec.provider_limits))
 
     async def run(self) -> LaunchResult:
         t0 = time.monotonic()
@@ -84,45 +102,54 @@ class Supervisor:
         self.log.addHandler(handler)
         self.bus.start()
         sched_task = asyncio.create_task(self.scheduler.run(), name="scheduler")
-        actors = [RequestActor(i, r, n, self) for i, (r, n) in enumerate(zip(self.spec.requests,
-                                                                            request_names(self.spec), strict=True))]
+        names = request_names(self.spec)
+        actors = [RequestActor(i, r, n, services=self.services, inbox=self._inboxes[i], scheduler=self.scheduler.inbox,
+                               invalid=self.invalid.get(i))
+                  for i, (r, n) in enumerate(zip(self.spec.requests, names, strict=True))]
         tasks = [asyncio.create_task(a.run(), name=f"request-{a.name}") for a in actors]
+        peak = 0
         try:
             _, pending = await asyncio.wait(tasks, timeout=self.spec.timeout_seconds)
             if pending:
                 self.stop_reason = "timed_out"
-                await self._stop(pending)
+                await self._stop(pending, self.stop_reason)
         except asyncio.CancelledError:
             self.stop_reason = "cancelled"
-            await asyncio.shield(self._stop({t for t in tasks if not t.done()}))
+            await asyncio.shield(self._stop({t for t in tasks if not t.done()}, self.stop_reason))
             raise
         finally:
-            await self.scheduler.shutdown()
-            sched_task.cancel()
-            await asyncio.gather(sched_task, return_exceptions=True)
+            peak = await self._stop_scheduler(sched_task)
             await self.models.aclose()
             await self.pool.aclose()
             await self.bus.close()
             self.log.removeHandler(handler)
             handler.close()
-        outcomes = [self._outcome(t, a) for t, a in zip(tasks, actors, strict=True)]
+        outcomes = [self._outcome(t, r, n) for t, r, n in zip(tasks, self.spec.requests, names, strict=True)]
         return LaunchResult(status=self._status(outcomes), outcomes=outcomes,
-                            duration_s=round(time.monotonic() - t0, 3),
-                            peak_concurrent_tasks=self.scheduler.peak_running)
+                            duration_s=round(time.monotonic() - t0, 3), peak_concurrent_tasks=peak)
 
-    async def _stop(self, pending: set[asyncio.Task[RequestOutcome]]) -> None:
-        # Attempts first (their environments close in their own finally blocks), then the request actors,
-        # which record what was interrupted.
-        await self.scheduler.shutdown()
+    async def _stop(self, pending: set[asyncio.Task[RequestOutcome]], reason: RunStatus) -> None:
+        # Each request actor cancels its running attempts (their environments close in their own finally
+        # blocks), waits for them and records what was interrupted, under the reason it is given.
         for t in pending:
-            t.cancel()
+            t.cancel(msg=reason)
         await asyncio.gather(*pending, return_exceptions=True)
 
-    def _outcome(self, task: asyncio.Task[RequestOutcome], actor: RequestActor) -> RequestOutcome:
+    async def _stop_scheduler(self, sched_task: asyncio.Task[int]) -> int:
+        """Ask the scheduler to end; its answer is the peak number of attempts that ran at once."""
+        self.scheduler.inbox.put(Shutdown())
+        try:
+            return await asyncio.wait_for(asyncio.shield(sched_task), _SCHEDULER_STOP_S)
+        except Exception:
+            self.log.warning("the scheduler did not stop in %gs", _SCHEDULER_STOP_S)
+            sched_task.cancel()
+            await asyncio.gather(sched_task, return_exceptions=True)
+            return 0
+
+    def _outcome(self, task: asyncio.Task[RequestOutcome], r: RunRequestSpec, name: str) -> RequestOutcome:
         if task.cancelled() or task.exception() is not None:
             exc = None if task.cancelled() else task.exception()
-            r = actor.spec
-            return RequestOutcome(name=actor.name, status=self.stop_reason or "failed", benchmark=r.benchmark.id,
+            return RequestOutcome(name=name, status=self.stop_reason or "failed", benchmark=r.benchmark.id,
                                   harness=r.harness.id, model=r.model.id, environment=r.environment.id,
                                   error=repr(exc) if exc else self.stop_reason)
         return task.result()

@@ -32,7 +32,7 @@ from ..interfaces import (
 from ..records import AttemptFinished, AttemptRecord, AttemptStarted, TryRecord, TryRetrying
 from . import image_cache
 from .failures import kind_of, policy
-from .messages import AttemptDone, WorkItem
+from .messages import AttemptDone, AttemptInterrupted, MsgQueue, RequestMsg, WorkItem
 from .model_access import AttemptSpend, gateway_usage_of, try_usage
 from .runtime import CURRENT_TASK, RequestRuntime
 from .watchdog import Activity, Stalled, WatchedEnvironment, WatchedModel, run_watched
@@ -70,23 +70,67 @@ class _VerifierOpenFailed(EnvironmentError_):
 
 
 class TaskActor:
-    """Runs attempts of one request; stateless between attempts, so one instance serves them all."""
+    """One attempt of one task: one instance per attempt, started by the request's RequestActor when the
+    scheduler grants the attempt a slot. Its tries are its own state; it reports on ``outbox`` exactly once."""
 
-    def __init__(self, rt: RequestRuntime) -> None:
+    def __init__(self, rt: RequestRuntime, item: WorkItem, outbox: MsgQueue[RequestMsg]) -> None:
         self.rt = rt
+        self.item = item
+        self.outbox = outbox
+        self._tries: list[TryRecord] = []
+        self._started = time.time()
 
-    # ------------------------------------------------------------------ entry point (never raises)
+    # ------------------------------------------------------------------ entry point (reports on every path)
 
-    async def run(self, item: WorkItem) -> AttemptDone:
+    async def run(self) -> None:
+        """Run the attempt and report it: ``AttemptDone``, or ``AttemptInterrupted`` with the tries so far when
+        cancelled. An exception anywhere in the engine's code for the attempt (its own bookkeeping included)
+        is reported as an ``engine_error`` attempt, never lost."""
+        log: logging.Logger = self.rt.log
+        try:
+            log = self._task_logger(self.item.task.task_id, self.item.attempt)
+            record = await self._attempt(log)
+            record = self._report(record, log)
+        except asyncio.CancelledError:
+            log.warning("attempt cancelled")
+            self.outbox.put(AttemptInterrupted(task_id=self.item.task.task_id, attempt=self.item.attempt,
+                                               tries=list(self._tries)))
+            raise
+        except Exception as exc:
+            record = self._report(self._engine_error(exc, log), log)
+        self.rt.emit(AttemptFinished(ts=time.time(), request=self.rt.name, run_id=self.rt.run_id,
+                                     task_id=self.item.task.task_id, attempt=self.item.attempt, status=record.status,
+                                     correct=record.correct, duration_s=float(record.meta.get("duration_s", 0.0)),
+                                     error_kind=record.error_kind))
+
+    def _report(self, record: AttemptRecord, log: logging.Logger) -> AttemptRecord:
+        """Send the attempt's AttemptDone; a record that cannot be sent becomes an engine error that can."""
+        item = self.item
+        try:
+            self.outbox.put(AttemptDone(task_id=item.task.task_id, attempt=item.attempt, record=record))
+        except Exception as exc:  # e.g. a value msgspec cannot encode (strict messages)
+            record = self._engine_error(exc, log)
+            self.outbox.put(AttemptDone(task_id=item.task.task_id, attempt=item.attempt, record=record))
+        log.info("attempt %d finished: status=%s correct=%s", item.attempt, record.status, record.correct)
+        return record
+
+    def _engine_error(self, exc: Exception, log: logging.Logger) -> AttemptRecord:
+        """A bug in the code running the attempt, as the attempt's classified error (the tries it made kept)."""
+        log.error("engine error: %s", traceback.format_exc())
+        now = time.time()
+        return AttemptRecord(status="run_error", error_kind="engine_error", error=describe(exc),
+                             tries=list(self._tries),
+                             meta={"started_at": self._started, "duration_s": round(now - self._started, 6)})
+
+    async def _attempt(self, log: logging.Logger) -> AttemptRecord:
+        """The attempt's tries (a retryable failure starts a new try, same plan), then its analysis."""
         rt = self.rt
+        item = self.item
         task = item.task
-        log = self._task_logger(task.task_id, item.attempt)
-        started = time.time()
-        tries: list[TryRecord] = []
+        tries = self._tries
         spent = AttemptSpend()  # model usage over all tries
         try_no = 1
-        t_start = started
-        rt.partial_tries[(task.task_id, item.attempt)] = tries
+        t_start = self._started
         CURRENT_TASK.set(task.task_id)  # this asyncio task's own context
         try:
             while True:
@@ -110,29 +154,23 @@ class TaskActor:
                     continue
                 break
         except asyncio.CancelledError:
-            log.warning("attempt cancelled")
             if len(tries) < try_no:  # the try that was running (not a backoff sleep) is recorded too
                 tries.append(TryRecord(try_no=try_no, status="run_error", started_at=t_start,
                                        finished_at=time.time(), error=INTERRUPTED, error_kind="cancelled"))
             raise
-        except Exception as exc:  # an engine bug must not hang the request: record it
+        except Exception as exc:  # an engine bug in a try: recorded like the try's failure, usage so far kept
             log.error("engine error: %s", traceback.format_exc())
             record = AttemptRecord(status="run_error", error_kind="engine_error", error=describe(exc))
-            tries.append(TryRecord(try_no=try_no, status="run_error", started_at=started, finished_at=time.time(),
-                                   error=record.error, error_kind="engine_error"))
-        record.tries = tries
+            tries.append(TryRecord(try_no=try_no, status="run_error", started_at=self._started,
+                                   finished_at=time.time(), error=record.error, error_kind="engine_error"))
+        record.tries = list(tries)
         if rt.analyzers and record.status != "skipped":
             # in a thread: a long trajectory must not stall the loop; analyzers never raise
             record.analysis = await asyncio.to_thread(run_analyzers, rt.analyzers, task.public(), record, rt.log)
-        rt.partial_tries.pop((task.task_id, item.attempt), None)  # kept when cancelled: recorded as interrupted
         spent.write(record.meta)
-        record.meta["started_at"] = started
-        record.meta["duration_s"] = round(time.time() - started, 6)
-        log.info("attempt %d finished: status=%s correct=%s", item.attempt, record.status, record.correct)
-        rt.emit(AttemptFinished(ts=time.time(), request=rt.name, run_id=rt.run_id, task_id=task.task_id,
-                                attempt=item.attempt, status=record.status, correct=record.correct,
-                                duration_s=record.meta["duration_s"], error_kind=record.error_kind))
-        return AttemptDone(task_id=task.task_id, attempt=item.attempt, record=record)
+        record.meta["started_at"] = self._started
+        record.meta["duration_s"] = round(time.time() - self._started, 6)
+        return record
 
     async def _setup(self, prepared: PreparedTask, env: Environment, log: logging.Logger) -> None:
         """The setup phase, bounded by ``setup_timeout``: the benchmark's ``setup(task, env)`` hook (e.g. git
