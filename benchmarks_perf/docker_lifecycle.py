@@ -30,7 +30,7 @@ from typing import Any
 import aiodocker
 from _common import containers_with_label, result_line, write_json
 
-from agentcompass.environments.docker import _DEFAULTS, DockerProvider
+from agentcompass.environments.docker import DockerParams, DockerProvider
 from agentcompass.environments.docker_images import BUSYBOX_IMAGE, build_base_image
 from agentcompass.environments.docker_sweep import sweep_orphans
 from agentcompass.interfaces import ComponentContext, EnvOpenSpec
@@ -146,7 +146,7 @@ async def main(levels: list[int], per_level: int, work_s: float = 0.0) -> dict[s
         await cold.aclose()
         await ahead.aclose()
         await sweep_orphans(run_id=run_id, only_dead=False)
-    return {"image": image, "unit": "open+exec+close per second", "prestart": _DEFAULTS["prestart"],
+    return {"image": image, "unit": "open+exec+close per second", "prestart": DockerParams().prestart,
             "work_s": work_s, "rows": rows, "run_id": run_id}
 
 

@@ -173,7 +173,7 @@ def ours_docker_child(samples: int, concurrency: int, run_id: str) -> dict[str, 
         raise SystemExit(f"run did not complete cleanly: status={out.status} counts={out.counts} "
                          f"error={out.error} errors={out.errors_by_kind}")
     settings = {"task_concurrency": concurrency, "provider_limits": "none",
-                "docker creates in flight": DockerProvider.max_creates_in_flight,
+                "docker creates in flight": DockerProvider.capabilities.max_creates_in_flight,
                 "sandbox": "docker provider, one container per sample", "log": "one detail per sample written"}
     return {"framework": f"agentcompass {agentcompass.__version__}", "samples": samples, "concurrency": concurrency,
             "wall_s": round(wall, 3), "samples_per_s": round(samples / wall, 2),

@@ -50,6 +50,7 @@ from ..records import (
 from ..results import RequestOutcome
 from ..specs import ModelSpec, RunRequestSpec
 from .accounting import RequestAccount, task_detail
+from .cancel_safe import through_cancels
 from .image_cache import DiskFull, RequestImages
 from .messages import (
     AttemptDone,
@@ -159,11 +160,11 @@ class RequestActor:
         except asyncio.CancelledError as exc:
             reason = stop_reason_of(exc)
             status = reason or "cancelled"
-            await self._stop_attempts()
-            self._commit_interrupted(status)
+            # a second cancel (Ctrl-C during a timeout's stop) must not cut the record and releases off
+            outcome = await through_cancels(self._stop_and_finish(status))
             if reason is None:
-                await self._finish(status, None)
                 raise
+            return outcome
         except AgentCompassError as exc:
             error = exc
         except Exception as exc:
@@ -172,6 +173,11 @@ class RequestActor:
                 self.rt.log.error("request failed: %s", traceback.format_exc())
         await self._stop_attempts()
         return await self._finish(status, error)
+
+    async def _stop_and_finish(self, status: RunStatus) -> RequestOutcome:
+        await self._stop_attempts()
+        self._commit_interrupted(status)
+        return await self._finish(status, None)
 
     async def _stop_attempts(self) -> None:
         """Cancel the request's running attempts, wait for them (their environments close on the way), take in
@@ -423,14 +429,15 @@ class RequestActor:
     def _start_attempt(self, item: WorkItem) -> None:
         """One attempt runner (TaskActor) for a granted attempt; it reports on the inbox on every path."""
         assert self.rt is not None
-        runner = asyncio.create_task(TaskActor(self.rt, item, self.inbox).run(),
+        actor = TaskActor(self.rt, item, self.inbox)
+        runner = asyncio.create_task(actor.run(),
                                      name=f"attempt-{self.index}-{item.task.task_id}#{item.attempt}")
         self._runners.add(runner)
 
         def _ended(t: asyncio.Task[None]) -> None:
             self._runners.discard(t)
             exc = None if t.cancelled() else t.exception()
-            if exc is not None:  # the runner could not even report: its attempt is still an engine error
+            if exc is not None and not actor.reported:  # it could not even report: still an engine error
                 self.inbox.put(AttemptDone(task_id=item.task.task_id, attempt=item.attempt, record=AttemptRecord(
                     status="run_error", error_kind="engine_error", error=describe(exc))))
 
@@ -461,7 +468,7 @@ class RequestActor:
 
     def _on_done(self, msg: AttemptDone) -> None:
         entry = self.in_flight.get(msg.task_id)
-        if entry is None:
+        if entry is None or msg.attempt in entry.attempts:  # one record per attempt, whatever arrives twice
             return
         entry.attempts[msg.attempt] = msg.record
         rec = msg.record
@@ -608,8 +615,6 @@ class RequestActor:
             rt.emit(RequestFinished(ts=finished, request=self.name, run_id=self.run_id, status=status,
                                     metrics=metrics, error=err_text))
         await self._release()
-        for h in self._handlers:
-            h.close()
         spec = self.spec
         return RequestOutcome(
             name=self.name, status=status, benchmark=spec.benchmark.id, harness=spec.harness.id, model=spec.model.id,
@@ -629,5 +634,7 @@ class RequestActor:
                 await asyncio.wait_for(closer(), 60)
             except Exception as exc:
                 log.warning("closing %r failed: %r", closer, exc)
+        for h in self._handlers:  # the last lines on disk while the run is still ours
+            h.close()
         if self.run_dir is not None:
             self.run_dir.close()  # last: another run may continue this one from here on

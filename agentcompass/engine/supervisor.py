@@ -16,6 +16,7 @@ from ..records import RunStatus
 from ..registry import Registries
 from ..results import LaunchResult, LaunchStatus, RequestOutcome
 from ..specs import OrchestrationSpec, RunRequestSpec
+from .cancel_safe import through_cancels
 from .env_pool import EnvironmentPool, validate_pool_settings
 from .image_cache import ImageCache
 from .messages import MsgQueue, RequestMsg, Shutdown
@@ -133,7 +134,8 @@ class Supervisor:
         # blocks), waits for them and records what was interrupted, under the reason it is given.
         for t in pending:
             t.cancel(msg=reason)
-        await asyncio.gather(*pending, return_exceptions=True)
+        # a second Ctrl-C meanwhile must not cancel them again half-way through their records and releases
+        await through_cancels(asyncio.gather(*pending, return_exceptions=True))
 
     async def _stop_scheduler(self, sched_task: asyncio.Task[int]) -> int:
         """Ask the scheduler to end; its answer is the peak number of attempts that ran at once."""

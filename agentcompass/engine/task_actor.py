@@ -79,6 +79,8 @@ class TaskActor:
         self.outbox = outbox
         self._tries: list[TryRecord] = []
         self._started = time.time()
+        #: True once its report is on the outbox (nothing after that may send a second one)
+        self.reported = False
 
     # ------------------------------------------------------------------ entry point (reports on every path)
 
@@ -93,10 +95,15 @@ class TaskActor:
             record = self._report(record, log)
         except asyncio.CancelledError:
             log.warning("attempt cancelled")
-            self.outbox.put(AttemptInterrupted(task_id=self.item.task.task_id, attempt=self.item.attempt,
-                                               tries=list(self._tries)))
+            if not self.reported:
+                self.outbox.put(AttemptInterrupted(task_id=self.item.task.task_id, attempt=self.item.attempt,
+                                                   tries=list(self._tries)))
+                self.reported = True
             raise
         except Exception as exc:
+            if self.reported:  # it failed after its report: the report stands
+                log.error("engine error after the attempt reported: %s", traceback.format_exc())
+                return
             record = self._report(self._engine_error(exc, log), log)
         self.rt.emit(AttemptFinished(ts=time.time(), request=self.rt.name, run_id=self.rt.run_id,
                                      task_id=self.item.task.task_id, attempt=self.item.attempt, status=record.status,
@@ -111,6 +118,7 @@ class TaskActor:
         except Exception as exc:  # e.g. a value msgspec cannot encode (strict messages)
             record = self._engine_error(exc, log)
             self.outbox.put(AttemptDone(task_id=item.task.task_id, attempt=item.attempt, record=record))
+        self.reported = True
         log.info("attempt %d finished: status=%s correct=%s", item.attempt, record.status, record.correct)
         return record
 

@@ -5,14 +5,22 @@ from __future__ import annotations
 import logging
 from typing import Any, ClassVar
 
-from agentcompass.interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
+from agentcompass.interfaces import (
+    ComponentContext,
+    Environment,
+    Harness,
+    HarnessResult,
+    ModelClient,
+    PreparedTask,
+    RunContext,
+)
 
 
 class _Opaque:
     """A value msgspec cannot encode."""
 
 
-class UnsendableResultHarness:
+class UnsendableResultHarness(Harness):
     """Answers every task with an artifact msgspec cannot encode; with strict messages the runner's
     ``AttemptDone`` then fails to go out (a failure of the engine's own code, not of the agent)."""
 
