@@ -23,14 +23,15 @@ import ssl
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import httpx
 import msgspec
 
 from .._errors import ConfigError, ModelError
-from .._validate import count, seconds
+from .._validate import Count, Seconds, seconds
 from ..interfaces import ModelResponse
+from ..params import as_params
 from ._deadline import KEEPALIVE_EVENTS, Deadline, default_total_timeout
 from ._sse import sse_events
 
@@ -42,12 +43,37 @@ DEFAULT_MAX_RESPONSE_BYTES = 32 << 20
 MAX_RESPONSE_BYTES_CAP = 1 << 30
 
 
-def max_response_bytes(params: Mapping[str, Any]) -> int:
-    """The model param ``max_response_bytes``, checked (clients and the gateway read answers up to it)."""
-    return count(params.get("max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES), "model_params.max_response_bytes",
-                 minimum=1024, maximum=MAX_RESPONSE_BYTES_CAP)
 #: ``stream`` picks SSE over JSON; ``extra_body`` (a dict) is merged into the body last.
 BODY_CONTROL_PARAMS = frozenset({"stream", "extra_body"})
+
+
+class HttpClientParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """The model params the HTTP clients interpret themselves (``RESERVED_PARAMS`` and ``BODY_CONTROL_PARAMS``).
+
+    Every other model param (``temperature``, ``max_tokens``...) is the upstream API's and goes into the
+    request body as given, so it stays free-form. ``None`` for a timeout or ``max_connections``: the
+    client's default."""
+
+    timeout: Seconds | None = None
+    connect_timeout: Seconds | None = None
+    total_timeout: Seconds | None = None
+    max_connections: Count | None = None
+    extra_headers: dict[str, str] | None = None
+    return_raw: bool = False
+    max_response_bytes: Annotated[int, msgspec.Meta(ge=1024, le=MAX_RESPONSE_BYTES_CAP)] = DEFAULT_MAX_RESPONSE_BYTES
+    stream: bool = False
+    extra_body: dict[str, Any] | None = None
+
+
+_CLIENT_KEYS = frozenset(HttpClientParams.__struct_fields__)
+
+
+def client_params(params: Mapping[str, Any], model_id: str) -> HttpClientParams:
+    """The params out of a model's ``params`` that the client interprets, checked (the others are not read):
+    ConfigError naming ``model_params.<key>`` and what is allowed."""
+    own = {k: v for k, v in params.items() if k in _CLIENT_KEYS}
+    return as_params(HttpClientParams, own, f"model {model_id}", field_prefix="model_params.")
+
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 ERROR_SNIPPET = 300
 # httpcore's pool scans every queued request against every connection on each event, so its cost grows
@@ -169,25 +195,16 @@ class HttpModelClient:
         self.model_id = model_id
         self.base_url = base_url.rstrip("/")
         self._api_key = api_key or None
-        timeout = positive(params.get("timeout", timeout), "timeout")
-        total = params.get("total_timeout")
+        p = client_params(params, model_id)
+        timeout = p.timeout if p.timeout is not None else positive(timeout, "timeout")
         #: the cap on one whole HTTP exchange; None: ``default_total_timeout`` of the call's ``timeout``.
-        self.total_timeout: float | None = None if total is None else positive(total, "total_timeout")
-        connect = positive(params.get("connect_timeout", min(timeout, 30.0)), "connect_timeout")
-        conns = params.get("max_connections", max_connections)
-        if isinstance(conns, bool) or not isinstance(conns, int) or conns < 1:
-            raise ConfigError(f"Model param `max_connections` must be an integer >= 1, got {conns!r}.",
-                              field="model_params.max_connections")
-        extra = params.get("extra_headers") or {}
-        if not isinstance(extra, dict) or not all(isinstance(k, str) and isinstance(v, str)
-                                                  for k, v in extra.items()):
-            raise ConfigError("Model param `extra_headers` must be a mapping of strings to strings.",
-                              field="model_params.extra_headers")
-        _stream_flag(params.get("stream", False))
-        _extra_body(params.get("extra_body"))
-        self._return_raw = bool(params.get("return_raw", False))
+        self.total_timeout: float | None = p.total_timeout
+        connect = p.connect_timeout if p.connect_timeout is not None else min(timeout, 30.0)
+        conns = p.max_connections or max_connections
+        extra = p.extra_headers or {}
+        self._return_raw = p.return_raw
         #: answers are read in chunks and cut at this many bytes, so one answer cannot exhaust memory.
-        self.max_response_bytes = max_response_bytes(params)
+        self.max_response_bytes = p.max_response_bytes
         self.params = {k: v for k, v in params.items() if k not in RESERVED_PARAMS and k not in self.client_set}
         self.max_connections = conns
         self.timeout = httpx.Timeout(connect=connect, read=timeout, write=timeout, pool=timeout)
