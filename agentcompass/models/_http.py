@@ -66,6 +66,7 @@ class HttpClientParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
 
 
 _CLIENT_KEYS = frozenset(HttpClientParams.__struct_fields__)
+_NO_CALL_PARAMS = HttpClientParams()
 
 
 def client_params(params: Mapping[str, Any], model_id: str) -> HttpClientParams:
@@ -158,21 +159,6 @@ def json_arguments(value: Any) -> str:
     return value if isinstance(value, str) else msgspec.json.encode(value).decode()
 
 
-def _stream_flag(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(f"Model param `stream` must be true or false, got {value!r}.", field="model_params.stream")
-    return value
-
-
-def _extra_body(value: Any) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-        raise ConfigError("Model param `extra_body` must be a mapping (merged into the request body).",
-                          field="model_params.extra_body")
-    return value
-
-
 class HttpModelClient:
     """Base of the httpx model clients. Subclasses set ``path`` and implement the four protocol hooks.
 
@@ -203,9 +189,12 @@ class HttpModelClient:
         conns = p.max_connections or max_connections
         extra = p.extra_headers or {}
         self._return_raw = p.return_raw
+        self._stream = p.stream
+        self._extra_body = p.extra_body or {}
         #: answers are read in chunks and cut at this many bytes, so one answer cannot exhaust memory.
         self.max_response_bytes = p.max_response_bytes
-        self.params = {k: v for k, v in params.items() if k not in RESERVED_PARAMS and k not in self.client_set}
+        #: the upstream API's params (free-form), sent in every body.
+        self.params = {k: v for k, v in params.items() if k not in _CLIENT_KEYS and k not in self.client_set}
         self.max_connections = conns
         self.timeout = httpx.Timeout(connect=connect, read=timeout, write=timeout, pool=timeout)
         try:
@@ -293,16 +282,16 @@ class HttpModelClient:
     async def complete(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
                        **params: Any) -> ModelResponse:
         """POST one completion; per-call ``params`` override the client's. Raises ``ModelError``."""
-        return_raw = bool(params.pop("return_raw", self._return_raw))
-        call_timeout = params.pop("timeout", None)
-        call_total = params.pop("total_timeout", None)
-        call_headers = params.pop("extra_headers", None)
+        given = _CLIENT_KEYS.intersection(params)
+        call = client_params(params, self.model_id) if given else _NO_CALL_PARAMS
+        return_raw = call.return_raw if "return_raw" in given else self._return_raw
+        stream = call.stream if "stream" in given else self._stream
+        extra_body = (call.extra_body or {}) if "extra_body" in given else self._extra_body
+        call_headers = call.extra_headers
         merged = dict(self.params)
         for k, v in params.items():
-            if k not in RESERVED_PARAMS and k not in self.client_set:
+            if k not in _CLIENT_KEYS and k not in self.client_set:
                 merged[k] = v
-        stream = _stream_flag(merged.pop("stream", False))
-        extra_body = _extra_body(merged.pop("extra_body", None))
         body = self.build_body(messages, tools, merged, stream)
         body.update(extra_body)
         try:
@@ -313,11 +302,11 @@ class HttpModelClient:
         timeout: httpx.Timeout | Any = httpx.USE_CLIENT_DEFAULT
         stall = self.timeout.read
         assert stall is not None  # always set in __init__
-        if call_timeout is not None:
-            stall = positive(call_timeout, "timeout")
+        if call.timeout is not None:
+            stall = call.timeout
             timeout = httpx.Timeout(stall, connect=self.timeout.connect)
-        if call_total is not None:
-            total = positive(call_total, "total_timeout")
+        if call.total_timeout is not None:
+            total = call.total_timeout
         else:
             total = self.total_timeout or default_total_timeout(stall)
 

@@ -300,7 +300,14 @@ def test_the_client_types_only_the_params_it_reads_and_says_what_is_allowed() ->
                               params={"temperature": "free-form", "max_connections": 3, "timeout": 5})
     assert client.params == {"temperature": "free-form"} and client.max_connections == 3
     assert client.timeout.read == 5 and client.timeout.connect == 5
-    asyncio.run(client.aclose())
+
+    async def per_call() -> None:
+        async with client:
+            with pytest.raises(ConfigError, match="'stream' of model m must be true or false") as info:
+                await client.complete(user("x"), stream="yes")  # refused before any request is sent
+            assert info.value.field == "model_params.stream"
+
+    asyncio.run(per_call())
 
 
 def test_stream_and_extra_body_params_are_checked() -> None:
