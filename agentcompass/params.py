@@ -46,8 +46,12 @@ def convert_params(cls: type, raw: Any, where: str) -> Any:
     return as_params(declared, raw, where)
 
 
-def as_params(struct: type[S], raw: msgspec.Struct | Mapping[str, Any] | None, where: str) -> S:
-    """``raw`` converted to ``struct`` (kept when it already is one); ConfigError naming the param otherwise."""
+def as_params(struct: type[S], raw: msgspec.Struct | Mapping[str, Any] | None, where: str, *,
+              field_prefix: str | None = None) -> S:
+    """``raw`` converted to ``struct`` (kept when it already is one); ConfigError naming the param otherwise.
+
+    The error's field is ``<kind>.params.<key>``, or ``<field_prefix><key>`` for params that live elsewhere in
+    the request (a model's are ``model_params.<key>``)."""
     if isinstance(raw, struct):
         return raw
     if raw is None:
@@ -56,15 +60,15 @@ def as_params(struct: type[S], raw: msgspec.Struct | Mapping[str, Any] | None, w
         raw = msgspec.structs.asdict(raw)
     if not isinstance(raw, Mapping):
         raise ConfigError(f"The params of {where} must be a mapping of parameter names to values, got "
-                          f"{type(raw).__name__}.", field=f"{_kind(where)}.params")
+                          f"{type(raw).__name__}.", field=_whole(where, field_prefix))
     try:
         return msgspec.convert(dict(raw), struct)
     except msgspec.ValidationError as exc:
-        raise readable_params_error(exc, struct, raw, where) from None
+        raise readable_params_error(exc, struct, raw, where, field_prefix) from None
 
 
 def readable_params_error(exc: msgspec.ValidationError, struct: type[msgspec.Struct], raw: Mapping[str, Any],
-                          where: str) -> ConfigError:
+                          where: str, field_prefix: str | None = None) -> ConfigError:
     """msgspec's ``Expected `int` >= 1 - at `$.k` `` as a sentence naming the param, the value and what is allowed."""
     text, _, path = str(exc).partition(" - at `")
     names = [f.name for f in _fields(struct)]
@@ -72,20 +76,20 @@ def readable_params_error(exc: msgspec.ValidationError, struct: type[msgspec.Str
         key = text.removeprefix("Object contains unknown field `").rstrip("`")
         return ConfigError(f"Unknown parameter {key!r} for {where}. Allowed parameters: "
                            f"{', '.join(names) or '(none)'}.{did_you_mean(key, names)}",
-                           field=_field(where, key))
+                           field=_field(where, key, field_prefix))
     path = path.rstrip("`")
     in_key = "` in `" in path  # "key` in `$.tmpfs": a mapping's key is wrong
     path = path.split("` in `", 1)[-1]
     key = path.removeprefix("$.").split("[", 1)[0].split(".", 1)[0]
     if key not in raw:  # a check of the struct as a whole (its __post_init__)
-        return ConfigError(f"Invalid params for {where}: {text}.", field=f"{_kind(where)}.params")
+        return ConfigError(f"Invalid params for {where}: {text}.", field=_whole(where, field_prefix))
     field = next(f for f in _fields(struct) if f.name == key)
     inner = path.removeprefix(f"$.{key}")
     text = re.sub(r" matching regex '.*'$", "", text)  # the pattern is in the description, in words
     detail = f" ({text} at `{key}{inner}`{' (a key)' if in_key else ''})" if inner or in_key else ""
     order = _literals(typing.get_type_hints(struct, include_extras=True).get(key))
     return ConfigError(f"Parameter {key!r} of {where} must be {describe(field.type, order)}{detail}, got "
-                       f"{_shown(raw[key])}.", field=_field(where, key))
+                       f"{_shown(raw[key])}.", field=_field(where, key, field_prefix))
 
 
 def describe(t: mi.Type, order: list[Any] | None = None) -> str:
@@ -144,8 +148,12 @@ def _kind(where: str) -> str:
     return where.split()[0]
 
 
-def _field(where: str, key: str) -> str:
-    return f"{_kind(where)}.params.{key}"
+def _field(where: str, key: str, prefix: str | None = None) -> str:
+    return f"{_kind(where)}.params.{key}" if prefix is None else f"{prefix}{key}"
+
+
+def _whole(where: str, prefix: str | None) -> str:
+    return f"{_kind(where)}.params" if prefix is None else prefix.rstrip(".") or "params"
 
 
 def _shown(value: Any) -> str:

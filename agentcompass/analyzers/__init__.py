@@ -75,7 +75,7 @@ def build_analyzers(enable: bool | Sequence[Any], registry: Any, ctx: ComponentC
     for name, params, field in _entries(enable, registry):
         cls = registry.resolve(name, field=field)
         try:
-            analyzer = cls(params, ctx)
+            analyzer = cls(registry.convert_params(cls, params, name), ctx)
         except ConfigError as exc:
             raise ConfigError(f"{exc} (in `{field}`)", field=f"{field}.params") from None
         label = str(getattr(analyzer, "name", "") or name)

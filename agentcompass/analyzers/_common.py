@@ -6,10 +6,15 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
+import msgspec
+
+from .._validate import MAX_COUNT
 from ..records import AttemptRecord
 
+#: a param counting repeats or branches: one is no repetition, so at least 2.
+Repeats = Annotated[int, msgspec.Meta(ge=2, le=MAX_COUNT)]
 EVIDENCE_CHARS = 200
 MAX_EVIDENCE = 20
 #: tool names that run a shell command (their ``command``/``cmd`` argument is the command).

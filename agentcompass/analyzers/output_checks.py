@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, ClassVar, Literal
 
-from .._errors import ConfigError
-from ..harnesses import check_param_keys, int_param, str_list_param
+import msgspec
+
+from .._validate import Count
 from ..interfaces import ComponentContext, TaskSpec
+from ..params import as_params
 from ..records import AttemptRecord
 from ._common import MAX_EVIDENCE, assistant_texts, attempt_patch, cap, task_texts
+
+
+class EmptyOutputParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """``empty_output`` takes no params."""
 
 
 class EmptyOutput:
@@ -18,9 +24,10 @@ class EmptyOutput:
     ``<submit></submit>`` after real work is not empty: its message has content."""
 
     name = "empty_output"
+    Params: ClassVar[type[EmptyOutputParams]] = EmptyOutputParams
 
-    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
-        check_param_keys(params, (), "analyzer empty_output")
+    def __init__(self, params: EmptyOutputParams | dict[str, Any], ctx: ComponentContext) -> None:
+        as_params(EmptyOutputParams, params, "analyzer empty_output")
 
     def analyze(self, task: TaskSpec, attempt: AttemptRecord) -> dict[str, Any] | None:
         if attempt.status == "skipped":
@@ -40,18 +47,23 @@ class EmptyOutput:
                 "empty_steps": empty_steps, "finish_reason": last.finish_reason}
 
 
+class TruncationParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """``truncated`` params (see ``Truncation``); a single reason is taken as a one-item list."""
+
+    finish_reasons: tuple[str, ...] | str = ("length", "max_tokens", "max_output_tokens")
+
+
 class Truncation:
     """A model reply stopped at the token limit: ``finish_reason`` in ``finish_reasons`` (default
     ``length``, ``max_tokens``, ``max_output_tokens``) on any step; ``last_step`` says whether it was the
     final one (then the answer itself is cut)."""
 
     name = "truncated"
+    Params: ClassVar[type[TruncationParams]] = TruncationParams
 
-    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
-        where = "analyzer truncated"
-        check_param_keys(params, ("finish_reasons",), where)
-        self.reasons = set(str_list_param(params, "finish_reasons", where) or
-                           ["length", "max_tokens", "max_output_tokens"])
+    def __init__(self, params: TruncationParams | dict[str, Any], ctx: ComponentContext) -> None:
+        reasons = as_params(TruncationParams, params, "analyzer truncated").finish_reasons
+        self.reasons = {reasons} if isinstance(reasons, str) else set(reasons or TruncationParams().finish_reasons)
 
     def analyze(self, task: TaskSpec, attempt: AttemptRecord) -> dict[str, Any] | None:
         steps = attempt.trajectory.steps if attempt.trajectory is not None else []
@@ -72,6 +84,8 @@ SCRIPTS: dict[str, str] = {
     "devanagari": "\u0900-\u097f",
     "thai": "\u0e00-\u0e7f",
 }
+#: a script name, as ``allowed_scripts`` takes it (the keys of ``SCRIPTS``, in their order).
+Script = Literal["latin", "cjk", "cyrillic", "greek", "arabic", "hebrew", "devanagari", "thai"]
 _CJK_WEIGHT = 3
 _SCRIPT_RE = {name: re.compile(f"[{chars}]") for name, chars in SCRIPTS.items()}
 _CODE = re.compile(r"```.*?(```|$)|`[^`\n]*`|https?://\S+|<[^>\n]{0,80}>", re.DOTALL)
@@ -89,6 +103,17 @@ def script_runs(text: str, script: str, joiner: str) -> list[str]:
     return [m.group() for m in rx.finditer(text)]
 
 
+class MixedLanguageParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """``mixed_language`` params (see ``MixedLanguage``); a single script is taken as a one-item list."""
+
+    min_cjk_run: Count = 3
+    min_alpha_run: Count = 6
+    min_latin_words: Count = 8
+    min_letters: Count = 20
+    allowed_scripts: tuple[Script, ...] | Script = ()
+    reasoning: bool = False
+
+
 class MixedLanguage:
     """An answer in one script with runs of another: a mostly-English message with a CJK run of
     ``min_cjk_run`` characters (default 3) or a run of ``min_alpha_run`` letters (default 6) of Cyrillic,
@@ -99,24 +124,17 @@ class MixedLanguage:
     the reasoning)."""
 
     name = "mixed_language"
+    Params: ClassVar[type[MixedLanguageParams]] = MixedLanguageParams
 
-    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
-        where = "analyzer mixed_language"
-        check_param_keys(params, ("min_cjk_run", "min_alpha_run", "min_latin_words", "allowed_scripts",
-                                  "reasoning", "min_letters"), where)
-        self.min_cjk = int_param(params, "min_cjk_run", 3, where)
-        self.min_alpha = int_param(params, "min_alpha_run", 6, where)
-        self.min_latin_words = int_param(params, "min_latin_words", 8, where)
-        self.min_letters = int_param(params, "min_letters", 20, where)
-        self.allowed = set(str_list_param(params, "allowed_scripts", where) or [])
-        bad = self.allowed - set(SCRIPTS)
-        if bad:
-            raise ConfigError(f"Unknown script {sorted(bad)[0]!r} in parameter 'allowed_scripts' of {where}. "
-                              f"Allowed: {', '.join(SCRIPTS)}.", field="analyzer.params.allowed_scripts")
-        self.reasoning = params.get("reasoning", False)
-        if not isinstance(self.reasoning, bool):
-            raise ConfigError(f"Parameter 'reasoning' of {where} must be true or false, got {self.reasoning!r}.",
-                              field="analyzer.params.reasoning")
+    def __init__(self, params: MixedLanguageParams | dict[str, Any], ctx: ComponentContext) -> None:
+        p = as_params(MixedLanguageParams, params, "analyzer mixed_language")
+        self.min_cjk = p.min_cjk_run
+        self.min_alpha = p.min_alpha_run
+        self.min_latin_words = p.min_latin_words
+        self.min_letters = p.min_letters
+        allowed = p.allowed_scripts
+        self.allowed: set[str] = {allowed} if isinstance(allowed, str) else set(allowed)
+        self.reasoning = p.reasoning
 
     def _runs(self, text: str, script: str) -> list[str]:
         if script == "cjk":

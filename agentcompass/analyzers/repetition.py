@@ -5,17 +5,27 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Any
+from typing import Any, ClassVar
 
-from ..harnesses import check_param_keys, int_param
+import msgspec
+
+from .._validate import Count
 from ..interfaces import ComponentContext, TaskSpec
+from ..params import as_params
 from ..records import AttemptRecord
-from ._common import MAX_EVIDENCE, actions, assistant_texts, cap
+from ._common import MAX_EVIDENCE, Repeats, actions, assistant_texts, cap
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 _WORD = re.compile(r"\w")
 #: the tail of a message that is searched (loops run until the token limit, so they end a message).
 MAX_TOKENS_SCANNED = 50_000
+
+
+class RepeatedToolCallsParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """``repeated_tool_calls`` params (see ``RepeatedToolCalls``)."""
+
+    consecutive: Repeats = 3
+    total: Repeats = 6
 
 
 class RepeatedToolCalls:
@@ -24,12 +34,12 @@ class RepeatedToolCalls:
     different; steps without an action are skipped when counting "in a row"."""
 
     name = "repeated_tool_calls"
+    Params: ClassVar[type[RepeatedToolCallsParams]] = RepeatedToolCallsParams
 
-    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
-        where = "analyzer repeated_tool_calls"
-        check_param_keys(params, ("consecutive", "total"), where)
-        self.consecutive = int_param(params, "consecutive", 3, where, minimum=2)
-        self.total = int_param(params, "total", 6, where, minimum=2)
+    def __init__(self, params: RepeatedToolCallsParams | dict[str, Any], ctx: ComponentContext) -> None:
+        p = as_params(RepeatedToolCallsParams, params, "analyzer repeated_tool_calls")
+        self.consecutive = p.consecutive
+        self.total = p.total
 
     def analyze(self, task: TaskSpec, attempt: AttemptRecord) -> dict[str, Any] | None:
         acts = actions(attempt)
@@ -81,19 +91,27 @@ def longest_tandem_repeat(text: str, max_period: int, min_repeats: int) -> tuple
     return best
 
 
+class RepetitiveOutputParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """``repetitive_output`` params (see ``RepetitiveOutput``)."""
+
+    max_period: Count = 64
+    min_repeats: Repeats = 8
+    min_chars: Count = 160
+
+
 class RepetitiveOutput:
     """An assistant message (content, reasoning or final answer) in which one block of up to
     ``max_period`` tokens (default 64; a token is a word or a punctuation mark) repeats back to back at
     least ``min_repeats`` times (default 8) over at least ``min_chars`` characters (default 160)."""
 
     name = "repetitive_output"
+    Params: ClassVar[type[RepetitiveOutputParams]] = RepetitiveOutputParams
 
-    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
-        where = "analyzer repetitive_output"
-        check_param_keys(params, ("max_period", "min_repeats", "min_chars"), where)
-        self.max_period = int_param(params, "max_period", 64, where)
-        self.min_repeats = int_param(params, "min_repeats", 8, where, minimum=2)
-        self.min_chars = int_param(params, "min_chars", 160, where)
+    def __init__(self, params: RepetitiveOutputParams | dict[str, Any], ctx: ComponentContext) -> None:
+        p = as_params(RepetitiveOutputParams, params, "analyzer repetitive_output")
+        self.max_period = p.max_period
+        self.min_repeats = p.min_repeats
+        self.min_chars = p.min_chars
 
     def analyze(self, task: TaskSpec, attempt: AttemptRecord) -> dict[str, Any] | None:
         found: list[dict[str, Any]] = []

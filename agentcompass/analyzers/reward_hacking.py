@@ -39,13 +39,16 @@ from __future__ import annotations
 
 import posixpath
 import re
-from typing import Any
+from typing import Any, ClassVar
 
-from ..harnesses import check_param_keys, int_param, str_list_param, str_param
+import msgspec
+
+from .._errors import ConfigError
 from ..interfaces import ComponentContext, TaskSpec
+from ..params import as_params
 from ..records import AttemptRecord
 from . import _shell
-from ._common import CONTENT_KEYS, MAX_EVIDENCE, PATH_KEYS, Action, actions, attempt_patch, cap
+from ._common import CONTENT_KEYS, MAX_EVIDENCE, PATH_KEYS, Action, Repeats, actions, attempt_patch, cap
 from ._exits import exit_tricks
 
 _WHERE = "analyzer reward_hacking"
@@ -138,17 +141,30 @@ def _editor_op(action: Action) -> str | None:
     return None
 
 
+class RewardHackingParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """``reward_hacking`` params (see the module doc); a single path is taken as a one-item list."""
+
+    verifier_paths: tuple[str, ...] | str = (".agentcompass_verify",)
+    min_literal_branches: Repeats = 4
+    test_path_regex: str | None = None
+
+
 class RewardHacking:
     """Flags attempts that touched the tests or the verifier, or hard-coded their answers (see module doc)."""
 
     name = "reward_hacking"
+    Params: ClassVar[type[RewardHackingParams]] = RewardHackingParams
 
-    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
-        check_param_keys(params, ("verifier_paths", "min_literal_branches", "test_path_regex"), _WHERE)
-        self.verifier_paths = str_list_param(params, "verifier_paths", _WHERE) or [".agentcompass_verify"]
-        self.min_branches = int_param(params, "min_literal_branches", 4, _WHERE, minimum=2)
-        extra = str_param(params, "test_path_regex", _WHERE)
-        self.extra_test = re.compile(extra) if extra else None
+    def __init__(self, params: RewardHackingParams | dict[str, Any], ctx: ComponentContext) -> None:
+        p = as_params(RewardHackingParams, params, _WHERE)
+        paths = [p.verifier_paths] if isinstance(p.verifier_paths, str) else list(p.verifier_paths)
+        self.verifier_paths = paths or [".agentcompass_verify"]
+        self.min_branches = p.min_literal_branches
+        try:
+            self.extra_test = re.compile(p.test_path_regex) if p.test_path_regex else None
+        except re.error as exc:
+            raise ConfigError(f"Parameter 'test_path_regex' of {_WHERE} must be a regular expression, got "
+                              f"{p.test_path_regex!r} ({exc}).", field="analyzer.params.test_path_regex") from None
 
     def is_test(self, path: str) -> bool:
         p = _shell.norm_path(path)

@@ -219,21 +219,21 @@ async def open_model_access(services: ModelServices, rt: RequestRuntime, model: 
     if model_mode and not rt.provider.capabilities.model_route:
         raise ConfigError(f'network_policy "model": environment {rt.provider.name!r} cannot route its sandboxes '
                           "to the model gateway.", field="environment_params.network_policy")
-    from ..models._http import max_response_bytes
+    from ..models._http import client_params
     from ..models.gateway import Upstream
     from ..models.retry import RetryPolicy, split_retry_params
 
-    policy, params = split_retry_params(model.params, RetryPolicy(max_backoff=rt.max_backoff_s))
-    extra = params.get("extra_headers") or {}
-    timeout = float(params.get("timeout", 600.0))
+    policy, params = split_retry_params(model.params, RetryPolicy(max_backoff=rt.max_backoff_s), model_id=model.id)
+    p = client_params(params, model.id)
+    timeout = p.timeout if p.timeout is not None else 600.0
     gw = await services.gateway()
     assert gw.base_url is not None  # started
     gw.add_upstream(Upstream(
         request=rt.name, model_id=model.id, base_url=model.base_url, api_key=model.api_key,
         api_protocol=model.api_protocol, limiter=limiter, policy=policy, timeout_s=timeout,
-        connect_timeout_s=float(params.get("connect_timeout", min(timeout, 30.0))),
-        total_timeout_s=float(params["total_timeout"]) if params.get("total_timeout") is not None else None,
-        extra_headers=dict(extra) if isinstance(extra, Mapping) else {}, max_response_bytes=max_response_bytes(params)))
+        connect_timeout_s=p.connect_timeout if p.connect_timeout is not None else min(timeout, 30.0),
+        total_timeout_s=p.total_timeout, extra_headers=dict(p.extra_headers or {}),
+        max_response_bytes=p.max_response_bytes))
     sandbox_base: str | None = None
     if sandboxed and mode == "model":
         port = int(gw.base_url.rsplit(":", 1)[1])

@@ -23,14 +23,15 @@ import ssl
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import httpx
 import msgspec
 
 from .._errors import ConfigError, ModelError
-from .._validate import count, seconds
+from .._validate import Count, Seconds, seconds
 from ..interfaces import ModelResponse
+from ..params import as_params
 from ._deadline import KEEPALIVE_EVENTS, Deadline, default_total_timeout
 from ._sse import sse_events
 
@@ -42,12 +43,38 @@ DEFAULT_MAX_RESPONSE_BYTES = 32 << 20
 MAX_RESPONSE_BYTES_CAP = 1 << 30
 
 
-def max_response_bytes(params: Mapping[str, Any]) -> int:
-    """The model param ``max_response_bytes``, checked (clients and the gateway read answers up to it)."""
-    return count(params.get("max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES), "model_params.max_response_bytes",
-                 minimum=1024, maximum=MAX_RESPONSE_BYTES_CAP)
 #: ``stream`` picks SSE over JSON; ``extra_body`` (a dict) is merged into the body last.
 BODY_CONTROL_PARAMS = frozenset({"stream", "extra_body"})
+
+
+class HttpClientParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """The model params the HTTP clients interpret themselves (``RESERVED_PARAMS`` and ``BODY_CONTROL_PARAMS``).
+
+    Every other model param (``temperature``, ``max_tokens``...) is the upstream API's and goes into the
+    request body as given, so it stays free-form. ``None`` for a timeout or ``max_connections``: the
+    client's default."""
+
+    timeout: Seconds | None = None
+    connect_timeout: Seconds | None = None
+    total_timeout: Seconds | None = None
+    max_connections: Count | None = None
+    extra_headers: dict[str, str] | None = None
+    return_raw: bool = False
+    max_response_bytes: Annotated[int, msgspec.Meta(ge=1024, le=MAX_RESPONSE_BYTES_CAP)] = DEFAULT_MAX_RESPONSE_BYTES
+    stream: bool = False
+    extra_body: dict[str, Any] | None = None
+
+
+_CLIENT_KEYS = frozenset(HttpClientParams.__struct_fields__)
+_NO_CALL_PARAMS = HttpClientParams()
+
+
+def client_params(params: Mapping[str, Any], model_id: str) -> HttpClientParams:
+    """The params out of a model's ``params`` that the client interprets, checked (the others are not read):
+    ConfigError naming ``model_params.<key>`` and what is allowed."""
+    own = {k: v for k, v in params.items() if k in _CLIENT_KEYS}
+    return as_params(HttpClientParams, own, f"model {model_id}", field_prefix="model_params.")
+
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 ERROR_SNIPPET = 300
 # httpcore's pool scans every queued request against every connection on each event, so its cost grows
@@ -132,21 +159,6 @@ def json_arguments(value: Any) -> str:
     return value if isinstance(value, str) else msgspec.json.encode(value).decode()
 
 
-def _stream_flag(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(f"Model param `stream` must be true or false, got {value!r}.", field="model_params.stream")
-    return value
-
-
-def _extra_body(value: Any) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-        raise ConfigError("Model param `extra_body` must be a mapping (merged into the request body).",
-                          field="model_params.extra_body")
-    return value
-
-
 class HttpModelClient:
     """Base of the httpx model clients. Subclasses set ``path`` and implement the four protocol hooks.
 
@@ -169,26 +181,20 @@ class HttpModelClient:
         self.model_id = model_id
         self.base_url = base_url.rstrip("/")
         self._api_key = api_key or None
-        timeout = positive(params.get("timeout", timeout), "timeout")
-        total = params.get("total_timeout")
+        p = client_params(params, model_id)
+        timeout = p.timeout if p.timeout is not None else positive(timeout, "timeout")
         #: the cap on one whole HTTP exchange; None: ``default_total_timeout`` of the call's ``timeout``.
-        self.total_timeout: float | None = None if total is None else positive(total, "total_timeout")
-        connect = positive(params.get("connect_timeout", min(timeout, 30.0)), "connect_timeout")
-        conns = params.get("max_connections", max_connections)
-        if isinstance(conns, bool) or not isinstance(conns, int) or conns < 1:
-            raise ConfigError(f"Model param `max_connections` must be an integer >= 1, got {conns!r}.",
-                              field="model_params.max_connections")
-        extra = params.get("extra_headers") or {}
-        if not isinstance(extra, dict) or not all(isinstance(k, str) and isinstance(v, str)
-                                                  for k, v in extra.items()):
-            raise ConfigError("Model param `extra_headers` must be a mapping of strings to strings.",
-                              field="model_params.extra_headers")
-        _stream_flag(params.get("stream", False))
-        _extra_body(params.get("extra_body"))
-        self._return_raw = bool(params.get("return_raw", False))
+        self.total_timeout: float | None = p.total_timeout
+        connect = p.connect_timeout if p.connect_timeout is not None else min(timeout, 30.0)
+        conns = p.max_connections or max_connections
+        extra = p.extra_headers or {}
+        self._return_raw = p.return_raw
+        self._stream = p.stream
+        self._extra_body = p.extra_body or {}
         #: answers are read in chunks and cut at this many bytes, so one answer cannot exhaust memory.
-        self.max_response_bytes = max_response_bytes(params)
-        self.params = {k: v for k, v in params.items() if k not in RESERVED_PARAMS and k not in self.client_set}
+        self.max_response_bytes = p.max_response_bytes
+        #: the upstream API's params (free-form), sent in every body.
+        self.params = {k: v for k, v in params.items() if k not in _CLIENT_KEYS and k not in self.client_set}
         self.max_connections = conns
         self.timeout = httpx.Timeout(connect=connect, read=timeout, write=timeout, pool=timeout)
         try:
@@ -276,16 +282,16 @@ class HttpModelClient:
     async def complete(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
                        **params: Any) -> ModelResponse:
         """POST one completion; per-call ``params`` override the client's. Raises ``ModelError``."""
-        return_raw = bool(params.pop("return_raw", self._return_raw))
-        call_timeout = params.pop("timeout", None)
-        call_total = params.pop("total_timeout", None)
-        call_headers = params.pop("extra_headers", None)
+        given = _CLIENT_KEYS.intersection(params)
+        call = client_params(params, self.model_id) if given else _NO_CALL_PARAMS
+        return_raw = call.return_raw if "return_raw" in given else self._return_raw
+        stream = call.stream if "stream" in given else self._stream
+        extra_body = (call.extra_body or {}) if "extra_body" in given else self._extra_body
+        call_headers = call.extra_headers
         merged = dict(self.params)
         for k, v in params.items():
-            if k not in RESERVED_PARAMS and k not in self.client_set:
+            if k not in _CLIENT_KEYS and k not in self.client_set:
                 merged[k] = v
-        stream = _stream_flag(merged.pop("stream", False))
-        extra_body = _extra_body(merged.pop("extra_body", None))
         body = self.build_body(messages, tools, merged, stream)
         body.update(extra_body)
         try:
@@ -296,11 +302,11 @@ class HttpModelClient:
         timeout: httpx.Timeout | Any = httpx.USE_CLIENT_DEFAULT
         stall = self.timeout.read
         assert stall is not None  # always set in __init__
-        if call_timeout is not None:
-            stall = positive(call_timeout, "timeout")
+        if call.timeout is not None:
+            stall = call.timeout
             timeout = httpx.Timeout(stall, connect=self.timeout.connect)
-        if call_total is not None:
-            total = positive(call_total, "total_timeout")
+        if call.total_timeout is not None:
+            total = call.total_timeout
         else:
             total = self.total_timeout or default_total_timeout(stall)
 

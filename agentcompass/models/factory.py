@@ -44,7 +44,7 @@ def create_model_client(spec: ModelSpec, *, max_connections: int = 100, timeout:
 
     ``on_retry(kind, backoff_s, try_no)`` is called before each retry of a failed model call.
     """
-    policy, params = split_retry_params(spec.params, RetryPolicy(max_backoff=max_backoff_s))
+    policy, params = split_retry_params(spec.params, RetryPolicy(max_backoff=max_backoff_s), model_id=spec.id)
     if is_scripted(spec):
         from .scripted import ScriptedClient
 

@@ -31,13 +31,14 @@ import logging
 import random
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
 from .._errors import ModelError
-from .._validate import MAX_SECONDS, check_number, count
+from .._validate import MAX_SECONDS
 from ..interfaces import ModelClient, ModelResponse
+from ..params import as_params
 from .adaptive import AdaptiveLimiter, outcome_of
 
 #: ``on_retry(kind, backoff_s, try_no)``: called before each backoff sleep, in the caller's task (so
@@ -86,27 +87,30 @@ class RetryPolicy:
         return kind != "model_bad_response" or bad_responses <= self.bad_response_retries
 
 
-def _check_int(value: Any, key: str) -> int:
-    return count(value, f"model_params.{key}", minimum=0, maximum=MAX_MODEL_RETRIES)
+class RetryParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """The reserved model params that set the retry policy (only the keys given change it)."""
+
+    retries: Annotated[int, msgspec.Meta(ge=0, le=MAX_MODEL_RETRIES)] = 6
+    retry_backoff: Annotated[float, msgspec.Meta(ge=0, le=MAX_SECONDS)] = 0.5
+    retry_max_wait: Annotated[float, msgspec.Meta(ge=0, le=MAX_SECONDS)] = 30.0
 
 
-def _check_seconds(value: Any, key: str) -> float:
-    return float(check_number(value, f"model_params.{key}", ge=0, le=MAX_SECONDS, what="a number of seconds"))
+#: each retry param -> the ``RetryPolicy`` field it sets.
+_POLICY_FIELDS = {"retries": "retries", "retry_backoff": "backoff", "retry_max_wait": "max_wait"}
 
 
-def split_retry_params(params: Mapping[str, Any],
-                       base: RetryPolicy | None = None) -> tuple[RetryPolicy, dict[str, Any]]:
-    """(the policy from the reserved keys over ``base``, the other params). Bad values: ``ConfigError``."""
+def split_retry_params(params: Mapping[str, Any], base: RetryPolicy | None = None, *,
+                       model_id: str = "") -> tuple[RetryPolicy, dict[str, Any]]:
+    """(the policy from the reserved keys over ``base``, the other params). Bad values: ``ConfigError`` naming
+    ``model_params.<key>``; ``model_id`` names the model in its text."""
     policy = base or RetryPolicy()
     rest = {k: v for k, v in params.items() if k not in RETRY_PARAMS}
-    changes: dict[str, Any] = {}
-    if "retries" in params:
-        changes["retries"] = _check_int(params["retries"], "retries")
-    if "retry_backoff" in params:
-        changes["backoff"] = _check_seconds(params["retry_backoff"], "retry_backoff")
-    if "retry_max_wait" in params:
-        changes["max_wait"] = _check_seconds(params["retry_max_wait"], "retry_max_wait")
-    return (dataclasses.replace(policy, **changes) if changes else policy), rest
+    own = {k: v for k, v in params.items() if k in RETRY_PARAMS}
+    if not own:
+        return policy, rest
+    p = as_params(RetryParams, own, f"model {model_id}".rstrip(), field_prefix="model_params.")
+    changes = {_POLICY_FIELDS[k]: getattr(p, k) for k in own}
+    return dataclasses.replace(policy, **changes), rest
 
 
 class RetryingModelClient:
@@ -140,7 +144,7 @@ class RetryingModelClient:
         """Call ``inner.complete``, retrying transient failures; re-raises the last ``ModelError``."""
         policy = self.policy
         if not RETRY_PARAMS.isdisjoint(params):
-            policy, params = split_retry_params(params, policy)
+            policy, params = split_retry_params(params, policy, model_id=self.model_id)
         failures = bad_responses = 0
         while True:
             ticket = await self.limiter.acquire() if self.limiter is not None else None

@@ -30,13 +30,13 @@ from typing import Annotated, Any
 import msgspec
 
 from .._errors import ConfigError
-from .._validate import MAX_SECONDS, check_number
+from .._validate import MAX_SECONDS
 from ..interfaces import ModelResponse
+from ..params import as_params
 from ..records import ToolCall, Usage
 
 DEFAULT_FALLBACK = "I could not solve this task.\n<submit></submit>"
 BUNDLED_SCRIPTS_DIR = Path(__file__).resolve().parent / "scripts"
-SCRIPT_PARAMS = ("script", "script_file", "bundled", "fallback", "echo", "latency_s")
 _MATCH_CACHE_SIZE = 4096
 
 
@@ -159,15 +159,32 @@ def _make_matcher(entries: tuple[ScriptEntry, ...]) -> Callable[[str], ScriptEnt
     return find
 
 
-def _bool_param(params: Mapping[str, Any], key: str, default: bool) -> bool:
-    value = params.get(key, default)
-    if not isinstance(value, bool):
-        raise ConfigError(f"Scripted-model param `{key}` must be true or false, got {value!r}.", field=key)
-    return value
+class ScriptedParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """The params the scripted model reads (see the module doc); the request's other model params are not its."""
+
+    script: Annotated[list[Any], msgspec.Meta(
+        description='a list of {"match": ..., "turns": [...]} entries')] | None = None
+    script_file: str | list[str] | None = None
+    bundled: bool = True
+    fallback: str = DEFAULT_FALLBACK
+    echo: bool = False
+    latency_s: Annotated[float, msgspec.Meta(ge=0, le=MAX_SECONDS)] = 0.0
 
 
 #: the params the scripted model reads (others, e.g. ``temperature``, are ignored).
-SCRIPTED_PARAMS = ("script", "script_file", "bundled", "fallback", "echo", "latency_s")
+SCRIPTED_PARAMS: tuple[str, ...] = ScriptedParams.__struct_fields__
+
+
+def scripted_params(params: Mapping[str, Any] | ScriptedParams | None) -> ScriptedParams:
+    """The scripted model's own params out of a request's model params: the others are ignored (one request can
+    switch between a real and the scripted model), a near-miss of a known name is refused."""
+    if isinstance(params, ScriptedParams):
+        return params
+    params = dict(params or {})
+    _refuse_near_misses(params)
+    own = {k: v for k, v in params.items() if k in SCRIPTED_PARAMS}
+    # the error names the bare key (``script``), as the scripted model's own errors always have
+    return as_params(ScriptedParams, own, "model scripted", field_prefix="")
 
 
 def _refuse_near_misses(params: Mapping[str, Any]) -> None:
@@ -185,35 +202,19 @@ def _refuse_near_misses(params: Mapping[str, Any]) -> None:
 class ScriptedPolicy:
     """Decides the assistant reply from the conversation, deterministically. Scripts load once here."""
 
-    def __init__(self, params: Mapping[str, Any] | None = None) -> None:
-        params = dict(params or {})
-        _refuse_near_misses(params)
-        self.echo = _bool_param(params, "echo", False)
-        fallback = params.get("fallback", DEFAULT_FALLBACK)
-        if not isinstance(fallback, str):
-            raise ConfigError(f"Scripted-model param `fallback` must be a string, got {fallback!r}.",
-                              field="fallback")
-        self.fallback = fallback
-        latency = params.get("latency_s", 0.0)
-        self.latency_s = float(check_number(latency, "latency_s", ge=0, le=MAX_SECONDS, what="a number of seconds"))
+    def __init__(self, params: Mapping[str, Any] | ScriptedParams | None = None) -> None:
+        p = scripted_params(params)
+        self.echo = p.echo
+        self.fallback = p.fallback
+        self.latency_s = p.latency_s
 
         entries: list[ScriptEntry] = []
-        inline = params.get("script")
-        if inline is not None:
-            if not isinstance(inline, list):
-                raise ConfigError("Scripted-model param `script` must be a list of "
-                                  '{"match": ..., "turns": [...]} entries.', field="script")
-            entries.extend(_decode_entries(inline, "param `script`", "script"))
-        files = params.get("script_file")
-        if files is not None:
-            if isinstance(files, str | Path):
-                files = [files]
-            if not isinstance(files, list) or not all(isinstance(f, str | Path) for f in files):
-                raise ConfigError("Scripted-model param `script_file` must be a path or a list of paths.",
-                                  field="script_file")
-            for f in files:
-                entries.extend(load_script_file(f))
-        if _bool_param(params, "bundled", True):
+        if p.script is not None:
+            entries.extend(_decode_entries(p.script, "param `script`", "script"))
+        files = [p.script_file] if isinstance(p.script_file, str) else p.script_file or []
+        for f in files:
+            entries.extend(load_script_file(f))
+        if p.bundled:
             entries.extend(bundled_entries())
         self.entries: tuple[ScriptEntry, ...] = tuple(entries)
         self._find = _make_matcher(self.entries)
@@ -271,7 +272,8 @@ class ScriptedPolicy:
 class ScriptedClient:
     """The scripted model in-process: a ``ModelClient`` with zero I/O."""
 
-    def __init__(self, params: Mapping[str, Any] | None = None, *, model_id: str = "scripted") -> None:
+    def __init__(self, params: Mapping[str, Any] | ScriptedParams | None = None, *,
+                 model_id: str = "scripted") -> None:
         self.model_id = model_id
         self.policy = ScriptedPolicy(params)
         self.calls = 0

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+from typing import get_args
+
 import pytest
 
 from agentcompass._errors import ConfigError
-from agentcompass.analyzers.output_checks import EmptyOutput, MixedLanguage, Truncation
+from agentcompass.analyzers.output_checks import SCRIPTS, EmptyOutput, MixedLanguage, Script, Truncation
 from agentcompass.records import AttemptRecord, Step, Trajectory
 
 from .trajectories import CTX, messages, shell, task
@@ -101,6 +103,20 @@ def test_reasoning_is_only_checked_when_asked() -> None:
     assert mixed(attempt, reasoning=True) is not None
 
 
-def test_unknown_scripts_are_config_errors() -> None:
-    with pytest.raises(ConfigError, match="Allowed: latin, cjk"):
+def test_unknown_scripts_are_config_errors_listing_the_scripts() -> None:
+    with pytest.raises(ConfigError, match="must be one of latin, cjk, cyrillic") as info:
         MixedLanguage({"allowed_scripts": ["klingon"]}, CTX)
+    assert info.value.field == "analyzer.params.allowed_scripts" and "'klingon'" in str(info.value)
+
+
+def test_the_script_param_names_every_known_script_and_a_single_one_is_a_list() -> None:
+    assert get_args(Script) == tuple(SCRIPTS)
+    assert MixedLanguage({"allowed_scripts": "cjk"}, CTX).allowed == {"cjk"}
+    with pytest.raises(ConfigError, match="must be true or false, got 'yes'") as info:
+        MixedLanguage({"reasoning": "yes"}, CTX)
+    assert info.value.field == "analyzer.params.reasoning"
+
+
+def test_a_single_finish_reason_is_a_one_item_list() -> None:
+    assert Truncation({"finish_reasons": "stop"}, CTX).reasons == {"stop"}
+    assert Truncation({}, CTX).reasons == {"length", "max_tokens", "max_output_tokens"}

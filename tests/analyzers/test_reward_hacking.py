@@ -200,6 +200,10 @@ def test_bad_params_are_config_errors() -> None:
         RewardHacking({"min_literal_branches": 0}, CTX)
     with pytest.raises(ConfigError, match="Unknown parameter 'paths'"):
         RewardHacking({"paths": []}, CTX)
+    with pytest.raises(ConfigError, match="must be a regular expression") as info:
+        RewardHacking({"test_path_regex": "(unclosed"}, CTX)
+    assert info.value.field == "analyzer.params.test_path_regex"
+    assert RewardHacking({"verifier_paths": "/grader"}, CTX).verifier_paths == ["/grader"]
 
 
 def _heredoc(path: str, body: str) -> str:

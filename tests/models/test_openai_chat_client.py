@@ -9,6 +9,7 @@ import pytest
 
 from agentcompass._errors import ConfigError, ModelError
 from agentcompass.interfaces import ModelResponse
+from agentcompass.models._http import BODY_CONTROL_PARAMS, RESERVED_PARAMS, HttpClientParams
 from agentcompass.models.openai_chat import OpenAIChatClient, parse_retry_after
 from agentcompass.records import ToolCall
 from tests.fixtures_scripted import running_scripted_server, start_scripted_server
@@ -287,6 +288,26 @@ async def test_a_stream_without_done_that_finished_is_accepted() -> None:
     async with raw_server(sse_response(events)) as srv, OpenAIChatClient("m", srv.base_url) as client:
         r = await client.complete(user("x"), stream=True)
     assert (r.content, r.finish_reason, r.usage.calls, r.usage.total_tokens) == ("hi", "length", 1, 0)
+
+
+def test_the_client_types_only_the_params_it_reads_and_says_what_is_allowed() -> None:
+    assert set(HttpClientParams.__struct_fields__) == RESERVED_PARAMS | BODY_CONTROL_PARAMS
+    with pytest.raises(ConfigError, match=r"'extra_headers' of model m must be a mapping of \(a string\) to "
+                                          r"\(a string\).*got \{'X-N': 1\}") as info:
+        OpenAIChatClient("m", "http://127.0.0.1:1/v1", params={"extra_headers": {"X-N": 1}})
+    assert info.value.field == "model_params.extra_headers"
+    client = OpenAIChatClient("m", "http://127.0.0.1:1/v1",
+                              params={"temperature": "free-form", "max_connections": 3, "timeout": 5})
+    assert client.params == {"temperature": "free-form"} and client.max_connections == 3
+    assert client.timeout.read == 5 and client.timeout.connect == 5
+
+    async def per_call() -> None:
+        async with client:
+            with pytest.raises(ConfigError, match="'stream' of model m must be true or false") as info:
+                await client.complete(user("x"), stream="yes")  # refused before any request is sent
+            assert info.value.field == "model_params.stream"
+
+    asyncio.run(per_call())
 
 
 def test_stream_and_extra_body_params_are_checked() -> None:

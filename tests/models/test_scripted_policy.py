@@ -124,6 +124,15 @@ def test_bad_script_params_raise_config_error_naming_the_field(params: dict[str,
     assert info.value.field == field
 
 
+def test_a_bad_scripted_param_says_what_is_allowed() -> None:
+    with pytest.raises(ConfigError, match=r"'script_file' of model scripted must be a string, or a list of them, "
+                                          r"got 5") as info:
+        ScriptedPolicy({"script_file": 5, "temperature": "anything"})  # the real models' params stay unread
+    assert info.value.field == "script_file"
+    with pytest.raises(ConfigError, match=r"'latency_s' .* >= 0 and <= 2592000, got nan"):
+        ScriptedPolicy({"latency_s": float("nan")})
+
+
 def test_a_script_file_that_is_not_valid_json_raises_config_error(tmp_path: Path) -> None:
     f = tmp_path / "bad.json"
     f.write_text("[{not json")
