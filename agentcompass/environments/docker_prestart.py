@@ -136,11 +136,16 @@ class PrestartPool:
         items = [p for q in self._ready.values() for p in q]
         self._ready.clear()
         for item in items:
-            task = asyncio.ensure_future(self._discard(item))
-            self._discards.add(task)
-            task.add_done_callback(self._discards.discard)
+            self._discard_later(item)
         if items:
             log.info("an open waits for a slot: %d containers started ahead given back", len(items))
+
+    def _discard_later(self, item: Prestarted) -> asyncio.Task[None]:
+        """Remove ``item`` in a task of its own that nobody cancels (aclose and settled wait for it)."""
+        task = asyncio.ensure_future(self._discard(item))
+        self._discards.add(task)
+        task.add_done_callback(self._discards.discard)
+        return task
 
     def _give_back(self) -> None:
         self.held -= 1
@@ -164,7 +169,8 @@ class PrestartPool:
         finally:
             self._starting[shape] -= 1
         if self._closed or self._active.waiting:
-            await self._discard(Prestarted(container, name))
+            # not awaited here: aclose cancels this task, and a removal cut off would leave the container running
+            self._discard_later(Prestarted(container, name))
             return
         self.started += 1
         self._ready.setdefault(shape, deque()).append(Prestarted(container, name))

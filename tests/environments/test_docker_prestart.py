@@ -9,15 +9,17 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 
 import agentcompass
 from agentcompass._errors import ConfigError
-from agentcompass.engine.env_pool import EnvironmentPool, active_environments
+from agentcompass.engine.env_pool import EnvironmentPool, active_environments, provider_slots
 from agentcompass.environments.docker import DockerProvider
-from agentcompass.environments.docker_prestart import PRESTART_ROLE
+from agentcompass.environments.docker_network import PUBLIC_NETWORK
+from agentcompass.environments.docker_prestart import PRESTART_ROLE, PrestartPool, Shape
 from agentcompass.environments.docker_sweep import sweep_orphans
 from agentcompass.interfaces import ComponentContext, EnvOpenSpec, NetworkPolicy
 
@@ -177,6 +179,44 @@ async def test_closing_the_provider_while_containers_start_ahead_leaves_none(
     assert pool.held == 0 and active_environments("docker") == before
     # a closed provider starts nothing more
     assert pool.take(next(iter(pool._openers)), "c") is None and pool.held == 0
+
+
+async def test_a_container_started_while_the_pool_closes_is_removed_even_when_close_cancels_the_starts(
+        busybox_image: str, docker_run_id: str) -> None:
+    provider = DockerProvider({"image": busybox_image}, ComponentContext(run_id=docker_run_id))
+    removing, go_on = asyncio.Event(), asyncio.Event()
+
+    async def slow_remove(container_id: str) -> bool:
+        removing.set()
+        await go_on.wait()
+        return await provider.remove_container(container_id)
+
+    name = f"prestart-test-{uuid.uuid4().hex[:8]}"  # counters of its own
+    pool = PrestartPool(per_shape=1, provider=name, limit=None, creates_limit=None, start=provider._start_ahead,
+                        remove=slow_remove, start_timeout=60)
+    active, _ = provider_slots(name)
+    shape = Shape(run_id=docker_run_id, image=busybox_image, workdir="/workspace", network=PUBLIC_NETWORK, env=(),
+                  labels=())
+    try:
+        pool.take(shape, "a")
+        pool.take(shape, "b")
+        assert pool.held == 1
+        # an open waits for a slot while the container starts: once started, the pool removes it again
+        waiter = asyncio.ensure_future(active.acquire(1))
+        async with asyncio.timeout(60):
+            await removing.wait()
+        closing = asyncio.ensure_future(pool.aclose())  # cancels what it still thinks is starting
+        await asyncio.sleep(0.2)
+        go_on.set()
+        async with asyncio.timeout(90):
+            await closing
+            await waiter
+        active.release()
+        assert pool.held == 0 and pool.started == 0 and pool.discarded == 1
+        assert containers_of(docker_run_id) == []
+    finally:
+        go_on.set()
+        await provider.aclose()
 
 
 @pytest.mark.parametrize("limit", [2, 3])
