@@ -781,8 +781,11 @@ class DockerProvider(EnvironmentProvider):
 
     async def remove_image(self, ref: str) -> int:
         """Remove image ``ref``; the bytes freed (its size; layers shared with other images stay). 0, without
-        an error, when it is gone already or a container still uses it."""
+        an error, when it is gone already or a container still uses it (containers started ahead of need do not
+        count: they are removed first)."""
         self._images_ready.discard(ref)
+        if self._prestart is not None:
+            await self._prestart.drop_image(ref)
         size = await self.image_size(ref)
         if size is None:
             return 0

@@ -14,6 +14,9 @@ the pool never pushes the count past the limit. Should an open wait for a slot a
 process holds the rest, or a provider built without its limit), the pool gives back every container it holds
 and starts none until nobody waits. Creates count against the creates in flight too.
 
+A container started ahead keeps its image in use: before the image cache removes an image, the provider drops
+the pool's containers of it (:meth:`PrestartPool.drop_image`).
+
 Pre-started containers carry the run id and owner labels with role ``prestart``: the orphan sweep removes
 them after a SIGKILL; :meth:`PrestartPool.aclose` (called by the provider's ``aclose``) on every other path.
 """
@@ -79,7 +82,7 @@ class PrestartPool:
         self._ready: dict[Shape, deque[Prestarted]] = {}
         self._starting: dict[Shape, int] = {}
         self._openers: dict[Shape, set[str]] = {}
-        self._tasks: set[asyncio.Task[None]] = set()  # starts (cancelled by aclose)
+        self._tasks: dict[asyncio.Task[None], Shape] = {}  # starts (cancelled by aclose and drop_image)
         self._discards: set[asyncio.Task[None]] = set()  # removals (never cancelled)
         self._unregister: Callable[[], None] | None = None
         self._closed = False
@@ -126,8 +129,11 @@ class PrestartPool:
             self.peak_active = max(self.peak_active, self._active.count)
             self._starting[shape] = self._starting.get(shape, 0) + 1
             task = asyncio.ensure_future(self._start_one(shape))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._tasks[task] = shape
+            task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        self._tasks.pop(task, None)
 
     def _yield_all(self) -> None:
         """Someone waits for a slot: remove every ready container (its slot goes back once it is gone)."""
@@ -187,6 +193,25 @@ class PrestartPool:
         async with asyncio.timeout(timeout):
             while self._tasks or self._discards:
                 await asyncio.wait([*self._tasks, *self._discards])
+
+    async def drop_image(self, image: str) -> None:
+        """Remove the pool's containers of ``image`` (ready ones, and stop the ones being started), so the image
+        can be removed; waits at most the start timeout for the starts and the removals."""
+        items: list[Prestarted] = []
+        for shape in [s for s in self._ready if s.image == image]:
+            items.extend(self._ready.pop(shape))
+        removals = {self._discard_later(item) for item in items}
+        starts = [task for task, shape in self._tasks.items() if shape.image == image]
+        for task in starts:  # each removes what it had made before it ends
+            task.cancel()
+        if starts:
+            await asyncio.wait(starts, timeout=self._start_timeout)
+        removals.update(self._discards)  # a start that ended meanwhile may have handed its container over
+        if removals:
+            await asyncio.wait(removals, timeout=self._start_timeout)
+        if items or starts:
+            log.info("image %s to be removed: %d containers started ahead removed, %d starts stopped", image,
+                     len(items), len(starts))
 
     async def aclose(self) -> None:
         """Stop starting containers and remove every one not handed out (bounded by the start timeout)."""

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -179,6 +180,40 @@ async def test_closing_the_provider_while_containers_start_ahead_leaves_none(
     assert pool.held == 0 and active_environments("docker") == before
     # a closed provider starts nothing more
     assert pool.take(next(iter(pool._openers)), "c") is None and pool.held == 0
+
+
+@pytest.fixture
+def own_image(busybox_image: str, tmp_path: Path) -> Iterator[str]:
+    """An image of its own (busybox plus a layer) that a test may remove."""
+    tag = f"agentcompass-test/prestart:{uuid.uuid4().hex[:10]}"
+    # an image id of its own too: a parallel test's containers must not use it
+    (tmp_path / "Dockerfile").write_text(f"FROM {busybox_image}\nRUN echo {tag} > /marker\n")
+    subprocess.run(["docker", "build", "-q", "-t", tag, str(tmp_path)], check=True, capture_output=True,
+                   timeout=300)
+    yield tag
+    subprocess.run(["docker", "rmi", "-f", tag], capture_output=True, timeout=120)
+
+
+@pytest.mark.parametrize("settled", [True, False], ids=["ready", "starting"])
+async def test_removing_an_image_first_removes_the_containers_started_ahead_on_it(
+        own_image: str, docker_run_id: str, settled: bool) -> None:
+    provider = DockerProvider({"image": own_image, "prestart": 2}, ComponentContext(run_id=docker_run_id))
+    pool = provider._prestart
+    assert pool is not None
+    try:
+        for task_id in ("a", "b"):
+            env = await provider.open(EnvOpenSpec(run_id=docker_run_id, task_id=task_id))
+            await env.close()
+        assert pool.held == 2
+        if settled:
+            await pool.settled(60)
+            assert len(pool.ready_ids()) == 2
+        freed = await provider.remove_image(own_image)
+        assert freed > 0 and await provider.image_size(own_image) is None
+        assert pool.ready_ids() == [] and pool.held == 0
+        assert containers_of(docker_run_id) == []
+    finally:
+        await provider.aclose()
 
 
 async def test_a_container_started_while_the_pool_closes_is_removed_even_when_close_cancels_the_starts(
