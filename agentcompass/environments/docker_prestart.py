@@ -12,7 +12,9 @@ Each pre-started container holds a slot of the provider's process-wide count of 
 then) or removed. A slot is taken only when nobody waits for one and one more stays free below the limit, so
 the pool never pushes the count past the limit. Should an open wait for a slot all the same (another launch in the
 process holds the rest, or a provider built without its limit), the pool gives back every container it holds
-and starts none until nobody waits. Creates count against the creates in flight too.
+and starts none until nobody waits. A create goes through the same gates as the engine's own opens: the launch's
+open pacing (``env_open_qps``) and the process-wide creates in flight under the launch's
+``max_env_creates_in_flight`` (both handed to the provider in its ``ComponentContext``).
 
 A container started ahead keeps its image in use: before the image cache removes an image, the provider drops
 the pool's containers of it (:meth:`PrestartPool.drop_image`).
@@ -71,10 +73,12 @@ class PrestartPool:
     """Pre-started containers per shape for one provider; see the module docstring."""
 
     def __init__(self, *, per_shape: int, provider: str, limit: int | None, creates_limit: int | None,
-                 start: StartFn, remove: RemoveFn, start_timeout: float) -> None:
+                 start: StartFn, remove: RemoveFn, start_timeout: float,
+                 pace: Callable[[], Awaitable[float]] | None = None) -> None:
         self.per_shape = per_shape
         self.limit = limit
         self._creates_limit = creates_limit
+        self._pace = pace
         self._active, self._creates = provider_slots(provider)
         self._start = start
         self._remove = remove
@@ -161,6 +165,8 @@ class PrestartPool:
         name = f"{_name_prefix(shape.run_id)}-{PRESTART_ROLE}-{_suffix()}"
         try:
             async with asyncio.timeout(self._start_timeout):
+                if self._pace is not None:
+                    await self._pace()
                 await self._creates.acquire(self._creates_limit)
                 try:
                     container = await self._start(shape, name)

@@ -17,7 +17,7 @@ import pytest
 
 import agentcompass
 from agentcompass._errors import ConfigError
-from agentcompass.engine.env_pool import EnvironmentPool, active_environments, provider_slots
+from agentcompass.engine.env_pool import EnvironmentPool, active_environments, creates_in_flight, provider_slots
 from agentcompass.environments.docker import DockerProvider
 from agentcompass.environments.docker_network import PUBLIC_NETWORK
 from agentcompass.environments.docker_prestart import PRESTART_ROLE, PrestartPool, Shape
@@ -180,6 +180,45 @@ async def test_closing_the_provider_while_containers_start_ahead_leaves_none(
     assert pool.held == 0 and active_environments("docker") == before
     # a closed provider starts nothing more
     assert pool.take(next(iter(pool._openers)), "c") is None and pool.held == 0
+
+
+async def test_containers_started_ahead_wait_for_the_launchs_creates_cap_and_open_pacing(
+        busybox_image: str, docker_run_id: str) -> None:
+    # the launch caps creates in flight at 1 (the provider's own cap is 4) and paces opens at 4/s: the pool's
+    # creates wait for both, as the engine's opens do
+    engine = EnvironmentPool({"docker": 10}, 4.0, lambda _: None, max_creates_in_flight=1)
+    pacer = engine.pacer(DockerProvider)
+    provider = DockerProvider({"image": busybox_image, "prestart": 2}, ComponentContext(
+        run_id=docker_run_id, provider_limit=10, max_creates_in_flight=engine.creates_limit(DockerProvider),
+        open_pacer=pacer.wait))
+    pool = provider._prestart
+    assert pool is not None
+    _, creates = provider_slots("docker")
+    before = creates_in_flight("docker")
+    holding = False
+    try:
+        env = await engine.open(provider, EnvOpenSpec(run_id=docker_run_id, task_id="a"), timeout=60, request="r")
+        await engine.close(env, timeout=60)
+        shape = next(iter(pool._openers))
+        await creates.acquire(None)  # another create in flight: the launch's cap is reached
+        holding = True
+        paced = pacer._next
+        assert pool.take(shape, "b") is None and pool.held == 2  # a second task: the shape is pooled
+        async with asyncio.timeout(30):
+            # the pool's starts wait for a create slot (the counter has no event to wait on)
+            while not creates.waiting:  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
+        assert pool.started == 0 and creates_in_flight("docker") - before == 1
+        creates.release()
+        holding = False
+        await pool.settled(60)
+        assert len(pool.ready_ids()) == 2 and pool.started == 2
+        assert pacer._next >= paced + 2 * pacer.interval  # each start took an open slot of the launch's pacer
+    finally:
+        if holding:
+            creates.release()
+        await provider.aclose()
+    assert containers_of(docker_run_id) == [] and creates_in_flight("docker") == before
 
 
 @pytest.fixture
