@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import IO, Any, Literal, Protocol, runtime_checkable
 
@@ -247,6 +247,12 @@ class ComponentContext(msgspec.Struct, omit_defaults=True):
     #: the launch's ``provider_limits`` entry for that provider (None: no limit), which a provider that starts
     #: environments ahead of need keeps within.
     provider_limit: int | None = None
+    #: the launch's cap on that provider's creates in flight (``max_env_creates_in_flight``, else the provider's
+    #: ``capabilities.max_creates_in_flight``; None: not given), which such a provider's creates wait for as well.
+    max_creates_in_flight: int | None = None
+    #: waits for the launch's next open slot of that provider (``env_open_qps``; the engine's own opens take
+    #: theirs from the same pacer), for such a provider's creates; None outside the engine.
+    open_pacer: Callable[[], Awaitable[float]] | None = None
     #: the request's benchmark id (e.g. ``swebench_verified``), so a harness can default to settings made for it.
     benchmark: str = ""
     #: the model's prices (model param ``price_per_million``), None when not given: a harness's own cost limit.

@@ -218,21 +218,31 @@ class EnvironmentPool:
         self._states: dict[str, _ProviderState] = {}
         self._held: dict[int, tuple[_ProviderState, Environment]] = {}
 
-    def _state(self, provider: EnvironmentProvider) -> _ProviderState:
+    def _state(self, provider: EnvironmentProvider | type[EnvironmentProvider]) -> _ProviderState:
         name = provider.name
         st = self._states.get(name)
         if st is None:
+            remote = provider.capabilities.remote  # on the class as on an instance
             if isinstance(self._qps, dict):
-                qps = self._qps.get(name, DEFAULT_REMOTE_QPS if provider.remote else 0.0)
+                qps = self._qps.get(name, DEFAULT_REMOTE_QPS if remote else 0.0)
             elif self._qps is not None:
                 qps = self._qps
             else:
-                qps = DEFAULT_REMOTE_QPS if provider.remote else 0.0
+                qps = DEFAULT_REMOTE_QPS if remote else 0.0
             creates: Any = self._creates.get(name) if isinstance(self._creates, dict) else self._creates
             if creates is None:
                 creates = provider.capabilities.max_creates_in_flight
             st = self._states[name] = _ProviderState(name, self._limits.get(name), qps, creates)
         return st
+
+    def creates_limit(self, provider: EnvironmentProvider | type[EnvironmentProvider]) -> int | None:
+        """The cap on ``provider``'s creates in flight that this launch's opens wait for (None: none)."""
+        return self._state(provider).creates_limit
+
+    def pacer(self, provider: EnvironmentProvider | type[EnvironmentProvider]) -> OpenPacer:
+        """This launch's open pacing of ``provider`` (``env_open_qps``), shared with a provider that creates
+        environments ahead of need."""
+        return self._state(provider).pacer
 
     async def open(self, provider: EnvironmentProvider, spec: EnvOpenSpec, *, timeout: float,
                    request: str) -> Environment:

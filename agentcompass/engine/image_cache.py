@@ -453,6 +453,10 @@ class ImageCache:
         if img.after is not None:  # its previous entry is being removed: look once that is over
             await asyncio.wait({img.after}, timeout=_REMOVE_CAP_S)
             img.after = None
+        if type(provider).image_size is EnvironmentProvider.image_size:
+            # it cannot tell what is there (no image_size of its own): make it present, never remove it
+            await provider.ensure_image(img.ref, recipe)
+            return
         size_of = provider.image_size
         if img.present_before is None:
             img.present_before = await size_of(img.ref) is not None

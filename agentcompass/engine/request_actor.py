@@ -225,7 +225,9 @@ class RequestActor:
         ctx = ComponentContext(cancelled=cancelled, run_id=self.run_id, request=self.name, data_dir=spec.data_dir,
                                auto_install_dependencies=spec.auto_install_dependencies,
                                environment=spec.environment.id, benchmark=spec.benchmark.id,
-                               provider_limit=svc.provider_limits.get(spec.environment.id),
+                               provider_limit=svc.provider_limits.get(provider_cls.name),
+                               max_creates_in_flight=svc.pool.creates_limit(provider_cls),
+                               open_pacer=svc.pool.pacer(provider_cls).wait,
                                price=engine_params.price,
                                report_download=download_reporter(svc.bus.emit, self.name, self.run_id))
         installed = await self._ensure_requirements((("benchmark", spec.benchmark.id, bench_cls),

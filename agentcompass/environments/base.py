@@ -140,7 +140,8 @@ class EnvironmentProvider(abc.ABC):
         return None
 
     async def image_size(self, ref: str) -> int | None:
-        """The size in bytes of image ``ref`` in the store, None when it is not there. Default: None."""
+        """The size in bytes of image ``ref`` in the store, None when it is not there. A provider that does not
+        override it cannot tell: the image cache then makes its images present and never removes them."""
         return None
 
     async def remove_image(self, ref: str) -> int:

@@ -583,11 +583,14 @@ class DockerProvider(EnvironmentProvider):
         self._disk_limit_param = p.disk_limit
         self.tmpfs: dict[str, int] = {posixpath.normpath(path): parse_memory(size, f"tmpfs[{path!r}]")
                                       for path, size in (p.tmpfs or {}).items()}
-        #: containers started ahead of need (None: ``prestart`` 0); see docker_prestart
+        #: containers started ahead of need (None: ``prestart`` 0); see docker_prestart. Their creates wait for
+        #: what the engine's opens wait for: the launch's creates-in-flight cap and open pacing.
+        creates_limit = ctx.max_creates_in_flight if ctx.max_creates_in_flight is not None \
+            else self.capabilities.max_creates_in_flight
         self._prestart: PrestartPool | None = PrestartPool(
-            per_shape=p.prestart, provider=self.name, limit=ctx.provider_limit,
-            creates_limit=self.capabilities.max_creates_in_flight, start=self._start_ahead,
-            remove=self.remove_container, start_timeout=self.open_timeout) if p.prestart else None
+            per_shape=p.prestart, provider=self.name, limit=ctx.provider_limit, creates_limit=creates_limit,
+            start=self._start_ahead, remove=self.remove_container, start_timeout=self.open_timeout,
+            pace=ctx.open_pacer) if p.prestart else None
         self._owner = owner_labels()
         self._docker: aiodocker.Docker | None = None
         self._networks: DockerNetworks | None = None
@@ -781,8 +784,11 @@ class DockerProvider(EnvironmentProvider):
 
     async def remove_image(self, ref: str) -> int:
         """Remove image ``ref``; the bytes freed (its size; layers shared with other images stay). 0, without
-        an error, when it is gone already or a container still uses it."""
+        an error, when it is gone already or a container still uses it (containers started ahead of need do not
+        count: they are removed first)."""
         self._images_ready.discard(ref)
+        if self._prestart is not None:
+            await self._prestart.drop_image(ref)
         size = await self.image_size(ref)
         if size is None:
             return 0

@@ -12,7 +12,12 @@ Each pre-started container holds a slot of the provider's process-wide count of 
 then) or removed. A slot is taken only when nobody waits for one and one more stays free below the limit, so
 the pool never pushes the count past the limit. Should an open wait for a slot all the same (another launch in the
 process holds the rest, or a provider built without its limit), the pool gives back every container it holds
-and starts none until nobody waits. Creates count against the creates in flight too.
+and starts none until nobody waits. A create goes through the same gates as the engine's own opens: the launch's
+open pacing (``env_open_qps``) and the process-wide creates in flight under the launch's
+``max_env_creates_in_flight`` (both handed to the provider in its ``ComponentContext``).
+
+A container started ahead keeps its image in use: before the image cache removes an image, the provider drops
+the pool's containers of it (:meth:`PrestartPool.drop_image`).
 
 Pre-started containers carry the run id and owner labels with role ``prestart``: the orphan sweep removes
 them after a SIGKILL; :meth:`PrestartPool.aclose` (called by the provider's ``aclose``) on every other path.
@@ -68,10 +73,12 @@ class PrestartPool:
     """Pre-started containers per shape for one provider; see the module docstring."""
 
     def __init__(self, *, per_shape: int, provider: str, limit: int | None, creates_limit: int | None,
-                 start: StartFn, remove: RemoveFn, start_timeout: float) -> None:
+                 start: StartFn, remove: RemoveFn, start_timeout: float,
+                 pace: Callable[[], Awaitable[float]] | None = None) -> None:
         self.per_shape = per_shape
         self.limit = limit
         self._creates_limit = creates_limit
+        self._pace = pace
         self._active, self._creates = provider_slots(provider)
         self._start = start
         self._remove = remove
@@ -79,7 +86,7 @@ class PrestartPool:
         self._ready: dict[Shape, deque[Prestarted]] = {}
         self._starting: dict[Shape, int] = {}
         self._openers: dict[Shape, set[str]] = {}
-        self._tasks: set[asyncio.Task[None]] = set()  # starts (cancelled by aclose)
+        self._tasks: dict[asyncio.Task[None], Shape] = {}  # starts (cancelled by aclose and drop_image)
         self._discards: set[asyncio.Task[None]] = set()  # removals (never cancelled)
         self._unregister: Callable[[], None] | None = None
         self._closed = False
@@ -126,8 +133,11 @@ class PrestartPool:
             self.peak_active = max(self.peak_active, self._active.count)
             self._starting[shape] = self._starting.get(shape, 0) + 1
             task = asyncio.ensure_future(self._start_one(shape))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._tasks[task] = shape
+            task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        self._tasks.pop(task, None)
 
     def _yield_all(self) -> None:
         """Someone waits for a slot: remove every ready container (its slot goes back once it is gone)."""
@@ -136,11 +146,16 @@ class PrestartPool:
         items = [p for q in self._ready.values() for p in q]
         self._ready.clear()
         for item in items:
-            task = asyncio.ensure_future(self._discard(item))
-            self._discards.add(task)
-            task.add_done_callback(self._discards.discard)
+            self._discard_later(item)
         if items:
             log.info("an open waits for a slot: %d containers started ahead given back", len(items))
+
+    def _discard_later(self, item: Prestarted) -> asyncio.Task[None]:
+        """Remove ``item`` in a task of its own that nobody cancels (aclose and settled wait for it)."""
+        task = asyncio.ensure_future(self._discard(item))
+        self._discards.add(task)
+        task.add_done_callback(self._discards.discard)
+        return task
 
     def _give_back(self) -> None:
         self.held -= 1
@@ -150,6 +165,8 @@ class PrestartPool:
         name = f"{_name_prefix(shape.run_id)}-{PRESTART_ROLE}-{_suffix()}"
         try:
             async with asyncio.timeout(self._start_timeout):
+                if self._pace is not None:
+                    await self._pace()
                 await self._creates.acquire(self._creates_limit)
                 try:
                     container = await self._start(shape, name)
@@ -164,7 +181,8 @@ class PrestartPool:
         finally:
             self._starting[shape] -= 1
         if self._closed or self._active.waiting:
-            await self._discard(Prestarted(container, name))
+            # not awaited here: aclose cancels this task, and a removal cut off would leave the container running
+            self._discard_later(Prestarted(container, name))
             return
         self.started += 1
         self._ready.setdefault(shape, deque()).append(Prestarted(container, name))
@@ -181,6 +199,25 @@ class PrestartPool:
         async with asyncio.timeout(timeout):
             while self._tasks or self._discards:
                 await asyncio.wait([*self._tasks, *self._discards])
+
+    async def drop_image(self, image: str) -> None:
+        """Remove the pool's containers of ``image`` (ready ones, and stop the ones being started), so the image
+        can be removed; waits at most the start timeout for the starts and the removals."""
+        items: list[Prestarted] = []
+        for shape in [s for s in self._ready if s.image == image]:
+            items.extend(self._ready.pop(shape))
+        removals = {self._discard_later(item) for item in items}
+        starts = [task for task, shape in self._tasks.items() if shape.image == image]
+        for task in starts:  # each removes what it had made before it ends
+            task.cancel()
+        if starts:
+            await asyncio.wait(starts, timeout=self._start_timeout)
+        removals.update(self._discards)  # a start that ended meanwhile may have handed its container over
+        if removals:
+            await asyncio.wait(removals, timeout=self._start_timeout)
+        if items or starts:
+            log.info("image %s to be removed: %d containers started ahead removed, %d starts stopped", image,
+                     len(items), len(starts))
 
     async def aclose(self) -> None:
         """Stop starting containers and remove every one not handed out (bounded by the start timeout)."""

@@ -31,6 +31,7 @@ from agentcompass.engine.env_pool import (
     validate_pool_settings,
 )
 from agentcompass.environments.docker_api import call
+from agentcompass.environments.local import LocalProvider
 from agentcompass.interfaces import (
     ComponentContext,
     Environment,
@@ -447,6 +448,37 @@ def _check_launches(results: Sequence[agentcompass.LaunchResult], base: Path) ->
     assert max(samples) == 2  # never more than 2 local environments alive in the process
     assert active_environments("local") == 0
     assert not [n for n in os.listdir(base) if n.startswith("agentcompass-")]
+
+
+class ContextRecordingLocal(LocalProvider):
+    """The ``local`` provider (its name inherited), given by import path; records the context it is built with."""
+
+    contexts: ClassVar[list[ComponentContext]] = []
+
+    def __init__(self, params: Any, ctx: ComponentContext) -> None:
+        super().__init__(params, ctx)
+        self.contexts.append(ctx)
+
+
+@pytest.mark.parametrize("creates", [1, "dict", None])
+def test_a_provider_is_told_the_launchs_limits_under_its_registered_name(tmp_path: Path, creates: Any) -> None:
+    # what a provider that opens environments ahead of need keeps within: the provider limit and creates cap the
+    # engine's own opens use (looked up by the provider's name, though the request names it by import path)
+    ContextRecordingLocal.contexts.clear()
+    req = RunRequestSpec(benchmark=ComponentSpec("shell_tasks", {"sample_ids": SAMPLE[:1]}),
+                         harness=ComponentSpec("shell_agent"), model=ModelSpec("scripted"),
+                         environment=ComponentSpec("tests.engine.test_env_pool:ContextRecordingLocal",
+                                                   {"base_dir": str(tmp_path)}),
+                         name="r", results_dir=str(tmp_path / "results"))
+    spec = OrchestrationSpec(requests=[req], provider_limits={"local": 3}, progress="none", env_open_qps=5.0,
+                             max_env_creates_in_flight={"local": 1} if creates == "dict" else creates)
+    out = agentcompass.launch(spec)["r"]
+    assert out.status == "completed", (out.error, out.errors_by_kind)
+    [ctx] = ContextRecordingLocal.contexts
+    assert ctx.provider_limit == 3
+    # ``local`` has no cap of its own: without the setting, none
+    assert ctx.max_creates_in_flight == (None if creates is None else 1)
+    assert ctx.open_pacer is not None
 
 
 async def test_two_concurrent_async_launches_share_the_provider_limit(tmp_path: Path) -> None:

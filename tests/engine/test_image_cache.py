@@ -25,8 +25,9 @@ from agentcompass.engine.image_cache import (
     lease_prefix,
     pop_image_policy,
 )
+from agentcompass.environments.base import EnvironmentProvider, ProviderCapabilities
 from agentcompass.environments.docker import DockerProvider
-from agentcompass.interfaces import ComponentContext, ImageRecipe, PreparedTask, TaskSpec
+from agentcompass.interfaces import ComponentContext, Environment, EnvOpenSpec, ImageRecipe, PreparedTask, TaskSpec
 from agentcompass.records import AttemptStarted, ImagePull, ImageRemoved, ProgressEvent, TaskFinished
 from agentcompass.specs import ComponentSpec, ModelSpec, OrchestrationSpec, RunRequestSpec
 
@@ -115,6 +116,51 @@ def test_a_provider_without_images_refuses_the_image_params(tmp_path: Path) -> N
                                     environment_params={"cache_level": "env"}, results_dir=str(tmp_path),
                                     progress="none")
     assert info.value.field == "environment_params.cache_level"
+
+
+class _NoSizeImages(EnvironmentProvider):
+    """Runs images and can remove them, but cannot tell whether one is there (no ``image_size``)."""
+
+    name = "nosize"
+    capabilities = ProviderCapabilities(images=True)
+
+    def __init__(self) -> None:
+        super().__init__(None, ComponentContext())
+        self.ensured: list[str] = []
+        self.removed: list[str] = []
+
+    async def open(self, spec: EnvOpenSpec) -> Environment:
+        raise NotImplementedError
+
+    async def ensure_image(self, image: str | None = None, recipe: ImageRecipe | None = None, *,
+                           on_pull_progress: Any = None) -> str | None:
+        assert image is not None
+        self.ensured.append(image)
+        return image
+
+    async def remove_image(self, ref: str) -> int:
+        self.removed.append(ref)
+        return 1
+
+
+def test_a_provider_that_cannot_tell_an_images_size_never_has_it_removed() -> None:
+    events: list[ProgressEvent] = []
+
+    async def main() -> tuple[_NoSizeImages, dict[str, int]]:
+        provider = _NoSizeImages()
+        cache = ImageCache(events.append)
+        images = cache.open_request("r", "run", provider, ImagePolicy(min_free_disk=None, cache_level="none"))
+        assert await images.ensure("t0", "example/own:1", None) == "example/own:1"
+        images.task_done("t0")
+        stats = await images.close()
+        return provider, stats
+
+    provider, stats = asyncio.run(main())
+    assert provider.ensured == ["example/own:1"]
+    assert provider.removed == []  # it may have been there before the run: never removed
+    assert not [e for e in events if isinstance(e, ImagePull) and e.status in ("pulling", "building")]
+    assert not [e for e in events if isinstance(e, ImageRemoved)]
+    assert stats.get("pulled", 0) == 0 and stats.get("removed", 0) == 0
 
 
 def test_levels_follow_the_official_names() -> None:

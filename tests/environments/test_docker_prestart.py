@@ -9,15 +9,18 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import agentcompass
 from agentcompass._errors import ConfigError
-from agentcompass.engine.env_pool import EnvironmentPool, active_environments
+from agentcompass.engine.env_pool import EnvironmentPool, active_environments, creates_in_flight, provider_slots
 from agentcompass.environments.docker import DockerProvider
-from agentcompass.environments.docker_prestart import PRESTART_ROLE
+from agentcompass.environments.docker_network import PUBLIC_NETWORK
+from agentcompass.environments.docker_prestart import PRESTART_ROLE, PrestartPool, Shape
 from agentcompass.environments.docker_sweep import sweep_orphans
 from agentcompass.interfaces import ComponentContext, EnvOpenSpec, NetworkPolicy
 
@@ -177,6 +180,117 @@ async def test_closing_the_provider_while_containers_start_ahead_leaves_none(
     assert pool.held == 0 and active_environments("docker") == before
     # a closed provider starts nothing more
     assert pool.take(next(iter(pool._openers)), "c") is None and pool.held == 0
+
+
+async def test_containers_started_ahead_wait_for_the_launchs_creates_cap_and_open_pacing(
+        busybox_image: str, docker_run_id: str) -> None:
+    # the launch caps creates in flight at 1 (the provider's own cap is 4) and paces opens at 4/s: the pool's
+    # creates wait for both, as the engine's opens do
+    engine = EnvironmentPool({"docker": 10}, 4.0, lambda _: None, max_creates_in_flight=1)
+    pacer = engine.pacer(DockerProvider)
+    provider = DockerProvider({"image": busybox_image, "prestart": 2}, ComponentContext(
+        run_id=docker_run_id, provider_limit=10, max_creates_in_flight=engine.creates_limit(DockerProvider),
+        open_pacer=pacer.wait))
+    pool = provider._prestart
+    assert pool is not None
+    _, creates = provider_slots("docker")
+    before = creates_in_flight("docker")
+    holding = False
+    try:
+        env = await engine.open(provider, EnvOpenSpec(run_id=docker_run_id, task_id="a"), timeout=60, request="r")
+        await engine.close(env, timeout=60)
+        shape = next(iter(pool._openers))
+        await creates.acquire(None)  # another create in flight: the launch's cap is reached
+        holding = True
+        paced = pacer._next
+        assert pool.take(shape, "b") is None and pool.held == 2  # a second task: the shape is pooled
+        async with asyncio.timeout(30):
+            # the pool's starts wait for a create slot (the counter has no event to wait on)
+            while not creates.waiting:  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
+        assert pool.started == 0 and creates_in_flight("docker") - before == 1
+        creates.release()
+        holding = False
+        await pool.settled(60)
+        assert len(pool.ready_ids()) == 2 and pool.started == 2
+        assert pacer._next >= paced + 2 * pacer.interval  # each start took an open slot of the launch's pacer
+    finally:
+        if holding:
+            creates.release()
+        await provider.aclose()
+    assert containers_of(docker_run_id) == [] and creates_in_flight("docker") == before
+
+
+@pytest.fixture
+def own_image(busybox_image: str, tmp_path: Path) -> Iterator[str]:
+    """An image of its own (busybox plus a layer) that a test may remove."""
+    tag = f"agentcompass-test/prestart:{uuid.uuid4().hex[:10]}"
+    # an image id of its own too: a parallel test's containers must not use it
+    (tmp_path / "Dockerfile").write_text(f"FROM {busybox_image}\nRUN echo {tag} > /marker\n")
+    subprocess.run(["docker", "build", "-q", "-t", tag, str(tmp_path)], check=True, capture_output=True,
+                   timeout=300)
+    yield tag
+    subprocess.run(["docker", "rmi", "-f", tag], capture_output=True, timeout=120)
+
+
+@pytest.mark.parametrize("settled", [True, False], ids=["ready", "starting"])
+async def test_removing_an_image_first_removes_the_containers_started_ahead_on_it(
+        own_image: str, docker_run_id: str, settled: bool) -> None:
+    provider = DockerProvider({"image": own_image, "prestart": 2}, ComponentContext(run_id=docker_run_id))
+    pool = provider._prestart
+    assert pool is not None
+    try:
+        for task_id in ("a", "b"):
+            env = await provider.open(EnvOpenSpec(run_id=docker_run_id, task_id=task_id))
+            await env.close()
+        assert pool.held == 2
+        if settled:
+            await pool.settled(60)
+            assert len(pool.ready_ids()) == 2
+        freed = await provider.remove_image(own_image)
+        assert freed > 0 and await provider.image_size(own_image) is None
+        assert pool.ready_ids() == [] and pool.held == 0
+        assert containers_of(docker_run_id) == []
+    finally:
+        await provider.aclose()
+
+
+async def test_a_container_started_while_the_pool_closes_is_removed_even_when_close_cancels_the_starts(
+        busybox_image: str, docker_run_id: str) -> None:
+    provider = DockerProvider({"image": busybox_image}, ComponentContext(run_id=docker_run_id))
+    removing, go_on = asyncio.Event(), asyncio.Event()
+
+    async def slow_remove(container_id: str) -> bool:
+        removing.set()
+        await go_on.wait()
+        return await provider.remove_container(container_id)
+
+    name = f"prestart-test-{uuid.uuid4().hex[:8]}"  # counters of its own
+    pool = PrestartPool(per_shape=1, provider=name, limit=None, creates_limit=None, start=provider._start_ahead,
+                        remove=slow_remove, start_timeout=60)
+    active, _ = provider_slots(name)
+    shape = Shape(run_id=docker_run_id, image=busybox_image, workdir="/workspace", network=PUBLIC_NETWORK, env=(),
+                  labels=())
+    try:
+        pool.take(shape, "a")
+        pool.take(shape, "b")
+        assert pool.held == 1
+        # an open waits for a slot while the container starts: once started, the pool removes it again
+        waiter = asyncio.ensure_future(active.acquire(1))
+        async with asyncio.timeout(60):
+            await removing.wait()
+        closing = asyncio.ensure_future(pool.aclose())  # cancels what it still thinks is starting
+        await asyncio.sleep(0.2)
+        go_on.set()
+        async with asyncio.timeout(90):
+            await closing
+            await waiter
+        active.release()
+        assert pool.held == 0 and pool.started == 0 and pool.discarded == 1
+        assert containers_of(docker_run_id) == []
+    finally:
+        go_on.set()
+        await provider.aclose()
 
 
 @pytest.mark.parametrize("limit", [2, 3])
