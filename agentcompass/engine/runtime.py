@@ -93,7 +93,7 @@ class RequestRuntime:
     max_backoff_s: float = 120.0
     retry_patterns: tuple[re.Pattern[str], ...] = ()
     keep_environment: bool = False
-    #: the level of the request's log files (run.log and logs/tasks/*.log).
+    #: the level of the request's log file (run.log, the tasks' lines included).
     file_log_level: int = logging.INFO
     timeouts: PhaseTimeouts = field(default_factory=PhaseTimeouts)
     network: NetworkPhases = field(default_factory=NetworkPhases)
