@@ -496,6 +496,12 @@ def test_a_crashed_runs_cgroup_is_swept_at_provider_start(tmp_path: Path) -> Non
     assert group is not None
     orphan = subprocess.Popen(group.wrap("/bin/sh", ["sleep", "1000"]), start_new_session=True)
     try:
+        # in its cgroup before the sweep: a sweep that ran first would find it empty (and the orphan's prelude
+        # would then exit 125, unable to join a removed cgroup) -- a crashed run's orphans have all joined
+        deadline = time.monotonic() + 10
+        while orphan.pid not in group.pids():
+            assert time.monotonic() < deadline and orphan.poll() is None, "the orphan never joined its cgroup"
+            time.sleep(0.01)
         live = LocalProvider({"base_dir": str(tmp_path)}, ComponentContext())
         ours = asyncio.run(live.open(_spec()))._cgroup  # a live engine's cgroup (this process) is left alone
         assert ours is not None
