@@ -36,7 +36,7 @@ def _alive(pid: int) -> bool:
     """True while ``pid`` runs (a zombie waiting to be reaped counts as dead)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone, or exiting while read (ESRCH)
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
