@@ -254,7 +254,8 @@ class EnvironmentPool:
             t0 = time.monotonic()
             await st.creates.acquire(st.creates_limit)
             try:
-                env = await asyncio.wait_for(provider.open(spec), timeout)
+                async with asyncio.timeout(timeout):  # in this task: wait_for would start one per open
+                    env = await provider.open(spec)
             finally:
                 st.creates.release()
         except BaseException:
@@ -270,7 +271,8 @@ class EnvironmentPool:
         """Close (bounded in time) and give the slot back, whatever happens."""
         entry = self._held.pop(id(env), None)
         try:
-            await asyncio.wait_for(env.close(), timeout)
+            async with asyncio.timeout(timeout):
+                await env.close()
         except Exception as exc:  # a close that fails must not fail the task: log it, free the slot
             log.warning("closing environment %s failed: %r", env.id, exc)
         finally:

@@ -259,7 +259,8 @@ class TaskActor:
         t0 = time.monotonic()
         ctx = EvalContext(task, prepared, result, artifacts, self._verifier_opener(task, prepared, meta), log)
         try:
-            verdict = await asyncio.wait_for(rt.benchmark.evaluate(ctx), rt.timeouts.verify)
+            async with asyncio.timeout(rt.timeouts.verify):  # in this task (wait_for would start another)
+                verdict = await rt.benchmark.evaluate(ctx)
         except TimeoutError:
             record.status, record.error_kind = "eval_error", "eval_timeout"
             record.error = f"verification timed out after {rt.timeouts.verify:g}s"
@@ -346,7 +347,8 @@ class TaskActor:
             artifacts: dict[str, Any] = {}
             if env is not None and rt.harness.evaluates:
                 try:
-                    artifacts = await asyncio.wait_for(rt.benchmark.collect(prepared, env, result), rt.timeouts.verify)
+                    async with asyncio.timeout(rt.timeouts.verify):
+                        artifacts = await rt.benchmark.collect(prepared, env, result)
                 except EnvironmentError_ as exc:
                     raise _Failure("eval_error", "env_lost", f"collecting the attempt: {describe(exc)}",
                                    result) from None
