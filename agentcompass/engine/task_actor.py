@@ -69,6 +69,16 @@ class _VerifierOpenFailed(EnvironmentError_):
         self.kind = kind
 
 
+class _TaskLogger(logging.Logger):
+    """A task attempt's logger. Its lines name the task, not the source line (run.log's format has no
+    ``%(filename)s``/``%(lineno)d``), so it skips the stack walk ``findCaller`` makes for every record."""
+
+    def findCaller(self, stack_info: bool = False, stacklevel: int = 1) -> tuple[str, int, str, str | None]:
+        if stack_info:
+            return super().findCaller(stack_info, stacklevel)
+        return "(task)", 0, "(task)", None
+
+
 class TaskActor:
     """One attempt of one task: one instance per attempt, started by the request's RequestActor when the
     scheduler grants the attempt a slot. Its tries are its own state; it reports on ``outbox`` exactly once."""
@@ -220,7 +230,7 @@ class TaskActor:
         rt = self.rt
         # Built directly (not via getLogger) so the logging manager does not keep one per task forever.
         # No file of its own: its lines go to run.log, named by the task and attempt (no file per task).
-        log = logging.Logger(f"agentcompass.task.{task_id}#{attempt}", level=rt.log.level)
+        log = _TaskLogger(f"agentcompass.task.{task_id}#{attempt}", level=rt.log.level)
         log.parent = rt.log
         return log
 
@@ -402,7 +412,7 @@ class TaskActor:
             rt.log.warning("keep_environment: %s environment of task %s kept: %s (%s)", role, task_id, env.id,
                            env.workdir)
         meta["environments"].append(entry)
-        log.info("%s environment %s opened", role, env.id)
+        log.debug("%s environment %s opened", role, env.id)  # its id is in the detail's meta too
         return env
 
     def _verifier_opener(self, task: TaskSpec, prepared: PreparedTask, meta: dict[str, Any]) -> Any:
