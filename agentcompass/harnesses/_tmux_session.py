@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import re
 import shlex
+import time
 import uuid
 
 from .._errors import ConfigError
@@ -21,6 +22,8 @@ from ..interfaces import Environment
 TMUX_COMMAND_TIMEOUT_S = 30.0
 #: seconds the kill at the end may take (it runs on every path, also after a cancel)
 KILL_TIMEOUT_S = 15.0
+#: seconds to wait for the shell's first prompt (a slow start is waited out, a shell without a prompt is not)
+PROMPT_WAIT_S = 10.0
 #: literal text per ``send-keys`` call: tmux refuses commands much over 16 KB, and a character may take 4 bytes
 SEND_CHUNK_CHARS = 2048
 
@@ -82,6 +85,12 @@ class TmuxSession:
         if res.exit_code != 0:
             raise ConfigError(f"starting tmux in environment {self.env.id} failed (exit {res.exit_code}): "
                               f"{res.output.strip()[:500]}", field="harness.params.tmux_path")
+        # the model's first screen shows the prompt, and its first keystrokes meet a shell that is reading
+        deadline = time.monotonic() + PROMPT_WAIT_S
+        while time.monotonic() < deadline:  # polls the sandbox's terminal: nothing here could signal an event
+            if (await self.screen()).strip():
+                break
+            await asyncio.sleep(0.05)
 
     async def send(self, keystrokes: str) -> None:
         """Type ``keystrokes`` (literal text, ``\\n`` is Enter), or press the named keys (``C-c``)."""
