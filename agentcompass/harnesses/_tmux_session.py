@@ -31,6 +31,19 @@ _KEY_NAME = re.compile(
     r"(?:[CMS]-)+\S|(?:[CMS]-)*(?:Enter|Escape|Tab|BTab|BSpace|Space|Up|Down|Left|Right|Home|End|"
     r"PageUp|PageDown|PgUp|PgDn|PPage|NPage|IC|DC|F[1-9]|F1[0-2])")
 
+#: seconds an install of tmux with the environment's package manager may take (within the engine's setup_timeout)
+INSTALL_TIMEOUT_S = 600.0
+#: installs tmux with whichever package manager the environment has (auto_install_dependencies=True)
+INSTALL_SCRIPT = """\
+if command -v apt-get >/dev/null; then
+  export DEBIAN_FRONTEND=noninteractive
+  install="apt-get install -y -q --no-install-recommends tmux"
+  $install || { apt-get update -q && $install; }
+elif command -v apk >/dev/null; then apk add --no-cache tmux
+elif command -v dnf >/dev/null; then dnf install -y tmux
+elif command -v yum >/dev/null; then yum install -y tmux
+else echo "no package manager (apt-get, apk, dnf, yum) in this environment" >&2; exit 127
+fi"""
 _INSTALL_HINT = ("install it in the environment (Debian/Ubuntu image: `apt-get install -y tmux`; Alpine: "
                  "`apk add tmux`; the local environment uses the host's tmux), or point harness param "
                  "`tmux_path` at it")
@@ -62,12 +75,26 @@ class TmuxSession:
     def _argv(self, *args: str) -> list[str]:
         return [self.tmux, "-L", self.socket, *args]
 
-    async def check_installed(self) -> None:
-        """ConfigError naming what to install when the environment has no tmux."""
+    async def installed(self) -> bool:
+        """Whether the environment has the tmux program."""
         res = await self.env.exec(f"command -v {shlex.quote(self.tmux)}", timeout=TMUX_COMMAND_TIMEOUT_S)
-        if res.exit_code != 0 or not res.stdout.strip():
-            raise ConfigError(f"the terminus harness needs tmux, and `{self.tmux}` is not installed in environment "
-                              f"{self.env.id}: {_INSTALL_HINT}", field="harness.params.tmux_path")
+        return res.exit_code == 0 and bool(res.stdout.strip())
+
+    async def check_installed(self, *, auto_install: bool = False) -> None:
+        """ConfigError naming what to install when the environment has no tmux; with ``auto_install``, install it
+        first with the environment's package manager (needs root and a route to its package mirror)."""
+        if await self.installed():
+            return
+        missing = f"the terminus harness needs tmux, and `{self.tmux}` is not installed in environment {self.env.id}"
+        if not auto_install:
+            raise ConfigError(f"{missing}: {_INSTALL_HINT}, or pass auto_install_dependencies=True to let the "
+                              "harness install it with the environment's package manager",
+                              field="harness.params.tmux_path")
+        res = await self.env.exec(INSTALL_SCRIPT, timeout=INSTALL_TIMEOUT_S)
+        if res.exit_code != 0 or not await self.installed():
+            tail = "\n".join(res.output.strip().splitlines()[-10:])
+            raise ConfigError(f"{missing}, and installing it failed (exit {res.exit_code}):\n{tail}\n{_INSTALL_HINT}",
+                              field="harness.params.tmux_path")
 
     async def start(self) -> None:
         """Start the server and the session in the workdir, with a shell (bash when there is one)."""
@@ -99,11 +126,6 @@ class TmuxSession:
             return
         for i in range(0, len(keystrokes), SEND_CHUNK_CHARS):
             await self._tmux("send-keys", "-t", self.name, "-l", "--", keystrokes[i:i + SEND_CHUNK_CHARS])
-
-    async def alive(self) -> bool:
-        """Whether the session still exists (its shell may have exited)."""
-        res = await self.env.exec(self._argv("has-session", "-t", self.name), timeout=TMUX_COMMAND_TIMEOUT_S)
-        return res.exit_code == 0
 
     async def screen(self) -> str:
         """The visible screen (trailing blank lines dropped)."""

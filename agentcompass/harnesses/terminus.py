@@ -107,8 +107,10 @@ class Terminus(Harness):
         self.model_params = dict(self.p.model_params or {})
 
     async def setup(self, task: PreparedTask, env: Environment, log: logging.Logger) -> None:
-        """Fail early, with what to install, when the environment has no tmux."""
-        await TmuxSession(env, tmux=self.p.tmux_path).check_installed()
+        """Fail early, with what to install, when the environment has no tmux (with auto_install_dependencies,
+        install it with the environment's package manager first)."""
+        await TmuxSession(env, tmux=self.p.tmux_path).check_installed(
+            auto_install=self.ctx.auto_install_dependencies)
 
     async def run(self, task: PreparedTask, env: Environment | None, model: ModelClient,
                   ctx: RunContext, log: logging.Logger) -> HarnessResult:
