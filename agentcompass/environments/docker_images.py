@@ -44,8 +44,9 @@ BUSYBOX_IMAGE = "agentcompass/base:busybox"
 
 DEBOOTSTRAP_SUITE = "bookworm"
 DEBOOTSTRAP_VARIANT = "minbase"
-#: python3: checkers, the model forwarder and the egress proxy; git and patch: SWE-bench; procps: ``ps``
-DEBOOTSTRAP_PACKAGES = ("python3", "coreutils", "bash", "procps", "git", "patch")
+#: python3: checkers, the model forwarder and the egress proxy; git and patch: SWE-bench; procps: ``ps``;
+#: tmux: the ``terminus`` harness's terminal
+DEBOOTSTRAP_PACKAGES = ("python3", "coreutils", "bash", "procps", "git", "patch", "tmux")
 #: dropped from the rootfs after debootstrap: nothing in a sandbox reads them
 TRIM_GLOBS = ("var/cache/apt/archives/*.deb", "var/lib/apt/lists/*", "var/log/*.log", "debootstrap",
               "usr/share/doc/*", "usr/share/man/*", "usr/share/info/*", "usr/share/locale/*",
@@ -383,8 +384,8 @@ async def build_base_image(tag: str = DEFAULT_BASE_IMAGE, *, method: BuildMethod
 
     Kept when ``tag`` already carries the current recipe hash; re-pointed when ``content_tag(tag)`` exists;
     built otherwise (or always with ``force``). ``debootstrap``: Debian bookworm minbase with python3,
-    coreutils, bash, procps, git and patch, fetched from the machine's apt mirror. ``busybox``: a ~2 MB image
-    of busybox-static, for fast lifecycle benchmarks.
+    coreutils, bash, procps, git, patch and tmux, fetched from the machine's apt mirror. ``busybox``: a ~2 MB
+    image of busybox-static, for fast lifecycle benchmarks.
     """
     if method not in METHODS:
         raise ConfigError(f"method: {method!r} is not one of {', '.join(METHODS)}", field="method")
