@@ -109,7 +109,8 @@ class _Transcript:
             step = found
             step.observation = str(event.get("text") or "")
             code = event.get("exit_code")
-            step.exit_code = code if isinstance(code, int) else (1 if kind == "error" else None)
+            failed = kind == "error" or bool(event.get("is_error"))
+            step.exit_code = code if isinstance(code, int) else (1 if failed else None)
             step.exec_latency_s = round(exec_s, 6) if exec_s else None
         elif kind == "message" and event.get("source") == "agent":
             self._new(content=event.get("text") or None, reasoning=event.get("reasoning") or None,
