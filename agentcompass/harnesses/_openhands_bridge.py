@@ -223,6 +223,8 @@ def main() -> int:
     channel = Channel(out, sys.stdin)
     config = json.loads(sys.stdin.readline())
     status, final_answer, error = "error", None, None
+    error_types: list[str] = []
+    http_status: int | None = None
     metrics: dict[str, Any] = {}
     try:
         from openhands.sdk import LLM, Agent, Conversation
@@ -270,10 +272,28 @@ def main() -> int:
             conversation.close()
     except BaseException as exc:
         error = f"{type(exc).__name__}: {exc}"
+        error_types, http_status = error_chain(exc)
         traceback.print_exc(file=sys.stderr)
     channel.send({"op": "done", "status": status, "final_answer": final_answer, "error": error,
-                  "metrics": metrics})
+                  "error_types": error_types, "http_status": http_status, "metrics": metrics})
     return 0
+
+
+def error_chain(exc: BaseException) -> tuple[list[str], int | None]:
+    """The class names along the exception's causes (so the harness can tell a model failure) and the HTTP
+    status one of them carries."""
+    names: list[str] = []
+    status: int | None = None
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        names.append(type(cur).__name__)
+        code = getattr(cur, "status_code", None)
+        if status is None and isinstance(code, int):
+            status = code
+        cur = cur.__cause__ or cur.__context__
+    return names, status
 
 
 def finish_message(events: Any) -> str | None:

@@ -44,9 +44,10 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from .._errors import ConfigError, EnvironmentError_
+from .._errors import ConfigError, EnvironmentError_, ModelError
 from .._validate import Count, Seconds
 from ..interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
+from ..models._http import status_kind
 from ..params import as_params
 from ..records import Step, ToolCall, Trajectory
 from . import _openhands_venv as venv
@@ -56,12 +57,22 @@ _WHERE = "harness openhands"
 BRIDGE = Path(__file__).resolve().parent / "_openhands_bridge.py"
 DEFAULT_MAX_ITERATIONS = 100
 DEFAULT_COMMAND_TIMEOUT = 120.0
-#: how long the bridge may take to start answering (importing OpenHands) before it counts as hung.
 #: a reply line can carry a whole file.
 _LINE_LIMIT = 64 * 1024 * 1024
 _KILL_WAIT_S = 10.0
+#: how long a bridge that sent ``done`` may take to exit on its own before it is killed.
+_EXIT_GRACE_S = 5.0
 _STDERR_TAIL = 200
 #: the host variables the bridge inherits (never the host's keys: the model ones come from the gateway).
+#: OpenHands' LLM errors (and LiteLLM's beneath them) -> our ModelError kinds; other errors are the agent's.
+_LLM_ERRORS = {
+    "LLMRateLimitError": "model_rate_limit", "RateLimitError": "model_rate_limit",
+    "LLMServiceUnavailableError": "model_server_error", "ServiceUnavailableError": "model_server_error",
+    "InternalServerError": "model_server_error", "LLMTimeoutError": "model_connection_error",
+    "LLMAuthenticationError": "model_auth", "AuthenticationError": "model_auth",
+    "APIConnectionError": "model_connection_error", "LLMNoResponseError": "model_bad_response",
+    "LLMBadRequestError": "model_bad_request", "BadRequestError": "model_bad_request",
+}
 _PASS_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR")
 
 
@@ -191,11 +202,14 @@ class OpenHands(Harness):
                 timed_out = True
                 log.warning("openhands stopped at its %gs timeout", self.p.timeout)
         finally:
-            await _stop(proc)
+            await _stop(proc, grace_s=_EXIT_GRACE_S if done else 0.0)
             drain.cancel()
             with contextlib.suppress(BaseException):
                 await drain
         trajectory.finished_at = time.time()
+        failure = self._model_failure(done)
+        if failure is not None and not timed_out:
+            raise failure
         return self._result(trajectory, done, timed_out, list(stderr_tail), proc.returncode, log)
 
     async def _serve(self, proc: asyncio.subprocess.Process, env: Environment, transcript: _Transcript,
@@ -252,6 +266,18 @@ class OpenHands(Harness):
                 return {"error": f"cannot write {path}: {exc}"}
         return {"error": f"unknown request {op!r}"}
 
+    @staticmethod
+    def _model_failure(done: dict[str, Any]) -> ModelError | None:
+        """The model call that ended the agent, as the ModelError the engine classifies (and retries)."""
+        names = [str(n) for n in done.get("error_types") or ()]
+        kinds = [_LLM_ERRORS[n] for n in names if n in _LLM_ERRORS]
+        if not kinds:
+            return None
+        status = done.get("http_status")
+        kind = status_kind(status) if isinstance(status, int) and status >= 400 else kinds[0]
+        return ModelError(f"openhands: its model call failed: {done.get('error')}", kind=kind,
+                          status=status if isinstance(status, int) else None)
+
     def _result(self, trajectory: Trajectory, done: dict[str, Any], timed_out: bool,
                       stderr: list[str], returncode: int | None, log: logging.Logger) -> HarnessResult:
         status = "agent_timeout" if timed_out else str(done.get("status") or "")
@@ -297,11 +323,15 @@ async def _drain(proc: asyncio.subprocess.Process, tail: collections.deque[str])
         tail.append(line.decode(errors="replace").rstrip())
 
 
-async def _stop(proc: asyncio.subprocess.Process) -> None:
-    """The bridge and anything it started, gone (its process group)."""
+async def _stop(proc: asyncio.subprocess.Process, grace_s: float) -> None:
+    """The bridge and anything it started, gone (its process group); one that said it is done gets
+    ``grace_s`` to exit by itself."""
     if proc.stdin is not None:
         with contextlib.suppress(Exception):
             proc.stdin.close()
+    if grace_s > 0:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), grace_s)
     if proc.returncode is None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)

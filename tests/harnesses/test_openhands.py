@@ -14,7 +14,7 @@ import msgspec
 import pytest
 
 import agentcompass
-from agentcompass._errors import ConfigError
+from agentcompass._errors import ConfigError, ModelError
 from agentcompass.harnesses import _openhands_venv as venv
 from agentcompass.harnesses.openhands import BRIDGE, OpenHands
 from agentcompass.interfaces import ComponentContext, Environment, PreparedTask, RunContext
@@ -46,11 +46,13 @@ def bridges() -> list[int]:
     return found
 
 
-async def run_direct(env: Environment, turns: list[Any], **params: Any) -> tuple[Any, RunContext]:
+async def run_direct(env: Environment, turns: list[Any], server_options: dict[str, Any] | None = None,
+                     **params: Any) -> tuple[Any, RunContext]:
     """The harness on ``env`` against a scripted server, its endpoint handed over as the engine would."""
     harness = OpenHands({"max_iterations": 10, **params}, ComponentContext(auto_install_dependencies=True))
     await harness.setup(TASK, env, logging.getLogger("test"))
-    async with running_scripted_server({"bundled": False, "script": [{"match": "", "turns": turns}]}) as server:
+    async with running_scripted_server({"bundled": False, "script": [{"match": "", "turns": turns}]},
+                                       **(server_options or {})) as server:
         assert server.base_url is not None
         ctx = RunContext(request="r", run_id="x", task_id="t1", attempt=1, model_env={
             "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "route-token", "AGENTCOMPASS_MODEL": "scripted",
@@ -85,6 +87,7 @@ async def test_file_editor_edits_files_in_the_environment_and_its_messages_name_
     assert "agentcompass-openhands-" not in "".join((create, replace, view, miss))  # no host shadow paths
     assert "hello world\nbye\noops" in term and "exit code 1" in term and steps[4].exit_code == 1
     assert steps[4].action == "cat greeting.txt; echo oops >&2; false"
+    assert result.artifacts["openhands"]["exit_code"] == 0  # it exited by itself after saying it was done
     assert bridges() == []
 
 
@@ -103,6 +106,21 @@ async def test_max_iterations_stops_an_agent_that_never_finishes(local_env: Envi
 
     assert result.error_kind == "step_limit" and result.trajectory.stop_reason == "max_iterations"
     assert (await local_env.read_file(f"{local_env.workdir}/log.txt")).decode().count("again") == 3
+
+
+async def test_a_failing_model_call_raises_the_model_error_the_engine_classifies(local_env: Environment) -> None:
+    with pytest.raises(ModelError) as err:
+        await run_direct(local_env, ["hello"], server_options={"fail_status": 503})
+    assert err.value.kind == "model_server_error" and err.value.status == 503
+    assert bridges() == []
+
+
+async def test_an_agent_that_cannot_start_is_an_agent_error_with_its_stderr_kept(local_env: Environment) -> None:
+    result, _ = await run_direct(local_env, ["hello"], llm_params={"temperature": "hot"})
+
+    assert result.error_kind == "agent_error" and "temperature" in (result.error or "")
+    assert "Traceback" in result.artifacts["openhands"]["stderr_tail"]
+    assert bridges() == []
 
 
 async def test_engine_runs_a_shell_tasks_task_with_openhands_through_the_gateway(tmp_path: Path) -> None:
