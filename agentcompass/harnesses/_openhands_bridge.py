@@ -309,4 +309,8 @@ def finish_message(events: Any) -> str | None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stderr.flush()
+    # not sys.exit: interpreter shutdown waits for OpenHands' and LiteLLM's worker threads, which can take
+    # seconds; everything the harness needs was sent
+    os._exit(code)

@@ -15,7 +15,8 @@ from tests.fixtures_scripted import running_scripted_server
 
 SCRIPT = Path(__file__).resolve().parents[1] / "harnesses" / "scripts" / "openhands_shell_tasks.json"
 REAL_KEY = "sk-real-openhands-test-key"
-pytestmark = pytest.mark.slow  # installs OpenHands on first use (about a minute), then cached
+# installs OpenHands on first use (about a minute, more on a busy machine), then cached
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 async def test_openhands_solves_a_shell_task_in_a_container_without_network(base_image: str, docker_run_id: str,
