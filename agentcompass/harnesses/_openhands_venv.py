@@ -15,9 +15,11 @@ import asyncio
 import contextlib
 import fcntl
 import os
+import re
 import shlex
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -35,6 +37,7 @@ _COMPLETE = ".agentcompass-complete"
 _LOCK_POLL_S = 0.5
 _KILL_WAIT_S = 10.0
 _OUTPUT_TAIL = 4000
+_VERSION_PROBE_S = 10.0
 
 
 def cache_root(data_dir: str | None) -> Path:
@@ -71,16 +74,21 @@ def find_python(explicit: str | None) -> tuple[str, str]:
 
 
 def _version_of(python: str) -> tuple[int, int] | None:
+    """(major, minor) of the interpreter at ``python``: from its name (``python3.13``) when it says, else by
+    asking it (a short bounded run; the constructor that calls this is synchronous)."""
     path = Path(python)
     if not (path.is_file() and os.access(path, os.X_OK)):
         return None
-    # the layout tells the version without running it: <prefix>/lib/pythonX.Y next to bin/
-    name = path.resolve().name
-    for ver in ("3.14", "3.13", "3.12", "3.11", "3.10"):
-        if name == f"python{ver}" or (path.parent.parent / "lib" / f"python{ver}").is_dir():
-            major, minor = ver.split(".")
-            return int(major), int(minor)
-    return None
+    match = re.fullmatch(r"python(\d+)\.(\d+)", path.resolve().name)
+    if match:
+        return int(match[1]), int(match[2])
+    try:
+        out = subprocess.run([str(path), "-c", "import sys; print(*sys.version_info[:2])"], capture_output=True,
+                             text=True, timeout=_VERSION_PROBE_S, stdin=subprocess.DEVNULL, check=False)
+        major, minor = out.stdout.split()
+        return int(major), int(minor)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
 
 
 def venv_dir(data_dir: str | None, version: str, py_version: str) -> Path:

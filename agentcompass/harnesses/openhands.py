@@ -25,7 +25,8 @@ Result: ``final_answer`` is the ``finish`` tool's message (else the agent's last
 grades a patch collects it from the environment (as SWE-bench does). Stop reason: OpenHands' execution status
 (``finished``, ``stuck``, ``error``, or ``max_iterations`` when it ran out of iterations). Error kinds:
 ``agent_timeout``, ``step_limit`` (max_iterations), ``agent_stuck``, ``agent_error`` (the bridge failed;
-its stderr tail is in ``artifacts``). Steps come as the agent acts (``RunContext.trajectory``), so an engine
+its stderr tail is in ``artifacts``). A failed model call is raised as a ``ModelError`` for the engine.
+Steps come as the agent acts (``RunContext.trajectory``), so an engine
 ``agent_timeout`` keeps them.
 """
 
@@ -210,7 +211,9 @@ class OpenHands(Harness):
         failure = self._model_failure(done)
         if failure is not None and not timed_out:
             raise failure
-        return self._result(trajectory, done, timed_out, list(stderr_tail), proc.returncode, log)
+        secrets = {v for k, v in ctx.model_env.items() if k.endswith("_API_KEY") and v}
+        stderr = [_redact(line, secrets) for line in stderr_tail]
+        return self._result(trajectory, done, timed_out, stderr, proc.returncode, log)
 
     async def _serve(self, proc: asyncio.subprocess.Process, env: Environment, transcript: _Transcript,
                      done: dict[str, Any], log: logging.Logger) -> None:
@@ -308,6 +311,13 @@ class OpenHands(Harness):
             result.artifacts["openhands"]["stderr_tail"] = "\n".join(stderr)[-8000:]
         log.info("openhands ended %s after %d steps", trajectory.stop_reason, len(steps))
         return result
+
+
+def _redact(text: str, secrets: set[str]) -> str:
+    """``text`` without the try's model key (a route token or envelope, still not for the run's records)."""
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text
 
 
 async def _drain(proc: asyncio.subprocess.Process, tail: collections.deque[str]) -> None:
