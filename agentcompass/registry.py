@@ -47,6 +47,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "shell_agent": "agentcompass.harnesses.shell_agent:ShellAgent",
         "mini_swe_agent": "agentcompass.harnesses.mini_swe_agent:MiniSweAgent",
         "terminus": "agentcompass.harnesses.terminus:Terminus",
+        "openhands": "agentcompass.harnesses.openhands:OpenHands",
     },
     "environment": {
         "local": "agentcompass.environments.local:LocalProvider",
