@@ -40,12 +40,17 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "swebench_local": "agentcompass.benchmarks.swebench:SWEBenchLocal",
         "swebench_multilingual": "agentcompass.benchmarks.swebench_multilingual:SWEBenchMultilingual",
         "swebench_pro": "agentcompass.benchmarks.swebench_pro:SWEBenchPro",
+        "task_dir": "agentcompass.benchmarks.task_dir:TaskDir",
+        "task_dir_local": "agentcompass.benchmarks.task_dir:BundledTaskDir",
+        "terminal_bench": "agentcompass.benchmarks.task_dir:TerminalBench",
+        "skillsbench": "agentcompass.benchmarks.task_dir:SkillsBench",
     },
     "harness": {
         "none": "agentcompass.harnesses.none:NoneHarness",
         "openai_chat": "agentcompass.harnesses.openai_chat:OpenAIChatHarness",
         "shell_agent": "agentcompass.harnesses.shell_agent:ShellAgent",
         "mini_swe_agent": "agentcompass.harnesses.mini_swe_agent:MiniSweAgent",
+        "oracle": "agentcompass.harnesses.oracle:Oracle",
     },
     "environment": {
         "local": "agentcompass.environments.local:LocalProvider",
