@@ -365,7 +365,12 @@ def write_html(run: RunData, out: IO[str], *, trajectories: bool = True, max_cha
     out.write(_kv_table(_overview(run)))
     out.write("<h2>Metrics</h2>" + _kv_table(metric_rows(run.metrics)))
     if run.by_dimension:
-        out.write("<h2>By dimension</h2>" + category_chart(run.by_dimension))
+        rows = []
+        for dim, m in run.by_dimension.items():
+            name, value, _ = primary_rate(m)
+            rows.append((dim, f"{name} {fmt(value)}, mean score {fmt(m.get('mean_score'))}, "
+                              f"tasks {m.get('tasks', '')}"))
+        out.write("<h2>By dimension</h2>" + _kv_table(rows))
     cats = run.by_category
     if cats:
         out.write("<h2>By category</h2>" + category_chart(cats))

@@ -209,6 +209,17 @@ def test_tests_and_solution_are_absent_from_the_agents_container(tmp_path: Path,
         assert "FOUND" not in observed and "marker" not in observed, (task_id, observed)
         # the verifier did run the tests (it wrote a reward and found no greeting / repository)
         assert detail["attempts"]["1"]["extra"]["reward"] == 0.0
+    # the control: the same probe does see a /tests folder and a marked file that the image itself holds
+    root = tmp_path / "data" / "task_dir"
+    write_task(root, "planted")
+    (root / "planted" / "environment" / "Dockerfile").write_text(
+        "FROM agentcompass/base:debian-bookworm\nWORKDIR /app\n"
+        "RUN mkdir -p /tests && echo 'agentcompass-tests-marker planted' > /tests/planted.txt\n")
+    control = _run("task_dir", "shell_agent", tmp_path, docker_run_id + "-control",
+                   model_params={"script": script, "bundled": False})
+    steps = _details(control.paths.run_dir)["planted"]["attempts"]["1"]["trajectory"]["steps"]
+    observed = "\n".join(s.get("observation") or "" for s in steps)
+    assert "FOUND /tests" in observed and "FOUND /tests/planted.txt" in observed, observed
 
 
 @pytest.mark.timeout(1800)
@@ -228,7 +239,7 @@ def test_a_task_folder_written_here_runs_as_task_dir(tmp_path: Path, base_image:
 @pytest.mark.parametrize(("cls", "top", "under"), [(TerminalBench, "terminal-bench-2-main", ""),
                                                     (SkillsBench, "skillsbench-main", "tasks/")])
 def test_downloaded_from_a_standin_cached_and_run_with_the_oracle(tmp_path: Path, base_image: str,  # noqa: F811
-                                                                  docker_run_id: str, cls: Any, top: str,
+                                                                  docker_run_id: str, cls: Any, top: str,  # noqa: F811
                                                                   under: str) -> None:
     repo = tmp_path / "repo"
     write_task(repo / under, "first-task")

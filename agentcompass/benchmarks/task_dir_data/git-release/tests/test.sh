@@ -7,5 +7,5 @@ git config --global --add safe.directory /app/project
 [ "$(git log -1 --format=%s v1.0.0 2>/dev/null)" = "initial import" ] || exit 0
 [ "$(git rev-list --count v1.0.0)" = 1 ] || exit 0
 files=$(git ls-tree -r --name-only v1.0.0 | sort | tr '\n' ' ')
-[ "$files" = "README.md src/main.py " ] || exit 0
+[ "$files" = "README.md src/main.sh " ] || exit 0
 echo 1 > /logs/verifier/reward.txt
