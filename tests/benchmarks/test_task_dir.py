@@ -26,6 +26,7 @@ from agentcompass.benchmarks.task_dir import (
 )
 from agentcompass.benchmarks.task_dir_source import MANIFEST
 from agentcompass.interfaces import ComponentContext
+from agentcompass.report import write_report
 from tests.environments.conftest import (  # noqa: F401 - fixtures used by name
     _sweep_session_leftovers,
     base_image,
@@ -115,6 +116,15 @@ def test_oracle_is_declared_on_the_bases() -> None:
         type("Bad", (TaskDir,), {"dimension": "vibes"})
 
 
+def test_list_benchmarks_shows_each_dimension(capsys: pytest.CaptureFixture[str]) -> None:
+    from agentcompass.cli import main
+
+    assert main(["list", "benchmarks"]) == 0
+    rows = dict(line.split("\t") for line in capsys.readouterr().out.splitlines())
+    assert rows["terminal_bench"] == "coding" and rows["skillsbench"] == "productivity"
+    assert rows["task_dir"] == "coding" and rows["shell_tasks"] == "coding"
+
+
 @pytest.mark.parametrize(("txt", "js", "want"), [
     ("1\n", None, 1.0), ("0.25", None, 0.25), ("", '{"reward": 0.5}', 0.5), ("", '{"a": 1, "b": 0}', 0.5),
     ("", "0.75", 0.75)])
@@ -186,6 +196,9 @@ def test_bundled_tasks_pass_with_the_oracle_and_fail_with_an_empty_agent(tmp_pat
     assert out.metrics["graded_tasks"] == 5 and out.metrics["pass@1"] == 1.0 and out.metrics["mean_score"] == 1.0
     summary = json.loads((Path(out.paths.run_dir) / "summary.json").read_bytes())
     assert summary["dimension"] == "coding" and summary["by_dimension"]["coding"]["pass@1"] == 1.0
+    report = tmp_path / "report.md"
+    write_report(out.paths.run_dir, "md", report)
+    assert "## By dimension" in report.read_text() and "| coding | 5 | 1.0000 |" in report.read_text()
     # an agent that submits at once: graded, and nothing earns any reward (partial-credit tasks included)
     empty = _run("task_dir_local", "shell_agent", tmp_path, docker_run_id + "-empty", overwrite=True,
                  model_params={"script": [{"match": "", "turns": ["<submit></submit>"]}], "bundled": False})
