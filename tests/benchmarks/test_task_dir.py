@@ -9,7 +9,7 @@ import json
 import tarfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import msgspec
 import pytest
@@ -25,7 +25,8 @@ from agentcompass.benchmarks.task_dir import (
     reward_of,
 )
 from agentcompass.benchmarks.task_dir_source import MANIFEST
-from agentcompass.interfaces import ComponentContext
+from agentcompass.harnesses.base import Harness
+from agentcompass.interfaces import ComponentContext, HarnessResult
 from agentcompass.report import write_report
 from tests.environments.conftest import (  # noqa: F401 - fixtures used by name
     _sweep_session_leftovers,
@@ -43,6 +44,15 @@ SOLUTION_MARKER = "agentcompass-solution-marker"
 PROBE = ("for p in /tests /solution /logs/verifier; do [ -e $p ] && echo FOUND $p; done; "
          "grep -rlI --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev -e agentcompass-tests-mark[e]r "
          "-e agentcompass-solution-mark[e]r / 2>/dev/null | sed 's/^/FOUND /'; echo SCAN-DONE")
+
+
+class SolutionSeer(Harness):
+    """A harness that is not the oracle: answers with what it was handed of the solution."""
+
+    needs_environment: ClassVar[bool] = False
+
+    async def run(self, task: Any, env: Any, model: Any, ctx: Any, log: Any) -> HarnessResult:
+        return HarnessResult(final_answer=f"solution={ctx.solution!r}")
 
 
 def _ctx(tmp_path: Path, **kw: Any) -> ComponentContext:
@@ -233,6 +243,16 @@ def test_tests_and_solution_are_absent_from_the_agents_container(tmp_path: Path,
     steps = _details(control.paths.run_dir)["planted"]["attempts"]["1"]["trajectory"]["steps"]
     observed = "\n".join(s.get("observation") or "" for s in steps)
     assert "FOUND /tests" in observed and "FOUND /tests/planted.txt" in observed, observed
+
+
+@pytest.mark.timeout(1800)
+def test_a_harness_that_is_not_the_oracle_is_never_handed_the_solution(tmp_path: Path, base_image: str,  # noqa: F811
+                                                                       docker_run_id: str) -> None:  # noqa: F811
+    out = _run("task_dir_local", f"{__name__}:SolutionSeer", tmp_path, docker_run_id,
+               benchmark_params={"sample_ids": ["hello-file"]})
+    assert not out.errors_by_kind, _details(out.paths.run_dir)
+    detail = _details(out.paths.run_dir)["hello-file"]["attempts"]["1"]
+    assert detail["final_answer"] == "solution=None" and detail["score"] == 0.0
 
 
 @pytest.mark.timeout(1800)
