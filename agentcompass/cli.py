@@ -288,8 +288,16 @@ def _cmd_list(a: argparse.Namespace) -> int:
     from .registry import Registries
 
     regs = Registries(a.recipe_dir)
-    for name in regs[LIST_KINDS[a.kind]].names():  # type: ignore[index]
-        print(name)
+    registry = regs[LIST_KINDS[a.kind]]  # type: ignore[index]
+    for name in registry.names():
+        if registry.kind == "benchmark":  # with what it measures
+            try:
+                dimension = registry.resolve(name).dimension
+            except ConfigError as exc:  # a third party's entry that does not load: listed, with why
+                dimension = f"(cannot load: {exc})"
+            print(f"{name}\t{dimension}")
+        else:
+            print(name)
     return 0
 
 

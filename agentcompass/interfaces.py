@@ -167,6 +167,17 @@ class HarnessResult(msgspec.Struct, omit_defaults=True):
     error_kind: str | None = None
 
 
+class ReferenceSolution(msgspec.Struct, frozen=True):
+    """A task's known-good solution: ``files`` (relative path -> content) to put in ``directory`` of the agent's
+    environment, then ``command`` run there. Given only to a harness declaring ``oracle = True``."""
+
+    files: dict[str, bytes]
+    command: list[str]
+    directory: str = "/solution"
+    timeout_s: float = 600.0
+    env: dict[str, str] = {}
+
+
 class RunContext(msgspec.Struct, omit_defaults=True):
     """Identity of the attempt a component is working on (for logs and labels).
 
@@ -184,6 +195,8 @@ class RunContext(msgspec.Struct, omit_defaults=True):
     #: the try's live trajectory: a harness that appends its steps here as it goes keeps them when the engine
     #: stops it at ``agent_timeout`` (the attempt is still graded, and its detail shows what the agent did).
     trajectory: Trajectory = msgspec.field(default_factory=Trajectory)
+    #: the task's reference solution: set only for a harness that declares ``oracle = True``.
+    solution: ReferenceSolution | None = None
 
 
 # ----------------------------------------------------------------------------- benchmarks
@@ -268,5 +281,6 @@ class ComponentContext(msgspec.Struct, omit_defaults=True):
 __all__ = [
     "AttemptRecord", "Benchmark", "ComponentContext", "EnvOpenSpec", "Environment", "EnvironmentProvider",
     "EvalContext", "EvalResult", "ExecResult", "Harness", "HarnessResult", "ImageRecipe", "MetricsAccumulator",
-    "ModelClient", "ModelResponse", "NetworkPolicy", "PreparedTask", "ProviderCapabilities", "RunContext", "TaskSpec",
+    "ModelClient", "ModelResponse", "NetworkPolicy", "PreparedTask", "ProviderCapabilities", "ReferenceSolution",
+    "RunContext", "TaskSpec",
 ]

@@ -40,6 +40,10 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "swebench_local": "agentcompass.benchmarks.swebench:SWEBenchLocal",
         "swebench_multilingual": "agentcompass.benchmarks.swebench_multilingual:SWEBenchMultilingual",
         "swebench_pro": "agentcompass.benchmarks.swebench_pro:SWEBenchPro",
+        "task_dir": "agentcompass.benchmarks.task_dir:TaskDir",
+        "task_dir_local": "agentcompass.benchmarks.task_dir:BundledTaskDir",
+        "terminal_bench": "agentcompass.benchmarks.task_dir:TerminalBench",
+        "skillsbench": "agentcompass.benchmarks.task_dir:SkillsBench",
     },
     "harness": {
         "none": "agentcompass.harnesses.none:NoneHarness",
@@ -48,6 +52,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "mini_swe_agent": "agentcompass.harnesses.mini_swe_agent:MiniSweAgent",
         "terminus": "agentcompass.harnesses.terminus:Terminus",
         "openhands": "agentcompass.harnesses.openhands:OpenHands",
+        "oracle": "agentcompass.harnesses.oracle:Oracle",
     },
     "environment": {
         "local": "agentcompass.environments.local:LocalProvider",

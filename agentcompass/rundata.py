@@ -124,6 +124,11 @@ class RunData(msgspec.Struct):
         return dict((self.summary or {}).get("by_category") or {})
 
     @property
+    def by_dimension(self) -> dict[str, dict[str, Any]]:
+        """The metrics grouped by the benchmark's dimension (``coding``, ``tool_use``...)."""
+        return dict((self.summary or {}).get("by_dimension") or {})
+
+    @property
     def k(self) -> int:
         resolved = (self.params or {}).get("resolved") or {}
         return int(resolved.get("k") or 1)

@@ -20,8 +20,12 @@ if TYPE_CHECKING:
         HarnessResult,
         MetricsAccumulator,
         PreparedTask,
+        ReferenceSolution,
         TaskSpec,
     )
+
+#: the dimensions a benchmark measures (``Benchmark.dimension``): the summary and the report group by them.
+DIMENSIONS: tuple[str, ...] = ("tool_use", "web_research", "science", "coding", "productivity")
 
 
 class Benchmark(abc.ABC):
@@ -37,6 +41,8 @@ class Benchmark(abc.ABC):
     requirements: ClassVar[tuple[Requirement, ...]] = ()
     #: attempts per task (usually the ``k`` param), read by the engine after construction.
     k: int = 1
+    #: what the benchmark measures: one of ``DIMENSIONS``.
+    dimension: ClassVar[str] = "coding"
     #: where the tasks came from (e.g. a Hub dataset's resolved commit), recorded in params.json.
     source: Any = None
 
@@ -44,6 +50,8 @@ class Benchmark(abc.ABC):
         super().__init_subclass__(**kwargs)
         if not cls.name:
             cls.name = cls.__name__
+        if cls.dimension not in DIMENSIONS:
+            raise TypeError(f"{cls.__qualname__}.dimension is {cls.dimension!r}, not one of {', '.join(DIMENSIONS)}")
 
     def __init__(self, params: Any, ctx: ComponentContext) -> None:
         self.params = params
@@ -71,6 +79,11 @@ class Benchmark(abc.ABC):
         closes it; ``EvalContext.artifacts`` in ``evaluate``. Default: nothing (``{}``)."""
         return {}
 
+    def reference_solution(self, task: TaskSpec) -> ReferenceSolution | None:
+        """The task's known-good solution, for a harness that declares ``oracle = True`` (only such a harness
+        ever gets it, in ``RunContext.solution``). Default: None (the benchmark has none)."""
+        return None
+
     def new_accumulator(self) -> MetricsAccumulator | None:
         """A fresh metrics accumulator for one request; None (the default) means the engine's
         ``DefaultAccumulator``."""
@@ -81,4 +94,4 @@ class Benchmark(abc.ABC):
         return {}
 
 
-__all__ = ["Benchmark"]
+__all__ = ["DIMENSIONS", "Benchmark"]

@@ -586,10 +586,13 @@ class RequestActor:
                 self.svc.log.warning("request %s: closing its images failed: %r", self.name, exc)
         if self.run_dir is not None:
             self.run_dir.release_reserve()  # room for the last two files, even on a full disk
+            dimension = rt.benchmark.dimension if rt is not None else None
             try:
                 summary = Summary(run_id=self.run_id, benchmark=self.spec.benchmark.id, harness=self.spec.harness.id,
                                   model=self.spec.model.id, environment=self.spec.environment.id, status=status,
-                                  metrics=metrics, by_category=by_category, errors_by_kind=acc.errors_by_kind,
+                                  metrics=metrics, by_category=by_category,
+                                  dimension=dimension, by_dimension={dimension: metrics} if dimension else {},
+                                  errors_by_kind=acc.errors_by_kind,
                                   counts=acc.counts, reuse=self.reuse_report, usage=acc.usage,
                                   duration_s=round(finished - self.started_at, 3),
                                   analysis=dict(sorted(acc.analysis_counts.items())), images=image_counts)

@@ -314,8 +314,15 @@ class TaskActor:
                     except Exception as exc:
                         raise _Failure("run_error", kind_of(exc, "env_lost"),
                                        f"setting run_network_policy: {describe(exc)}") from None
+            # only a harness that declares itself the oracle is ever handed the task's reference solution
+            try:
+                solution = rt.benchmark.reference_solution(task) if rt.harness.oracle else None
+            except Exception as exc:
+                raise _Failure("run_error", kind_of(exc, "prepare_error"),
+                               f"reading the reference solution: {describe(exc)}") from None
             ctx = RunContext(request=rt.name, run_id=rt.run_id, task_id=task.task_id, attempt=attempt,
-                             try_no=try_no, model_env=grant.host_env if grant is not None else {})
+                             try_no=try_no, model_env=grant.host_env if grant is not None else {},
+                             solution=solution)
             t0 = time.monotonic()
             activity = Activity()  # stamped by every env/model call of the harness; read by the watchdog
             watched_env = WatchedEnvironment(env, activity) if env is not None else None

@@ -28,6 +28,9 @@ class Harness(abc.ABC):
     #: when True the engine routes model calls through its gateway and gives the harness ``RunContext.model_env``
     #: (an agent process that calls the model itself over HTTP).
     needs_model_endpoint: ClassVar[bool] = False
+    #: when True the engine gives the harness the task's reference solution (``RunContext.solution``, from
+    #: ``Benchmark.reference_solution``); no other harness ever receives it.
+    oracle: ClassVar[bool] = False
     #: packages the harness imports, checked (or installed) before it is constructed.
     requirements: ClassVar[tuple[Requirement, ...]] = ()
 

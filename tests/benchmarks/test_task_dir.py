@@ -1,0 +1,291 @@
+"""Task-directory benchmarks (Harbor format): the bundled tasks with the oracle and an empty agent in docker,
+the tests and solution never in the agent's container, a task folder written here run as ``task_dir``, and
+``terminal_bench`` / ``skillsbench`` downloaded from a local stand-in of the dataset repository's tarball."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+import msgspec
+import pytest
+
+import agentcompass
+from agentcompass._errors import ConfigError
+from agentcompass.benchmarks.task_dir import (
+    BundledTaskDir,
+    SkillsBench,
+    TaskDir,
+    TerminalBench,
+    find_tasks,
+    reward_of,
+)
+from agentcompass.benchmarks.task_dir_source import MANIFEST
+from agentcompass.harnesses.base import Harness
+from agentcompass.interfaces import ComponentContext, HarnessResult
+from agentcompass.report import write_report
+from tests.environments.conftest import (  # noqa: F401 - fixtures used by name
+    _sweep_session_leftovers,
+    base_image,
+    docker_available,
+    docker_run_id,
+)
+
+from ..standins.file_host import FileHost
+
+BUNDLED = Path(agentcompass.__file__).parent / "benchmarks" / "task_dir_data"
+TESTS_MARKER = "agentcompass-tests-marker"
+SOLUTION_MARKER = "agentcompass-solution-marker"
+#: the shell agent's one command in the probe: everything it can find of the tests or the solution
+PROBE = ("for p in /tests /solution /logs/verifier; do [ -e $p ] && echo FOUND $p; done; "
+         "grep -rlI --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev -e agentcompass-tests-mark[e]r "
+         "-e agentcompass-solution-mark[e]r / 2>/dev/null | sed 's/^/FOUND /'; echo SCAN-DONE")
+
+
+class SolutionSeer(Harness):
+    """A harness that is not the oracle: answers with what it was handed of the solution."""
+
+    needs_environment: ClassVar[bool] = False
+
+    async def run(self, task: Any, env: Any, model: Any, ctx: Any, log: Any) -> HarnessResult:
+        return HarnessResult(final_answer=f"solution={ctx.solution!r}")
+
+
+def _ctx(tmp_path: Path, **kw: Any) -> ComponentContext:
+    return ComponentContext(run_id="t", data_dir=str(tmp_path / "data"), environment="docker", **kw)
+
+
+def _details(run_dir: str) -> dict[str, Any]:
+    return {p.stem: json.loads(p.read_bytes()) for p in (Path(run_dir) / "details").glob("*.json")}
+
+
+def write_task(root: Path, name: str, *, reward: str = "1", solution: str = "echo ok > /app/done.txt\n",
+               check: str = "/app/done.txt") -> None:
+    """A small Harbor-format task at ``root/name``: the reward is ``reward`` when ``check`` exists, else 0."""
+    d = root / name
+    (d / "environment").mkdir(parents=True)
+    (d / "tests").mkdir()
+    (d / "solution").mkdir()
+    (d / "instruction.md").write_text(f"Task {name}: create {check}.\n")
+    (d / "task.toml").write_text('version = "1.0"\n\n[metadata]\ncategory = "standin"\n\n[verifier]\n'
+                                 'timeout_sec = 60.0\n\n[agent]\ntimeout_sec = 120.0\n')
+    (d / "environment" / "Dockerfile").write_text("FROM agentcompass/base:debian-bookworm\nWORKDIR /app\n")
+    (d / "tests" / "test.sh").write_text(f"#!/bin/bash\nmkdir -p /logs/verifier\nif [ -f {check} ]; then "
+                                         f"echo {reward} > /logs/verifier/reward.txt; else echo 0 > "
+                                         f"/logs/verifier/reward.txt; fi\n")
+    (d / "solution" / "solve.sh").write_text(f"#!/bin/bash\n{solution}")
+
+
+def tarball(root: Path, top: str) -> bytes:
+    """``root`` as a GitHub-style .tar.gz (everything under one top folder ``top``)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        tar.add(root, arcname=top)
+    return buf.getvalue()
+
+
+# ----------------------------------------------------------------------------- without docker
+
+
+def test_bundled_tasks_are_read_with_their_config() -> None:
+    tasks = {t.task_id: t for t in find_tasks(BUNDLED)}
+    assert sorted(tasks) == ["fix-calc", "git-release", "hello-file", "sales-report", "word-stats"]
+    assert tasks["hello-file"].workdir == "/app" and tasks["hello-file"].recipe is not None
+    assert tasks["hello-file"].image.startswith("agentcompass/task-dir:hello-file-")
+    assert tasks["sales-report"].verifier_env == {"REPORT": "/app/report.csv"}
+    assert tasks["fix-calc"].agent_timeout == 600.0 and tasks["fix-calc"].verifier_timeout == 60.0
+    assert tasks["word-stats"].category == "data-processing"
+    for t in tasks.values():  # every task has a marked test and solution (the absence probe looks for them)
+        assert TESTS_MARKER in (t.root / "tests" / "test.sh").read_text()
+        assert SOLUTION_MARKER in (t.root / "solution" / "solve.sh").read_text()
+
+
+def test_what_the_agent_gets_holds_nothing_of_tests_or_solution(tmp_path: Path) -> None:
+    bench = BundledTaskDir({}, _ctx(tmp_path))
+    for spec in bench.load_tasks():
+        prepared = msgspec.json.encode(bench.prepare(spec.public())).decode()
+        assert TESTS_MARKER not in prepared and SOLUTION_MARKER not in prepared
+        assert "/tests" not in prepared and "solution" not in prepared
+        solution = bench.reference_solution(spec)  # only the engine asks, and only for an oracle harness
+        assert solution is not None and SOLUTION_MARKER.encode() in solution.files["solve.sh"]
+
+
+def test_oracle_is_declared_on_the_bases() -> None:
+    from agentcompass.benchmarks.shell_tasks import ShellTasks
+    from agentcompass.harnesses.none import NoneHarness
+    from agentcompass.harnesses.oracle import Oracle
+    from agentcompass.harnesses.shell_agent import ShellAgent
+
+    assert Oracle.oracle and not ShellAgent.oracle and not NoneHarness.oracle
+    assert ShellTasks.dimension == "coding" and SkillsBench.dimension == "productivity"
+    with pytest.raises(TypeError, match="dimension"):
+        type("Bad", (TaskDir,), {"dimension": "vibes"})
+
+
+def test_list_benchmarks_shows_each_dimension(capsys: pytest.CaptureFixture[str]) -> None:
+    from agentcompass.cli import main
+
+    assert main(["list", "benchmarks"]) == 0
+    rows = dict(line.split("\t") for line in capsys.readouterr().out.splitlines())
+    assert rows["terminal_bench"] == "coding" and rows["skillsbench"] == "productivity"
+    assert rows["task_dir"] == "coding" and rows["shell_tasks"] == "coding"
+
+
+@pytest.mark.parametrize(("txt", "js", "want"), [
+    ("1\n", None, 1.0), ("0.25", None, 0.25), ("", '{"reward": 0.5}', 0.5), ("", '{"a": 1, "b": 0}', 0.5),
+    ("", "0.75", 0.75)])
+def test_reward_files_are_read(txt: str, js: str | None, want: float) -> None:
+    assert reward_of(txt, js) == want
+
+
+@pytest.mark.parametrize(("txt", "js"), [("", None), ("1.5", None), ("nan", None), ("", '{"x": "y"}')])
+def test_a_missing_or_out_of_range_reward_is_refused(txt: str, js: str | None) -> None:
+    with pytest.raises(ValueError):
+        reward_of(txt, js)
+
+
+def test_task_dir_without_a_folder_names_what_to_provide(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"give `path`, or put the task folders in .*task_dir"):
+        TaskDir({}, _ctx(tmp_path))
+    with pytest.raises(ConfigError, match="use environment 'docker'"):
+        TaskDir({"path": str(BUNDLED)}, ComponentContext(environment="local"))
+
+
+@pytest.mark.parametrize("cls", [TerminalBench, SkillsBench])
+def test_offline_without_a_local_copy_fails_fast_naming_what_to_provide(tmp_path: Path, cls: type[TaskDir]) -> None:
+    started = time.monotonic()
+    # nothing listens on port 1 of 127.0.0.1: the download fails at once, as it does with no network
+    with pytest.raises(ConfigError) as err:
+        cls({"url": "http://127.0.0.1:1/tasks.tar.gz"}, _ctx(tmp_path))
+    assert time.monotonic() - started < 15
+    text = str(err.value)
+    assert "`path`" in text and cls.repository in text and "git clone" in text  # type: ignore[attr-defined]
+    assert err.value.field == "benchmark.params.path"
+    with pytest.raises(ConfigError, match="downloading is off"):
+        cls({"download": False}, _ctx(tmp_path))
+    assert not list((tmp_path / "data").rglob("*.partial-*"))
+
+
+def test_download_is_cached_atomically_and_reused(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    write_task(repo, "task-a")
+    write_task(repo, "task-b")
+    (repo / "README.md").write_text("not a task\n")
+    with FileHost() as host:
+        host.files["/laude-institute/terminal-bench-2/tar.gz/main"] = tarball(repo, "terminal-bench-2-main")
+        url = host.url + "/laude-institute/terminal-bench-2/tar.gz/main"
+        bench = TerminalBench({"url": url}, _ctx(tmp_path))
+        assert [t.task_id for t in bench.load_tasks()] == ["task-a", "task-b"]
+        again = TerminalBench({"url": url, "download": False}, _ctx(tmp_path))
+        assert len(host.requests) == 1  # the second found the cache
+    assert [t.task_id for t in again.load_tasks()] == ["task-a", "task-b"]
+    assert bench.source.kind == "download" and bench.source.repo == url
+    (folder,) = [p.parent for p in (tmp_path / "data" / "terminal_bench").glob(f"*/{MANIFEST}")]
+    assert (folder / "task-a" / "tests" / "test.sh").is_file()
+
+
+# ----------------------------------------------------------------------------- docker
+
+
+def _run(benchmark: str, harness: str, tmp_path: Path, run_id: str, **kw: Any) -> Any:
+    out = agentcompass.run_evaluation(benchmark, harness, "scripted", "docker", run_id=run_id,
+                                      results_dir=str(tmp_path / "results"), progress="none", task_concurrency=2,
+                                      data_dir=str(tmp_path / "data"), **kw)
+    return out
+
+
+@pytest.mark.timeout(1800)
+def test_bundled_tasks_pass_with_the_oracle_and_fail_with_an_empty_agent(tmp_path: Path, base_image: str,  # noqa: F811
+                                                                          docker_run_id: str) -> None:  # noqa: F811
+    out = _run("task_dir_local", "oracle", tmp_path, docker_run_id)
+    assert not out.errors_by_kind, _details(out.paths.run_dir)
+    assert out.metrics["graded_tasks"] == 5 and out.metrics["pass@1"] == 1.0 and out.metrics["mean_score"] == 1.0
+    summary = json.loads((Path(out.paths.run_dir) / "summary.json").read_bytes())
+    assert summary["dimension"] == "coding" and summary["by_dimension"]["coding"]["pass@1"] == 1.0
+    report = tmp_path / "report.md"
+    write_report(out.paths.run_dir, "md", report)
+    assert "## By dimension" in report.read_text() and "| coding | 5 | 1.0000 |" in report.read_text()
+    # an agent that submits at once: graded, and nothing earns any reward (partial-credit tasks included)
+    empty = _run("task_dir_local", "shell_agent", tmp_path, docker_run_id + "-empty", overwrite=True,
+                 model_params={"script": [{"match": "", "turns": ["<submit></submit>"]}], "bundled": False})
+    assert not empty.errors_by_kind, _details(empty.paths.run_dir)
+    assert empty.metrics["graded_tasks"] == 5 and empty.metrics["pass@1"] == 0.0
+    assert empty.metrics["mean_score"] == 0.0
+
+
+@pytest.mark.timeout(1800)
+def test_tests_and_solution_are_absent_from_the_agents_container(tmp_path: Path, base_image: str,  # noqa: F811
+                                                                 docker_run_id: str) -> None:  # noqa: F811
+    script = [{"match": "", "turns": [f"```bash\n{PROBE}\n```", "<submit></submit>"]}]
+    out = _run("task_dir_local", "shell_agent", tmp_path, docker_run_id,
+               benchmark_params={"sample_ids": ["hello-file", "git-release"]},
+               model_params={"script": script, "bundled": False})
+    assert not out.errors_by_kind and out.metrics["graded_tasks"] == 2
+    for task_id, detail in _details(out.paths.run_dir).items():
+        steps = detail["attempts"]["1"]["trajectory"]["steps"]
+        observed = "\n".join(s.get("observation") or "" for s in steps)
+        assert "SCAN-DONE" in observed, (task_id, observed)
+        assert "FOUND" not in observed and "marker" not in observed, (task_id, observed)
+        # the verifier did run the tests (it wrote a reward and found no greeting / repository)
+        assert detail["attempts"]["1"]["extra"]["reward"] == 0.0
+    # the control: the same probe does see a /tests folder and a marked file that the image itself holds
+    root = tmp_path / "data" / "task_dir"
+    write_task(root, "planted")
+    (root / "planted" / "environment" / "Dockerfile").write_text(
+        "FROM agentcompass/base:debian-bookworm\nWORKDIR /app\n"
+        "RUN mkdir -p /tests && echo 'agentcompass-tests-marker planted' > /tests/planted.txt\n")
+    control = _run("task_dir", "shell_agent", tmp_path, docker_run_id + "-control",
+                   model_params={"script": script, "bundled": False})
+    steps = _details(control.paths.run_dir)["planted"]["attempts"]["1"]["trajectory"]["steps"]
+    observed = "\n".join(s.get("observation") or "" for s in steps)
+    assert "FOUND /tests" in observed and "FOUND /tests/planted.txt" in observed, observed
+
+
+@pytest.mark.timeout(1800)
+def test_a_harness_that_is_not_the_oracle_is_never_handed_the_solution(tmp_path: Path, base_image: str,  # noqa: F811
+                                                                       docker_run_id: str) -> None:  # noqa: F811
+    out = _run("task_dir_local", f"{__name__}:SolutionSeer", tmp_path, docker_run_id,
+               benchmark_params={"sample_ids": ["hello-file"]})
+    assert not out.errors_by_kind, _details(out.paths.run_dir)
+    detail = _details(out.paths.run_dir)["hello-file"]["attempts"]["1"]
+    assert detail["final_answer"] == "solution=None" and detail["score"] == 0.0
+
+
+@pytest.mark.timeout(1800)
+def test_a_task_folder_written_here_runs_as_task_dir(tmp_path: Path, base_image: str,  # noqa: F811
+                                                     docker_run_id: str) -> None:  # noqa: F811
+    root = tmp_path / "data" / "task_dir"
+    write_task(root, "alpha")
+    write_task(root / "group", "beta", reward="0.5", solution="echo x > /app/half.txt\n", check="/app/half.txt")
+    out = _run("task_dir", "oracle", tmp_path, docker_run_id)
+    assert not out.errors_by_kind, _details(out.paths.run_dir)
+    assert out.metrics["graded_tasks"] == 2 and out.metrics["pass@1"] == 0.5 and out.metrics["mean_score"] == 0.75
+    details = _details(out.paths.run_dir)
+    assert {d["task_id"]: d["attempts"]["1"]["score"] for d in details.values()} == {"alpha": 1.0, "group/beta": 0.5}
+
+
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize(("cls", "top", "under"), [(TerminalBench, "terminal-bench-2-main", ""),
+                                                    (SkillsBench, "skillsbench-main", "tasks/")])
+def test_downloaded_from_a_standin_cached_and_run_with_the_oracle(tmp_path: Path, base_image: str,  # noqa: F811
+                                                                  docker_run_id: str, cls: Any, top: str,  # noqa: F811
+                                                                  under: str) -> None:
+    repo = tmp_path / "repo"
+    write_task(repo / under, "first-task")
+    write_task(repo / under, "second-task", solution="mkdir -p /app/out && echo 2 > /app/out/two\n",
+               check="/app/out/two")
+    (repo / "README.md").write_text("dataset readme\n")
+    path = f"/{cls.repository}/tar.gz/main"
+    with FileHost() as host:
+        host.files[path] = tarball(repo, top)
+        out = _run(cls.name, "oracle", tmp_path, docker_run_id, benchmark_params={"url": host.url + path})
+        assert host.requests == [path]
+    assert not out.errors_by_kind, _details(out.paths.run_dir)
+    assert out.metrics["graded_tasks"] == 2 and out.metrics["pass@1"] == 1.0
+    assert sorted(d["task_id"] for d in _details(out.paths.run_dir).values()) == [f"{under}first-task",
+                                                                             f"{under}second-task"]
+    assert list((tmp_path / "data" / cls.name).glob(f"*/{MANIFEST}"))
