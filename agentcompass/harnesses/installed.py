@@ -51,7 +51,8 @@ keeps them. Endings:
 - exit 0 with a readable transcript: no error; ``final_answer`` and ``stop_reason`` from the transcript;
 - ``params.timeout`` passed: the program's process group (and everything carrying the run's marker variable)
   is killed, the rest of its transcript read: ``error_kind="agent_timeout"`` (graded);
-- a non-zero exit: ``error_kind="agent_error"`` (graded), the tail of its stderr in ``artifacts``;
+- a non-zero exit: ``error_kind="agent_error"`` (graded; or the kind the transcript gives, ``Transcript.error_kind``,
+  e.g. ``step_limit`` for a turn limit), the tail of its stderr in ``artifacts``;
 - a transcript with no event the parser knows (or none at all): ``error_kind="agent_transcript_invalid"``
   (graded), the raw tail (capped at ``TAIL_BYTES``) in ``artifacts["transcript_tail"]``;
 - cancelled (the engine's ``agent_timeout``, a cancel): the program is killed before the cancel goes on.
@@ -211,6 +212,11 @@ class Transcript(abc.ABC):
         self.final_answer: str | None = None
         #: an error the agent itself reported (e.g. a result event marked as an error)
         self.error: str | None = None
+        #: the engine's kind for how the agent itself says it stopped (e.g. ``step_limit`` for a turn limit),
+        #: used instead of ``agent_error`` when the program exits non-zero; None: nothing to say
+        self.error_kind: str | None = None
+        #: facts from the transcript worth keeping (version, session, turns...): ``artifacts["agent"]``
+        self.info: dict[str, Any] = {}
 
     @abc.abstractmethod
     def feed(self, data: bytes) -> list[Step]:
@@ -669,7 +675,7 @@ class InstalledAgent(Harness):
         result.artifacts["agent"] = {
             "program": self.program.program, "version": self.location.version if self.location else None,
             "exit_code": exit_code, "transcript_bytes": offset, "events": parser.events,
-            "invalid_lines": parser.invalid_lines, "seconds": round(elapsed, 3)}
+            "invalid_lines": parser.invalid_lines, "seconds": round(elapsed, 3), **parser.info}
         result.artifacts["agent_usage"] = msgspec.to_builtins(parser.usage)
         tail = raw_tail.decode(errors="replace")
         if timed_out:
@@ -678,7 +684,7 @@ class InstalledAgent(Harness):
             result.error = f"{self.name} ran past its timeout of {self.params.timeout:g}s and was killed"
         elif exit_code != 0:
             trajectory.stop_reason = parser.stop_reason or "agent_error"
-            result.error_kind = "agent_error"
+            result.error_kind = parser.error_kind or "agent_error"
             result.error = (f"{self.program.program} exited {exit_code}"
                             + (f": {parser.error}" if parser.error else "")
                             + (f"; stderr: {stderr_tail[-500:]}" if stderr_tail.strip() else ""))
@@ -733,7 +739,8 @@ class InstalledAgent(Harness):
         d = _q(run.dir)
         script = "\n".join([
             "trap '' HUP",
-            f"{{ cd {_q(run.workdir)} && {command}\n}} >{d}/transcript.jsonl 2>{d}/stderr.log </dev/null",
+            # a subshell: a command that ``exec``s replaces it, not the script that records the exit code
+            f"( cd {_q(run.workdir)} && {command}\n) >{d}/transcript.jsonl 2>{d}/stderr.log </dev/null",
             f"echo $? >{d}/exit_code.tmp && mv {d}/exit_code.tmp {d}/exit_code", ""])
         await self._write(env, posixpath.join(run.dir, "run.sh"), script, what="writing the run script")
         variables = {**self.agent_env(task, ctx, run), MARKER_VAR: marker}
