@@ -30,7 +30,8 @@ again per task.
 (``program_files()``, by default the package directory) is bind-mounted read-only at
 ``/opt/agentcompass/agents/<program>-<version>`` by providers that can (``ProviderCapabilities.mounts``,
 docker); ``setup`` then uses, in order: that mount; the host path itself (a local environment shares the host's
-filesystem); a copy sent with ``put_archive`` (a remote daemon). ``prepare_env`` writes the agent's config
+filesystem); a copy sent with ``put_archive`` (a remote daemon) to the same place, or under
+``/tmp/agentcompass-agents/`` when the environment's user may not write there. ``prepare_env`` writes the agent's config
 files (default: nothing).
 
 **A run** (``run``). A per-attempt directory is made in the environment (``mktemp -d`` under ``$TMPDIR`` or
@@ -584,11 +585,19 @@ class InstalledAgent(Harness):
                 return path
         log.info("%s: copying %s into the environment (no mount, not the host's filesystem)", self.name,
                  self.program_files())
+        # where the mount would be, else (a user who may not write there) under /tmp
+        fallback = posixpath.join("/tmp/agentcompass-agents", posixpath.basename(self.mount_target()))
+        res = await env.exec(f"mkdir -p {_q(self.mount_target())} 2>/dev/null && echo {_q(self.mount_target())} || "
+                             f"{{ mkdir -p {_q(fallback)} && echo {_q(fallback)}; }}", timeout=COMMAND_TIMEOUT_S)
+        target = res.stdout.strip().splitlines()[-1] if res.exit_code == 0 and res.stdout.strip() else ""
+        if not target:
+            raise EnvironmentError_(f"{self.name}: cannot make a directory for the program: {res.output[-500:]}")
         spool = await asyncio.to_thread(_tar_dir, self.program_files())
         try:
-            await env.put_archive(self.mount_target(), spool)
+            await env.put_archive(target, spool)
         finally:
             spool.close()
+        mounted = self._env_path(target)
         res = await env.exec(f"test -x {_q(mounted)}", timeout=COMMAND_TIMEOUT_S)
         if res.exit_code != 0:
             raise EnvironmentError_(f"{self.name}: the program copied to {mounted} is not executable there")
@@ -674,7 +683,7 @@ class InstalledAgent(Harness):
         result = HarnessResult(final_answer=parser.final_answer, patch=patch, trajectory=trajectory)
         result.artifacts["agent"] = {
             "program": self.program.program, "version": self.location.version if self.location else None,
-            "exit_code": exit_code, "transcript_bytes": offset, "events": parser.events,
+            "program_path": program_path, "exit_code": exit_code, "transcript_bytes": offset, "events": parser.events,
             "invalid_lines": parser.invalid_lines, "seconds": round(elapsed, 3), **parser.info}
         result.artifacts["agent_usage"] = msgspec.to_builtins(parser.usage)
         tail = raw_tail.decode(errors="replace")

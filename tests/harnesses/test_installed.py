@@ -6,6 +6,7 @@ plus finding and installing the program (a local package index, pip --target).""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shlex
 import stat
@@ -34,6 +35,7 @@ from tests.environments.conftest import (  # noqa: F401 - fixtures used by name
     base_image,
     containers_of,
     docker_available,
+    docker_provider,
     docker_run_id,
 )
 from tests.pypi_index import SimpleIndex
@@ -147,8 +149,39 @@ async def test_a_good_program_solves_the_task(tmp_path: Path, where: tuple[str, 
     assert [s.content or s.action for s in attempt.trajectory.steps] == ["writing fib.py", "cat > fib.py"]
     assert attempt.final_answer == "written" and attempt.trajectory.stop_reason == "done"
     assert attempt.artifacts["agent"]["exit_code"] == 0
-    if kind == "docker":
+    ran = attempt.artifacts["agent"]["program_path"]
+    if kind == "docker":  # the program's directory, bound read-only; in a local workspace the host path itself
+        assert ran.startswith("/opt/agentcompass/agents/fake-agent-custom/"), ran
         assert containers_of(run_id) == []
+    else:
+        assert os.path.isabs(ran) and Path(ran).is_file()
+
+
+@pytest.mark.timeout(300)
+async def test_without_a_mount_the_program_is_copied_in_and_the_mount_is_read_only(
+        tmp_path: Path, docker_provider: Any) -> None:  # noqa: F811
+    from agentcompass.interfaces import EnvOpenSpec, RunContext
+
+    binary = _program(tmp_path, GOOD)
+    agent = FakeAgent({"binary": binary, "poll_interval_s": 0.2}, ComponentContext())
+    log = logging.getLogger("test")
+    task = PreparedTask(task_id="t", prompt="p")
+    # as a remote daemon opens it: no mount, so setup sends a copy
+    env = await docker_provider.open(EnvOpenSpec(run_id=docker_provider.ctx.run_id, task_id="t"))
+    try:
+        await agent.setup(task, env, log)
+        result = await agent.run(task, env, None, RunContext(request="r", run_id="x", task_id="t", attempt=1), log)
+        assert result.error_kind is None and result.final_answer == "written"
+        assert result.artifacts["agent"]["program_path"] == f"{agent.mount_target()}/fake-agent"
+    finally:
+        await env.close()
+    env = await docker_provider.open(EnvOpenSpec(run_id=docker_provider.ctx.run_id, task_id="t",
+                                                 mounts=list(agent.mounts())))
+    try:
+        res = await env.exec(f"test -x {agent.mount_target()}/fake-agent && touch {agent.mount_target()}/x")
+        assert res.exit_code != 0 and "Read-only file system" in res.output
+    finally:
+        await env.close()
 
 
 @pytest.mark.timeout(300)
