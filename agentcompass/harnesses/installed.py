@@ -495,6 +495,8 @@ class InstalledAgent(Harness):
     #: the program calls the model itself: always through the gateway (``RunContext.model_env`` and the
     #: sandbox's variables point at it)
     needs_model_endpoint: ClassVar[bool] = True
+    #: refuse to start without the gateway (the program would otherwise call its vendor's public endpoint)
+    requires_gateway: ClassVar[bool] = True
     program: ClassVar[AgentProgram]
     Params: ClassVar[type[InstalledAgentParams]] = InstalledAgentParams
 
@@ -625,6 +627,11 @@ class InstalledAgent(Harness):
                   log: logging.Logger) -> HarnessResult:
         if env is None:
             raise EnvironmentError_(f"{self.name} needs an environment but got none")
+        if self.requires_gateway and not ctx.model_env:
+            self._placed.pop(env.id, None)
+            raise ConfigError(f"harness {self.name} runs its own program, which reaches the model only through the "
+                              "AgentCompass gateway: give the model an endpoint (`model_base_url`; for the scripted "
+                              "model, serve it with `agentcompass serve-scripted`).", field="model_base_url")
         program_path = self._placed.pop(env.id, None) or await self._place(env, log)
         workdir = env.workdir
         marker = uuid.uuid4().hex

@@ -63,6 +63,7 @@ class FakeAgent(InstalledAgent):
     """A shell script as the agent: it gets the prompt file as its argument."""
 
     name: ClassVar[str] = "fake_agent"
+    requires_gateway: ClassVar[bool] = False  # it calls no model
     program: ClassVar[AgentProgram] = AgentProgram(program="fake-agent", distribution="fake-agent-bin",
                                                    import_name="fake_agent_bin", relative_path="bin/fake-agent")
 
@@ -244,6 +245,19 @@ def test_a_missing_program_without_auto_install_names_the_command(tmp_path: Path
         FakeAgent({"version": "9.9.9"}, ComponentContext(data_dir=str(tmp_path)))
     text = str(err.value)
     assert "pip install fake-agent-bin==9.9.9" in text and "auto_install_dependencies=True" in text
+
+
+@pytest.mark.timeout(120)
+async def test_claude_code_without_a_model_endpoint_is_refused(tmp_path: Path) -> None:
+    result = await agentcompass.async_launch({"requests": [{
+        "benchmark": {"id": "shell_tasks", "params": {"sample_ids": ["python/fib"]}},
+        "harness": {"id": "claude_code", "params": {"binary": _program(tmp_path, GOOD)}},
+        "model": {"id": "scripted"}, "environment": {"id": "local"}, "results_dir": str(tmp_path)}],
+        "progress": "none"})
+    out = result.outcomes[0]
+    (path,) = (out.run_dir / "details").glob("*.json")
+    attempt = msgspec.json.decode(path.read_bytes(), type=TaskDetail).attempts["1"]
+    assert attempt.status == "run_error" and "model_base_url" in (attempt.error or "")
 
 
 def test_a_binary_that_is_not_executable_is_refused(tmp_path: Path) -> None:
