@@ -53,6 +53,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "terminus": "agentcompass.harnesses.terminus:Terminus",
         "openhands": "agentcompass.harnesses.openhands:OpenHands",
         "oracle": "agentcompass.harnesses.oracle:Oracle",
+        "claude_code": "agentcompass.harnesses.claude_code:ClaudeCode",
     },
     "environment": {
         "local": "agentcompass.environments.local:LocalProvider",
