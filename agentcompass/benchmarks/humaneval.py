@@ -211,10 +211,9 @@ class HumanEval(Benchmark):
                       extra: dict[str, Any]) -> dict[str, Any] | None:
         """The recording of ``check``'s calls made in a fresh verifier; None (and why, in ``extra``) if none."""
         spec = json.dumps({"program": program, "test": test, "entry_point": entry_point})
-        async with ctx.open_verifier() as verifier:
+        files = {f"{CHECK_DIR}/check.py": _check_source(), f"{CHECK_DIR}/spec.json": spec}
+        async with ctx.open_verifier(files=files) as verifier:
             base = posixpath.join(verifier.workdir, CHECK_DIR)
-            await verifier.write_file(posixpath.join(base, "check.py"), _check_source())
-            await verifier.write_file(posixpath.join(base, "spec.json"), spec)
             res = await verifier.exec(["python3", "-I", f"{CHECK_DIR}/check.py", "record", f"{CHECK_DIR}/spec.json",
                                        f"{CHECK_DIR}/report.json"], cwd=verifier.workdir, timeout=self.eval_timeout)
             ctx.log.debug("humaneval %s: recorder exited %s", ctx.task.task_id, res.exit_code)

@@ -49,14 +49,14 @@ def encode(value: Any, depth: int = 0) -> Any:
         return {"s": str.__str__(value)}
     if isinstance(value, bytes):
         return {"b": bytes(value).hex()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        tag = {list: "l", tuple: "t", set: "e", frozenset: "z"}[next(
-            t for t in (list, tuple, set, frozenset) if isinstance(value, t))]
-        items = list.__iter__(value) if tag == "l" else tuple.__iter__(value) if tag == "t" else iter(value)
-        encoded = [encode(v, depth + 1) for v in items]
-        if tag in ("e", "z"):  # iteration order of a set depends on the process's hash seed
-            encoded.sort(key=lambda e: json.dumps(e, sort_keys=True))
-        return {tag: encoded}
+    if isinstance(value, list):
+        return {"l": [encode(v, depth + 1) for v in list.__iter__(value)]}
+    if isinstance(value, tuple):
+        return {"t": [encode(v, depth + 1) for v in tuple.__iter__(value)]}
+    if isinstance(value, (set, frozenset)):
+        # sorted: the iteration order of a set depends on the process's hash seed
+        items = sorted((encode(v, depth + 1) for v in value), key=lambda e: json.dumps(e, sort_keys=True))
+        return {"z" if isinstance(value, frozenset) else "e": items}
     if isinstance(value, dict):
         return {"d": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in dict.items(value)]}
     raise Unencodable(f"a {type(value).__name__}")

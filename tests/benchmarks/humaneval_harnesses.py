@@ -13,8 +13,15 @@ from typing import Any, ClassVar, Literal
 import msgspec
 
 from agentcompass.benchmarks.humaneval import all_problems
-from agentcompass.interfaces import ComponentContext, Environment, Harness, HarnessResult, ModelClient, PreparedTask
-from agentcompass.interfaces import RunContext
+from agentcompass.interfaces import (
+    ComponentContext,
+    Environment,
+    Harness,
+    HarnessResult,
+    ModelClient,
+    PreparedTask,
+    RunContext,
+)
 from agentcompass.params import as_params
 
 
