@@ -197,8 +197,9 @@ class HumanEval(Benchmark):
         recording = await self._record(ctx, program, test, entry_point, extra)
         if recording is None:
             return EvalResult(correct=False, score=0.0, extra=extra)
-        extra["check"] = truncate_middle(str(recording.get("check", "")), 500)
-        verdict = await self._replay(prompt, test, entry_point, recording.get("calls"))
+        verdict = await self._replay(prompt, test, entry_point, recording)
+        if "check" in verdict:
+            extra["check"] = truncate_middle(str(verdict["check"]), 500)
         extra["calls"] = verdict.get("calls", 0)
         if verdict.get("timed_out"):
             extra["timed_out"] = True
@@ -208,8 +209,9 @@ class HumanEval(Benchmark):
         return EvalResult(correct=correct, score=1.0 if correct else 0.0, extra=extra)
 
     async def _record(self, ctx: EvalContext, program: str, test: str, entry_point: str,
-                      extra: dict[str, Any]) -> dict[str, Any] | None:
-        """The recording of ``check``'s calls made in a fresh verifier; None (and why, in ``extra``) if none."""
+                      extra: dict[str, Any]) -> str | None:
+        """The recording of ``check``'s calls made in a fresh verifier (its text, not parsed here: the replay
+        reads it); None (and why, in ``extra``) if there is none."""
         spec = json.dumps({"program": program, "test": test, "entry_point": entry_point})
         files = {f"{CHECK_DIR}/check.py": _check_source(), f"{CHECK_DIR}/spec.json": spec}
         async with ctx.open_verifier(files=files) as verifier:
@@ -226,21 +228,15 @@ class HumanEval(Benchmark):
                 raw = await verifier.read_file(posixpath.join(base, "report.json"))
             except (OSError, ValueError) as exc:
                 extra["error"] = f"no recording of the tests' calls: {exc}"
+                await _require_python(verifier)
                 return None
-        try:
-            report = json.loads(raw)
-        except ValueError as exc:
-            extra["error"] = f"unreadable recording: {exc}"
-            return None
-        if not isinstance(report, dict):
-            extra["error"] = "unreadable recording: not an object"
-            return None
-        return report
+        return raw.decode("utf-8", "replace")
 
-    async def _replay(self, prompt: str, test: str, entry_point: str, calls: Any) -> dict[str, Any]:
-        """The verdict of replaying ``check`` against ``calls`` in a fresh host process (timeout: eval_timeout)."""
+    async def _replay(self, prompt: str, test: str, entry_point: str, recording: str) -> dict[str, Any]:
+        """The verdict of replaying ``check`` against ``recording`` in a fresh host process (timeout:
+        eval_timeout)."""
         marker = f"AGENTCOMPASS-HUMANEVAL-{secrets.token_hex(16)}"
-        spec = json.dumps({"prompt": prompt, "test": test, "entry_point": entry_point, "calls": calls,
+        spec = json.dumps({"prompt": prompt, "test": test, "entry_point": entry_point, "recording": recording,
                            "memory_bytes": _REPLAY_MEMORY}).encode()
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-I", str(CHECK_SCRIPT), "replay", marker, stdin=asyncio.subprocess.PIPE,
@@ -262,6 +258,14 @@ class HumanEval(Benchmark):
                 return verdict if isinstance(verdict, dict) else {"passed": False, "error": "bad verdict"}
         return {"passed": False, "error": f"the replay exited {proc.returncode} without a verdict: "
                                           f"{truncate_middle(stderr.decode('utf-8', 'replace'), 1000)}"}
+
+
+async def _require_python(verifier: Environment) -> None:
+    """Raise when the verifier has no working ``python3``: the grading cannot run there (not the agent's fault)."""
+    probe = await verifier.exec(["python3", "-c", "print('ok')"], timeout=60)
+    if probe.exit_code != 0 or probe.stdout.strip() != "ok":
+        raise RuntimeError(f"humaneval needs python3 in the verifier's image (exit {probe.exit_code}: "
+                           f"{truncate_middle(probe.output, 300)}); run with an image that has it")
 
 
 @functools.cache

@@ -173,9 +173,19 @@ class CallMismatch(Exception):
 
 
 def replay(spec: dict[str, Any]) -> dict[str, Any]:
-    calls = spec["calls"]
+    try:
+        recording = json.loads(spec["recording"])
+    except (ValueError, RecursionError) as exc:
+        return {"passed": False, "error": f"unreadable recording: {type(exc).__name__}: {exc}"[:1000]}
+    calls = recording.get("calls") if type(recording) is dict else None
     if type(calls) is not list:
         return {"passed": False, "error": "the recording has no list of calls"}
+    verdict = replay_calls(spec, calls)
+    verdict["check"] = str(recording.get("check", ""))[:1000]  # how check ended where it was recorded
+    return verdict
+
+
+def replay_calls(spec: dict[str, Any], calls: list[Any]) -> dict[str, Any]:
     namespace: dict[str, Any] = {"__name__": "prompt"}
     exec(compile(spec["prompt"], "prompt.py", "exec"), namespace)
     tests = {**namespace, spec["entry_point"]: lambda *a, **kw: stand_in(*a, **kw)}  # as in record

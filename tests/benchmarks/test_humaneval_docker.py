@@ -6,14 +6,16 @@ from pathlib import Path
 
 import pytest
 
+import agentcompass
 from tests.environments.conftest import (  # noqa: F401 - fixtures used by name
     _sweep_session_leftovers,
     base_image,
+    busybox_image,
     docker_available,
     docker_run_id,
 )
 
-from .test_humaneval import CHEATS, run
+from .test_humaneval import CHEATS, HARNESSES, run
 
 
 @pytest.mark.slow
@@ -44,3 +46,16 @@ def test_a_cheating_completion_is_graded_incorrect_in_docker(
     out = run("FileHarness", "given", "docker", tmp_path=tmp_path, code=code, environment_params={"image": base_image},
               run_id=docker_run_id, benchmark_params={"sample_ids": task_id})
     assert (out.metrics["graded_tasks"], out.metrics["solved"]) == (1, 0)
+
+
+@pytest.mark.timeout(600)
+def test_a_verifier_image_without_python_is_an_eval_error_naming_python3_not_a_zero(
+        tmp_path: Path, busybox_image: str, docker_run_id: str) -> None:  # noqa: F811
+    out = agentcompass.run_evaluation(
+        "humaneval", f"{HARNESSES}:AnswerHarness", "scripted", "docker", run_id=docker_run_id,
+        environment_params={"image": busybox_image}, benchmark_params={"sample_ids": "HumanEval/0"},
+        results_dir=str(tmp_path), progress="none")
+    assert out.metrics["graded_tasks"] == 0 and sum(out.errors_by_kind.values()) == 1, out.errors_by_kind
+    assert out.run_dir is not None
+    [detail] = (out.run_dir / "details").glob("*.json")
+    assert "needs python3 in the verifier's image" in detail.read_text()
