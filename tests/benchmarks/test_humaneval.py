@@ -148,3 +148,24 @@ def test_a_completion_that_never_returns_is_stopped_at_eval_timeout(tmp_path: Pa
                benchmark_params={"sample_ids": "HumanEval/0", "eval_timeout": 2})
     assert (out.metrics["graded_tasks"], out.metrics["solved"]) == (1, 0)
     assert _eval_extra(out)["timed_out"] is True
+
+
+def test_recorded_values_round_trip_as_plain_built_ins_only() -> None:
+    from agentcompass.benchmarks.humaneval_check import Unencodable, decode, encode
+
+    class Sneaky(int):
+        def __eq__(self, other: object) -> bool:
+            return True
+
+        __hash__ = int.__hash__
+
+    values = [None, True, 0, -(10 ** 5000), 1.5, float("inf"), -0.0, "a\ud800", b"\x00", [1, (2, "x")],
+              {"k": {3}}, frozenset({1, 2})]
+    assert decode(json.loads(json.dumps(encode(values)))) == values
+    back = decode(encode(Sneaky(4)))
+    assert type(back) is int and back == 4 and back != 5
+    with pytest.raises(Unencodable):
+        encode(object())
+    for forged in ({"o": "x"}, "plain", 3, {"i": 3}, {"l": "x"}, {"d": [[1]]}, {"s": "a", "i": "0x1"}):
+        with pytest.raises(ValueError):
+            decode(forged)
