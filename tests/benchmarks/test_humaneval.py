@@ -169,3 +169,18 @@ def test_recorded_values_round_trip_as_plain_built_ins_only() -> None:
     for forged in ({"o": "x"}, "plain", 3, {"i": 3}, {"l": "x"}, {"d": [[1]]}, {"s": "a", "i": "0x1"}):
         with pytest.raises(ValueError):
             decode(forged)
+
+
+@pytest.mark.parametrize("via", ["file", "answer"])
+def test_the_shell_agent_solves_a_problem_by_file_or_by_answer(tmp_path: Path, via: str) -> None:
+    from .shell_tasks_cheats import write_file_turns
+
+    code = HONEST["HumanEval/0"]
+    turns = (write_file_turns("solution.py", "from typing import List\n\n" + code) if via == "file"
+             else [f"Here it is.\n<submit>\n{code}</submit>"])
+    out = agentcompass.run_evaluation(
+        "humaneval", "shell_agent", "scripted", benchmark_params={"sample_ids": "HumanEval/0"},
+        model_params={"script": [{"match": "Task: HumanEval/0\n", "turns": turns}], "bundled": False},
+        results_dir=str(tmp_path), progress="none")
+    assert (out.metrics["graded_tasks"], out.metrics["solved"]) == (1, 1), out.errors_by_kind
+    assert _eval_extra(out)["source"] == via
