@@ -92,8 +92,18 @@ class ExecResult(msgspec.Struct, omit_defaults=True):
         return self.stdout or self.stderr
 
 
+class Mount(msgspec.Struct, frozen=True):
+    """A host directory made visible inside an environment at ``target`` (e.g. an installed agent's program).
+    Providers with ``capabilities.mounts`` honour it; the others ignore it."""
+
+    source: str
+    target: str
+    read_only: bool = True
+
+
 class EnvOpenSpec(msgspec.Struct, omit_defaults=True):
-    """What the pool asks a provider to open."""
+    """What the pool asks a provider to open. ``mounts``: host directories to bind (for the agent's
+    environment, from ``Harness.mounts()``)."""
 
     run_id: str
     task_id: str
@@ -106,6 +116,7 @@ class EnvOpenSpec(msgspec.Struct, omit_defaults=True):
     network: NetworkPolicy = msgspec.field(default_factory=NetworkPolicy)
     labels: dict[str, str] = {}
     keep: bool = False
+    mounts: list[Mount] = []
 
 
 @runtime_checkable
@@ -268,5 +279,6 @@ class ComponentContext(msgspec.Struct, omit_defaults=True):
 __all__ = [
     "AttemptRecord", "Benchmark", "ComponentContext", "EnvOpenSpec", "Environment", "EnvironmentProvider",
     "EvalContext", "EvalResult", "ExecResult", "Harness", "HarnessResult", "ImageRecipe", "MetricsAccumulator",
-    "ModelClient", "ModelResponse", "NetworkPolicy", "PreparedTask", "ProviderCapabilities", "RunContext", "TaskSpec",
+    "ModelClient", "ModelResponse", "Mount", "NetworkPolicy", "PreparedTask", "ProviderCapabilities", "RunContext",
+    "TaskSpec",
 ]

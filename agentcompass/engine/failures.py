@@ -60,6 +60,10 @@ POLICIES: dict[str, FailurePolicy] = {
     "step_limit": _GRADED,
     "cost_limit": _GRADED,
     "format_error_limit": _GRADED,
+    # an installed agent's program (harnesses/installed.py) exited non-zero, or wrote no transcript we can read:
+    # its work in the environment is still graded
+    "agent_error": _GRADED,
+    "agent_transcript_invalid": _GRADED,
     "harness_crash": _FINAL,
     "prepare_error": _FINAL,
     "setup_error": _FINAL,

@@ -25,6 +25,7 @@ from ..interfaces import (
     EnvOpenSpec,
     EvalContext,
     HarnessResult,
+    Mount,
     PreparedTask,
     RunContext,
     TaskSpec,
@@ -382,7 +383,8 @@ class TaskActor:
         spec = EnvOpenSpec(run_id=rt.run_id, task_id=task_id, role=role,  # type: ignore[arg-type]
                            image=image, image_recipe=recipe, workdir=workdir, env={**rt.container_env, **env_vars},
                            files=files, network=policy,
-                           keep=rt.keep_environment, labels={"agentcompass.request": rt.name})
+                           keep=rt.keep_environment, labels={"agentcompass.request": rt.name},
+                           mounts=self._mounts(role))
         waiting_image = rt.images is not None
         try:
             if rt.images is not None:  # the image first: its fetch is shared, bounded and not the open's time
@@ -414,6 +416,13 @@ class TaskActor:
         meta["environments"].append(entry)
         log.debug("%s environment %s opened", role, env.id)  # its id is in the detail's meta too
         return env
+
+    def _mounts(self, role: str) -> list[Mount]:
+        """The harness's mounts, for the agent's environment only (the verifier never sees the agent's program)."""
+        rt = self.rt
+        if role != "agent" or not rt.provider.capabilities.mounts:
+            return []
+        return list(rt.harness.mounts())
 
     def _verifier_opener(self, task: TaskSpec, prepared: PreparedTask, meta: dict[str, Any]) -> Any:
         rt = self.rt

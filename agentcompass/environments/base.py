@@ -39,6 +39,8 @@ class ProviderCapabilities(msgspec.Struct, frozen=True):
     #: environment creations in flight at once, per provider name (``max_creates_in_flight`` overrides); None:
     #: only the provider's environment limit applies.
     max_creates_in_flight: int | None = None
+    #: it binds ``EnvOpenSpec.mounts`` (host directories, read-only) into its environments.
+    mounts: bool = False
 
 
 class PullProgress(msgspec.Struct, frozen=True):

@@ -543,7 +543,8 @@ class DockerProvider(EnvironmentProvider):
     #: the daemon saturates on container creation (~4 lifecycles/s on 2 cores): creates in flight are capped
     #: separately from containers alive. ``open_timeout``/``close_timeout`` also bound the daemon calls here.
     capabilities: ClassVar[ProviderCapabilities] = ProviderCapabilities(
-        phase_timeouts=True, network_modes=ALL_NETWORK_MODES, images=True, model_route=True, max_creates_in_flight=4)
+        phase_timeouts=True, network_modes=ALL_NETWORK_MODES, images=True, model_route=True, max_creates_in_flight=4,
+        mounts=True)
     Params: ClassVar[type[DockerParams]] = DockerParams
 
     def __init__(self, params: DockerParams | dict[str, Any] | None, ctx: ComponentContext) -> None:
@@ -832,9 +833,22 @@ class DockerProvider(EnvironmentProvider):
             labels[LABEL_KEEP] = "1"
         return labels
 
+    def _binds(self, spec: EnvOpenSpec) -> tuple[tuple[str, str, bool], ...]:
+        """``spec.mounts`` as (source, target, read_only); none for a daemon on another machine (its paths are
+        not ours: the harness copies what it needs instead)."""
+        if not spec.mounts:
+            return ()
+        if not self._local_daemon():
+            log.info("docker_host is not local: mounts %s are not bound", [m.target for m in spec.mounts])
+            return ()
+        return tuple((m.source, m.target, m.read_only) for m in spec.mounts)
+
     def _container_config(self, env: dict[str, str], image: str, workdir: str, network: str,
-                          labels: dict[str, str]) -> dict[str, Any]:
+                          labels: dict[str, str], binds: tuple[tuple[str, str, bool], ...] = ()) -> dict[str, Any]:
         host: dict[str, Any] = {"Init": self.init, "NetworkMode": network}
+        if binds:
+            host["Mounts"] = [{"Type": "bind", "Source": src, "Target": dst, "ReadOnly": ro}
+                              for src, dst, ro in binds]
         if self.cpus is not None:
             host["NanoCpus"] = int(self.cpus * 1e9)
         if self.memory is not None:
@@ -853,20 +867,23 @@ class DockerProvider(EnvironmentProvider):
             "AttachStderr": False, "HostConfig": host,
         }
 
-    def _shape(self, spec: EnvOpenSpec, image: str, workdir: str) -> Shape | None:
+    def _shape(self, spec: EnvOpenSpec, image: str, workdir: str,
+               binds: tuple[tuple[str, str, bool], ...] = ()) -> Shape | None:
         """The pool shape of ``spec``'s container; None when it is never started ahead (kept, or a network of
         its own)."""
         if self._prestart is None or spec.keep or spec.network.mode not in ("none", "public"):
             return None
         return Shape(run_id=spec.run_id, image=image, workdir=workdir,
                      network=NO_NETWORK if spec.network.mode == "none" else PUBLIC_NETWORK,
-                     env=tuple(sorted(spec.env.items())), labels=tuple(sorted((spec.labels or {}).items())))
+                     env=tuple(sorted(spec.env.items())), labels=tuple(sorted((spec.labels or {}).items())),
+                     mounts=binds)
 
     async def _start_ahead(self, shape: Shape, name: str) -> DockerContainer:
         """Create and start a container of ``shape`` named ``name`` for the pool; removed again if that fails."""
         labels = {**dict(shape.labels), LABEL_RUN_ID: shape.run_id, LABEL_TASK_ID: "-", LABEL_ROLE: PRESTART_ROLE,
                   **self._owner}
-        config = self._container_config(dict(shape.env), shape.image, shape.workdir, shape.network, labels)
+        config = self._container_config(dict(shape.env), shape.image, shape.workdir, shape.network, labels,
+                                        shape.mounts)
         create = asyncio.ensure_future(self._create(config, name))
         try:
             container = await asyncio.shield(create)
@@ -895,7 +912,8 @@ class DockerProvider(EnvironmentProvider):
                          uuid.uuid4().hex[:10]])
         labels = self._labels(spec)
         env = env_vars(spec.env, "env")
-        shape = self._shape(spec, image, workdir)
+        binds = self._binds(spec)
+        shape = self._shape(spec, image, workdir, binds)
         ahead = self._prestart.take(shape, spec.task_id) if self._prestart is not None and shape else None
         handle: DockerEnvironment | None = None
         create: asyncio.Future[DockerContainer] | None = None
@@ -909,7 +927,7 @@ class DockerProvider(EnvironmentProvider):
                 else:
                     # ``model``: the environment's own network; the forwarders attach to it meanwhile.
                     network = await self.networks.network_for(spec.network, key=name, labels=labels)
-                    config = self._container_config(env, image, workdir, network, labels)
+                    config = self._container_config(env, image, workdir, network, labels, binds)
                     # The create runs as its own task: if we are cancelled while the daemon is still creating,
                     # the cleanup can wait for the id instead of racing the daemon with a remove-by-name.
                     create = asyncio.ensure_future(self._create(config, name))

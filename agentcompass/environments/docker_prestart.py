@@ -54,6 +54,7 @@ class Shape(NamedTuple):
     network: str  # the create-time NetworkMode: "none" or "bridge"
     env: tuple[tuple[str, str], ...]
     labels: tuple[tuple[str, str], ...]  # the spec's own labels
+    mounts: tuple[tuple[str, str, bool], ...] = ()  # (source, target, read_only) binds
 
 
 class Prestarted(NamedTuple):

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from ..dependencies import Requirement
-    from ..interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
+    from ..interfaces import ComponentContext, Environment, HarnessResult, ModelClient, Mount, PreparedTask, RunContext
 
 
 class Harness(abc.ABC):
@@ -49,6 +49,11 @@ class Harness(abc.ABC):
         """Runs in the agent's environment after the benchmark's ``setup``, before ``run`` (e.g. installing the
         agent), bounded by ``setup_timeout``. Default: nothing."""
         return None  # a hook with nothing to do by default, not a required method
+
+    def mounts(self) -> tuple[Mount, ...]:
+        """Host directories the agent's environment gets (read-only binds, e.g. an installed agent's program),
+        passed in ``EnvOpenSpec.mounts`` to providers with ``capabilities.mounts``. Default: none."""
+        return ()
 
     def resolved_settings(self) -> dict[str, Any]:
         """What the harness chose beyond its params (e.g. a default agent config and its package version), for
