@@ -46,6 +46,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "openai_chat": "agentcompass.harnesses.openai_chat:OpenAIChatHarness",
         "shell_agent": "agentcompass.harnesses.shell_agent:ShellAgent",
         "mini_swe_agent": "agentcompass.harnesses.mini_swe_agent:MiniSweAgent",
+        "claude_code": "agentcompass.harnesses.claude_code:ClaudeCode",
         "codex": "agentcompass.harnesses.codex:Codex",
     },
     "environment": {

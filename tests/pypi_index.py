@@ -28,8 +28,10 @@ def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def build_wheel(name: str, version: str, files: dict[str, str]) -> tuple[str, bytes]:
-    """A pure-Python wheel (filename, bytes) holding ``files`` (path -> text), with METADATA, WHEEL and RECORD."""
+def build_wheel(name: str, version: str, files: dict[str, str], *,
+                executables: frozenset[str] = frozenset()) -> tuple[str, bytes]:
+    """A pure-Python wheel (filename, bytes) holding ``files`` (path -> text), with METADATA, WHEEL and RECORD;
+    the paths in ``executables`` get mode 755 (pip keeps it)."""
     dist = re.sub(r"[-_.]+", "_", name)
     info = f"{dist}-{version}.dist-info"
     entries = dict(files)
@@ -41,7 +43,10 @@ def build_wheel(name: str, version: str, files: dict[str, str]) -> tuple[str, by
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         for path, text in entries.items():
             data = text.encode()
-            zf.writestr(path, data)
+            info_ = zipfile.ZipInfo(path)
+            info_.compress_type = zipfile.ZIP_DEFLATED
+            info_.external_attr = (0o100755 if path in executables else 0o600) << 16  # 0o600: writestr's default
+            zf.writestr(info_, data)
             digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
             record.append(f"{path},sha256={digest},{len(data)}")
         record.append(f"{info}/RECORD,,")
@@ -70,9 +75,10 @@ class SimpleIndex:
     def url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}/simple/"
 
-    def add_wheel(self, name: str, version: str, files: dict[str, str], *, gated: bool = False) -> str:
+    def add_wheel(self, name: str, version: str, files: dict[str, str], *, gated: bool = False,
+                  executables: frozenset[str] = frozenset()) -> str:
         """Serve a wheel of project ``name``; its downloads wait for ``release()`` when ``gated``."""
-        filename, data = build_wheel(name, version, files)
+        filename, data = build_wheel(name, version, files, executables=executables)
         with self._lock:
             self._projects.setdefault(normalize(name), {})[filename] = (data, gated)
         return filename

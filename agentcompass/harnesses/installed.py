@@ -30,7 +30,8 @@ again per task.
 (``program_files()``, by default the package directory) is bind-mounted read-only at
 ``/opt/agentcompass/agents/<program>-<version>`` by providers that can (``ProviderCapabilities.mounts``,
 docker); ``setup`` then uses, in order: that mount; the host path itself (a local environment shares the host's
-filesystem); a copy sent with ``put_archive`` (a remote daemon). ``prepare_env`` writes the agent's config
+filesystem); a copy sent with ``put_archive`` (a remote daemon) to the same place, or under
+``/tmp/agentcompass-agents/`` when the environment's user may not write there. ``prepare_env`` writes the agent's config
 files (default: nothing).
 
 **A run** (``run``). A per-attempt directory is made in the environment (``mktemp -d`` under ``$TMPDIR`` or
@@ -51,7 +52,8 @@ keeps them. Endings:
 - exit 0 with a readable transcript: no error; ``final_answer`` and ``stop_reason`` from the transcript;
 - ``params.timeout`` passed: the program's process group (and everything carrying the run's marker variable)
   is killed, the rest of its transcript read: ``error_kind="agent_timeout"`` (graded);
-- a non-zero exit: ``error_kind="agent_error"`` (graded), the tail of its stderr in ``artifacts``;
+- a non-zero exit: ``error_kind="agent_error"`` (graded; or the kind the transcript gives, ``Transcript.error_kind``,
+  e.g. ``step_limit`` for a turn limit), the tail of its stderr in ``artifacts``;
 - a transcript with no event the parser knows (or none at all): ``error_kind="agent_transcript_invalid"``
   (graded), the raw tail (capped at ``TAIL_BYTES``) in ``artifacts["transcript_tail"]``;
 - cancelled (the engine's ``agent_timeout``, a cancel): the program is killed before the cancel goes on.
@@ -211,6 +213,11 @@ class Transcript(abc.ABC):
         self.final_answer: str | None = None
         #: an error the agent itself reported (e.g. a result event marked as an error)
         self.error: str | None = None
+        #: the engine's kind for how the agent itself says it stopped (e.g. ``step_limit`` for a turn limit),
+        #: used instead of ``agent_error`` when the program exits non-zero; None: nothing to say
+        self.error_kind: str | None = None
+        #: facts from the transcript worth keeping (version, session, turns...): ``artifacts["agent"]``
+        self.info: dict[str, Any] = {}
 
     @abc.abstractmethod
     def feed(self, data: bytes) -> list[Step]:
@@ -488,6 +495,8 @@ class InstalledAgent(Harness):
     #: the program calls the model itself: always through the gateway (``RunContext.model_env`` and the
     #: sandbox's variables point at it)
     needs_model_endpoint: ClassVar[bool] = True
+    #: refuse to start without the gateway (the program would otherwise call its vendor's public endpoint)
+    requires_gateway: ClassVar[bool] = True
     program: ClassVar[AgentProgram]
     Params: ClassVar[type[InstalledAgentParams]] = InstalledAgentParams
 
@@ -578,11 +587,19 @@ class InstalledAgent(Harness):
                 return path
         log.info("%s: copying %s into the environment (no mount, not the host's filesystem)", self.name,
                  self.program_files())
+        # where the mount would be, else (a user who may not write there) under /tmp
+        fallback = posixpath.join("/tmp/agentcompass-agents", posixpath.basename(self.mount_target()))
+        res = await env.exec(f"mkdir -p {_q(self.mount_target())} 2>/dev/null && echo {_q(self.mount_target())} || "
+                             f"{{ mkdir -p {_q(fallback)} && echo {_q(fallback)}; }}", timeout=COMMAND_TIMEOUT_S)
+        target = res.stdout.strip().splitlines()[-1] if res.exit_code == 0 and res.stdout.strip() else ""
+        if not target:
+            raise EnvironmentError_(f"{self.name}: cannot make a directory for the program: {res.output[-500:]}")
         spool = await asyncio.to_thread(_tar_dir, self.program_files())
         try:
-            await env.put_archive(self.mount_target(), spool)
+            await env.put_archive(target, spool)
         finally:
             spool.close()
+        mounted = self._env_path(target)
         res = await env.exec(f"test -x {_q(mounted)}", timeout=COMMAND_TIMEOUT_S)
         if res.exit_code != 0:
             raise EnvironmentError_(f"{self.name}: the program copied to {mounted} is not executable there")
@@ -610,6 +627,11 @@ class InstalledAgent(Harness):
                   log: logging.Logger) -> HarnessResult:
         if env is None:
             raise EnvironmentError_(f"{self.name} needs an environment but got none")
+        if self.requires_gateway and not ctx.model_env:
+            self._placed.pop(env.id, None)
+            raise ConfigError(f"harness {self.name} runs its own program, which reaches the model only through the "
+                              "AgentCompass gateway: give the model an endpoint (`model_base_url`; for the scripted "
+                              "model, serve it with `agentcompass serve-scripted`).", field="model_base_url")
         program_path = self._placed.pop(env.id, None) or await self._place(env, log)
         workdir = env.workdir
         marker = uuid.uuid4().hex
@@ -668,8 +690,8 @@ class InstalledAgent(Harness):
         result = HarnessResult(final_answer=parser.final_answer, patch=patch, trajectory=trajectory)
         result.artifacts["agent"] = {
             "program": self.program.program, "version": self.location.version if self.location else None,
-            "exit_code": exit_code, "transcript_bytes": offset, "events": parser.events,
-            "invalid_lines": parser.invalid_lines, "seconds": round(elapsed, 3)}
+            "program_path": program_path, "exit_code": exit_code, "transcript_bytes": offset, "events": parser.events,
+            "invalid_lines": parser.invalid_lines, "seconds": round(elapsed, 3), **parser.info}
         result.artifacts["agent_usage"] = msgspec.to_builtins(parser.usage)
         tail = raw_tail.decode(errors="replace")
         if timed_out:
@@ -678,7 +700,7 @@ class InstalledAgent(Harness):
             result.error = f"{self.name} ran past its timeout of {self.params.timeout:g}s and was killed"
         elif exit_code != 0:
             trajectory.stop_reason = parser.stop_reason or "agent_error"
-            result.error_kind = "agent_error"
+            result.error_kind = parser.error_kind or "agent_error"
             result.error = (f"{self.program.program} exited {exit_code}"
                             + (f": {parser.error}" if parser.error else "")
                             + (f"; stderr: {stderr_tail[-500:]}" if stderr_tail.strip() else ""))
@@ -733,7 +755,8 @@ class InstalledAgent(Harness):
         d = _q(run.dir)
         script = "\n".join([
             "trap '' HUP",
-            f"{{ cd {_q(run.workdir)} && {command}\n}} >{d}/transcript.jsonl 2>{d}/stderr.log </dev/null",
+            # a subshell: a command that ``exec``s replaces it, not the script that records the exit code
+            f"( cd {_q(run.workdir)} && {command}\n) >{d}/transcript.jsonl 2>{d}/stderr.log </dev/null",
             f"echo $? >{d}/exit_code.tmp && mv {d}/exit_code.tmp {d}/exit_code", ""])
         await self._write(env, posixpath.join(run.dir, "run.sh"), script, what="writing the run script")
         variables = {**self.agent_env(task, ctx, run), MARKER_VAR: marker}

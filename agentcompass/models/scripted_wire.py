@@ -139,8 +139,13 @@ def _anthropic_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
         raise WireError("messages: Field required", "messages")
     for i, m in enumerate(turns):
         role = m.get("role") if isinstance(m, dict) else None
+        if role == "system" and isinstance(m, dict):
+            # system text between the turns (Claude Code sends its environment block so; the API takes it)
+            messages.append({"role": "system", "content": _content_text(m.get("content") or "")})
+            continue
         if role not in ("user", "assistant"):
-            raise WireError(f"messages.{i}.role: Input should be 'user' or 'assistant'", f"messages.{i}.role")
+            raise WireError(f"messages.{i}.role: Input should be 'user', 'assistant' or 'system'",
+                            f"messages.{i}.role")
         content = m.get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
         if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
