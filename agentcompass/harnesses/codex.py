@@ -115,7 +115,6 @@ class CodexTranscript(JsonLinesTranscript):
         super().__init__()
         self._open: Step | None = None  # the step agent messages and reasoning go to until a tool closes it
         self._tools: dict[str, Step] = {}  # tool item id -> its step
-        self.info: dict[str, Any] = {}
         self.warnings: list[str] = []
         self.turns = 0
 

@@ -207,7 +207,8 @@ def test_the_command_line_writes_the_provider_config_from_the_environment_and_ho
     assert "\"base_url = '$OPENAI_BASE_URL'\" >/tmp/r/home/.codex/config.toml" in line
     assert "'env_key = \"OPENAI_API_KEY\"'" in line and "'wire_api = \"responses\"'" in line
     assert "PATH=/opt/a/codex-1/codex-path:" in line
-    assert '-m "$AGENTCOMPASS_MODEL"' in line and "--sandbox workspace-write --foo - </tmp/r/prompt" in line
+    assert '-m "$AGENTCOMPASS_MODEL"' in line
+    assert "--sandbox workspace-write -c 'approval_policy=\"never\"' --foo - </tmp/r/prompt )" in line
     assert "API_KEY=" not in line and "sk-" not in line
 
 
