@@ -11,7 +11,9 @@ non-interactively in the task's workdir::
 with ``CODEX_HOME`` a fresh per-attempt directory whose ``config.toml`` (written by the command line itself, just
 before codex starts) defines the model provider ``agentcompass``: ``base_url`` the sandbox's ``OPENAI_BASE_URL``
 (the AgentCompass gateway), ``env_key = "OPENAI_API_KEY"`` (an envelope or route token there, never the real key),
-``wire_api = "responses"``; web search, the update check, analytics and history are off. The gateway sets the
+``wire_api = "responses"``; web search, the update check, analytics, history and ChatGPT's plugins and apps
+(synced from github.com and chatgpt.com at start, which delays the first model call where that is unreachable)
+are off. The gateway sets the
 upstream model on every call, so ``model`` only picks Codex's own model family (its prompt and tools: e.g.
 ``gpt-5.5`` gets the freeform ``apply_patch`` tool); it defaults to the request's model id.
 
@@ -71,6 +73,12 @@ CONFIG_LINES: tuple[str, ...] = (
     "enabled = false",
     "[history]",
     'persistence = "none"',
+    # ChatGPT's plugin marketplace and apps: at start Codex syncs them from github.com and chatgpt.com, and the
+    # first model call waits for that (5 s per try where the sandbox has no such network)
+    "[features]",
+    "plugins = false",
+    "remote_plugin = false",
+    "apps = false",
     f"[model_providers.{PROVIDER_ID}]",
     'name = "AgentCompass gateway"',
     'env_key = "OPENAI_API_KEY"',
