@@ -19,8 +19,9 @@ upstream model on every call, so ``model`` only picks Codex's own model family (
 
 Why ``danger-full-access``: Codex's own sandbox on Linux (bubblewrap, seccomp, landlock) needs user namespaces,
 which an unprivileged container does not grant, so every command would fail inside docker; the environment is
-the sandbox. Other ``sandbox_mode`` values are passed through for environments where they work. Commands codex
-runs do not see ``*KEY*``/``*TOKEN*``/``*SECRET*`` variables (Codex's default ``shell_environment_policy``).
+the sandbox. Other ``sandbox_mode`` values are passed through for environments where they work. The commands codex
+runs do not see ``*KEY*``/``*TOKEN*``/``*SECRET*`` variables (``shell_environment_policy.exclude``), so not the
+envelope either.
 
 Params (``CodexParams``): ``model``, ``reasoning_effort`` (``model_reasoning_effort``), ``sandbox_mode``,
 ``extra_args`` (added to the command line, e.g. ``["-c", "web_search=\\"live\\""]``), plus the installed-agent
@@ -79,6 +80,9 @@ CONFIG_LINES: tuple[str, ...] = (
     "plugins = false",
     "remote_plugin = false",
     "apps = false",
+    # the commands the model runs do not get the gateway's envelope (nor any other key-like variable)
+    "[shell_environment_policy]",
+    'exclude = ["*KEY*", "*SECRET*", "*TOKEN*"]',
     f"[model_providers.{PROVIDER_ID}]",
     'name = "AgentCompass gateway"',
     'env_key = "OPENAI_API_KEY"',

@@ -92,7 +92,7 @@ def _check_hello_attempt(out: Any, bodies: list[dict[str, Any]]) -> str:
 async def test_codex_solves_a_shell_task_in_a_local_workspace(tmp_path: Path) -> None:
     out, bodies = await _launch(SHELL_SCRIPT, _shell_request(tmp_path, {"id": "local"}))
     check = _check_hello_attempt(out, bodies)
-    assert check.startswith("KEYCHECK env=0 ps=0 files=0 root=. key_in_env="), check
+    assert check.startswith("KEYCHECK env=0 ps=0 files=0 root=. cmd_key=0 key_in_env="), check
 
 
 @pytest.mark.timeout(600)
@@ -102,9 +102,10 @@ async def test_codex_solves_a_shell_task_in_docker_behind_the_model_policy_and_n
         **_shell_request(tmp_path, {"id": "docker", "params": {"image": base_image, "network_policy": "model"}}),
         "run_id": docker_run_id})
     # Codex's own command looked through every process's environment, the process list and the container's files
-    # (the mounted program included) while Codex ran: no real key; the codex process carries its envelope
+    # (the mounted program included) while Codex ran: no real key; the codex process carries its envelope, the
+    # command itself does not
     check = _check_hello_attempt(out, bodies)
-    assert check.startswith("KEYCHECK env=0 ps=0 files=0 root=/ key_in_env="), check
+    assert check.startswith("KEYCHECK env=0 ps=0 files=0 root=/ cmd_key=0 key_in_env="), check
     assert int(check.rsplit("=", 1)[1]) >= 1, check
     assert out.run_dir is not None
     (detail,) = _details(out.run_dir)
