@@ -39,12 +39,13 @@ def _details(run_dir: Path) -> list[TaskDetail]:
     return [msgspec.json.decode(p.read_bytes(), type=TaskDetail) for p in sorted((run_dir / "details").glob("*.json"))]
 
 
-async def _launch(script: Path, request: dict[str, Any]) -> tuple[Any, list[dict[str, Any]]]:
+async def _launch(script: Path, request: dict[str, Any], *, timeout: float = 240,
+                  **server_options: Any) -> tuple[Any, list[dict[str, Any]]]:
     async with running_scripted_server({"script_file": str(script), "bundled": False},
-                                       require_api_key=REAL_KEY) as server:
+                                       **{"require_api_key": REAL_KEY, **server_options}) as server:
         result = await agentcompass.async_launch({"requests": [{
             "harness": {"id": "codex", "params": {"model": FAMILY, "reasoning_effort": "low", "poll_interval_s": 0.5,
-                                                  "timeout": 240}},
+                                                  "timeout": timeout}},
             "model": {"id": "scripted", "base_url": server.base_url, "api_key": REAL_KEY,
                       "api_protocol": "openai-responses"},
             "wrap_api_key": True, **request}], "progress": "none"})
@@ -132,6 +133,30 @@ async def test_codex_resolves_a_swebench_local_instance_in_docker(tmp_path: Path
     assert first.tool_calls[0].name == "shell" and "git apply" in (first.action or "") and first.exit_code == 0
     assert attempt.trajectory.stop_reason == "completed" and attempt.final_answer == "The fix is applied."
     assert containers_of(docker_run_id) == []
+
+
+@pytest.mark.timeout(300)
+async def test_a_model_refusing_the_key_ends_as_agent_error_with_codex_s_own_account(tmp_path: Path) -> None:
+    out, _ = await _launch(SHELL_SCRIPT, _shell_request(tmp_path, {"id": "local"}),
+                           require_api_key="sk-some-other-key")
+    (detail,) = _details(out.run_dir)
+    attempt = detail.attempts["1"]
+    assert attempt.correct is False and attempt.error_kind == "agent_error"
+    assert attempt.error is not None and attempt.error.startswith("codex exited 1: codex turn failed: ")
+    assert "401" in attempt.error and "sk-some-other-key" not in attempt.error
+    assert attempt.trajectory.stop_reason == "turn_failed" and attempt.artifacts["agent"]["exit_code"] == 1
+    assert attempt.artifacts["agent"]["warnings"]  # its reconnects
+
+
+@pytest.mark.timeout(300)
+async def test_a_model_that_never_answers_ends_as_agent_timeout_with_the_transcript_so_far(tmp_path: Path) -> None:
+    out, _ = await _launch(SHELL_SCRIPT, _shell_request(tmp_path, {"id": "local"}), timeout=4,
+                           faults={"hang": 1.0})
+    (detail,) = _details(out.run_dir)
+    attempt = detail.attempts["1"]
+    assert attempt.error_kind == "agent_timeout" and attempt.trajectory.stop_reason == "agent_timeout"
+    agent = attempt.artifacts["agent"]
+    assert agent["exit_code"] == 137 and agent["thread_id"] and agent["turns"] == 1  # what it said before
 
 
 # ---------------------------------------------------------------------- the event stream (captured transcripts)
