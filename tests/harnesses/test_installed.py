@@ -304,3 +304,21 @@ def test_a_failed_install_is_a_config_error_naming_the_command(tmp_path: Path,
             FakeAgent({"version": "0.0.1"}, ComponentContext(data_dir=str(tmp_path), auto_install_dependencies=True))
     assert "pip install fake-agent-bin==0.0.1" in str(err.value)
     assert not any(p.name.startswith("fake-agent-bin") for p in cache_root(str(tmp_path)).iterdir())
+
+
+def test_docker_binds_mounts_read_only_and_only_on_a_local_daemon() -> None:
+    from agentcompass.environments.docker import DockerProvider
+    from agentcompass.interfaces import EnvOpenSpec, Mount
+
+    spec = EnvOpenSpec(run_id="r", task_id="t", mounts=[Mount(source="/host/agent", target="/opt/agentcompass/a")])
+    local = DockerProvider({}, ComponentContext(run_id="r"))
+    binds = local._binds(spec)
+    assert binds == (("/host/agent", "/opt/agentcompass/a", True),)
+    config = local._container_config({}, "img", "/w", "none", {}, binds)
+    assert config["HostConfig"]["Mounts"] == [{"Type": "bind", "Source": "/host/agent", "Target": "/opt/agentcompass/a",
+                                              "ReadOnly": True}]
+    shape = local._shape(spec, "img", "/w", binds)
+    assert shape is None or shape.mounts == binds  # a pre-started container carries the same binds
+    remote = DockerProvider({"docker_host": "tcp://10.0.0.1:2376"}, ComponentContext(run_id="r"))
+    assert remote._binds(spec) == ()  # its paths are not ours: the harness copies the program in instead
+    assert DockerProvider.capabilities.mounts
