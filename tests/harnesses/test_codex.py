@@ -152,9 +152,24 @@ async def test_a_model_refusing_the_key_ends_as_agent_error_with_codex_s_own_acc
 async def test_a_model_that_never_answers_ends_as_agent_timeout_with_the_transcript_so_far(tmp_path: Path) -> None:
     out, _ = await _launch(SHELL_SCRIPT, _shell_request(tmp_path, {"id": "local"}), timeout=4,
                            faults={"hang": 1.0})
+    _check_timed_out(out)
+
+
+@pytest.mark.timeout(300)
+async def test_in_docker_a_model_that_never_answers_ends_as_agent_timeout_and_the_container_is_gone(
+        tmp_path: Path, base_image: str, docker_run_id: str) -> None:  # noqa: F811
+    out, _ = await _launch(SHELL_SCRIPT, {
+        **_shell_request(tmp_path, {"id": "docker", "params": {"image": base_image, "network_policy": "model"}}),
+        "run_id": docker_run_id}, timeout=4, faults={"hang": 1.0})
+    _check_timed_out(out)
+    assert containers_of(docker_run_id) == []
+
+
+def _check_timed_out(out: Any) -> None:
     (detail,) = _details(out.run_dir)
     attempt = detail.attempts["1"]
-    assert attempt.error_kind == "agent_timeout" and attempt.trajectory.stop_reason == "agent_timeout"
+    assert attempt.correct is False and attempt.error_kind == "agent_timeout"
+    assert attempt.trajectory.stop_reason == "agent_timeout"
     agent = attempt.artifacts["agent"]
     assert agent["exit_code"] == 137 and agent["thread_id"] and agent["turns"] == 1  # what it said before
 
