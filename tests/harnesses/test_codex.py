@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 import agentcompass
-from agentcompass.harnesses.codex import Codex, CodexTranscript
+from agentcompass.harnesses.codex import TESTED_VERSION, Codex, CodexTranscript
 from agentcompass.harnesses.installed import AgentRun
 from agentcompass.interfaces import ComponentContext
 from agentcompass.records import Step, TaskDetail
@@ -75,7 +75,7 @@ def _check_hello_attempt(out: Any, bodies: list[dict[str, Any]]) -> str:
     assert steps[3].content == attempt.final_answer == "hello.txt now holds the line Hello, World!"
     assert attempt.trajectory.stop_reason == "completed"
     agent = attempt.artifacts["agent"]
-    assert agent["exit_code"] == 0 and agent["program"] == "codex" and agent["version"] == "0.163.0"
+    assert agent["exit_code"] == 0 and agent["program"] == "codex" and agent["version"] == TESTED_VERSION
     assert attempt.artifacts["agent_usage"]["prompt_tokens"] > 0
     # every model call went through the gateway, none booked as failed (Codex hangs up at response.completed)
     assert attempt.meta["gateway"]["calls"] == 4 and not attempt.meta["gateway"].get("failed")
