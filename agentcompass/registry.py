@@ -55,6 +55,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "openhands": "agentcompass.harnesses.openhands:OpenHands",
         "oracle": "agentcompass.harnesses.oracle:Oracle",
         "claude_code": "agentcompass.harnesses.claude_code:ClaudeCode",
+        "codex": "agentcompass.harnesses.codex:Codex",
     },
     "environment": {
         "local": "agentcompass.environments.local:LocalProvider",

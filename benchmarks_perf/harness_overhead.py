@@ -38,7 +38,7 @@ HARNESSES: dict[str, dict[str, Any]] = {
     "shell_agent": {},
     "terminus": {},
     "claude_code": {},
-    "codex": {},
+    "codex": {"model": "gpt-5.5"},  # a Codex model family with its apply_patch tool (the script calls it)
     "openhands": {},
 }
 RUN_TIMEOUT_S = 1800.0

@@ -446,6 +446,12 @@ class Gateway:
                 out = await self._forward(request, answer, call, injected)
                 passed = True
                 return out
+            except ConnectionError:
+                if call.usage_reader is None or not call.usage_reader.finished or call.response is None:
+                    raise
+                # the client had the whole answer: a Responses client (Codex) hangs up at response.completed
+                passed = True
+                return call.response
             except TimeoutError:
                 if not answer.deadline.scope.expired():
                     raise

@@ -122,6 +122,8 @@ class StreamUsage:
         self.protocol = protocol
         self.drop_injected_usage = drop_injected_usage
         self.usage: Usage | None = None
+        #: the stream's terminal event went by (``response.completed`` / ``response.incomplete``)
+        self.finished = False
 
     def feed(self, event: bytes) -> bool:
         """Look at one event (without its terminating blank line); returns whether to forward it."""
@@ -138,6 +140,8 @@ class StreamUsage:
             return True
         if self.protocol == "responses" or obj.get("type", "").startswith("response."):
             resp = obj.get("response")
+            if obj.get("type") in ("response.completed", "response.incomplete"):
+                self.finished = True
             if isinstance(resp, dict) and resp.get("usage") is not None:
                 self.usage = usage_from(resp.get("usage"), "responses") or self.usage
             return True

@@ -3,7 +3,9 @@
 Requests of each API are read into OpenAI chat messages (what ``ScriptedPolicy`` decides on), checked the
 way the real APIs check them (roles, required fields, every tool call answered by exactly one tool
 result); a ``ScriptedReply`` is rendered as each API's JSON answer or as its SSE event sequence, with
-usage. Ids are deterministic: ``<prefix>-scripted-<n>`` per completion, tool calls ``call_<turn>_<i>``
+usage. A call to a tool a Responses request declares ``custom`` (freeform, e.g. Codex's ``apply_patch``) is a
+``custom_tool_call`` whose ``input`` is the scripted arguments string as is.
+Ids are deterministic: ``<prefix>-scripted-<n>`` per completion, tool calls ``call_<turn>_<i>``
 (Anthropic ``toolu_<turn>_<i>``).
 """
 
@@ -93,6 +95,10 @@ def _responses_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
             if role == "assistant":
                 turn = _assistant(messages)
                 turn["content"] += text
+            elif role == "user" and messages and messages[-1].get("role") == "user":
+                # consecutive user items are one user turn: Codex sends its <environment_context> as its own
+                # user message before the task, and the script matches the task in the first user turn
+                messages[-1]["content"] += "\n\n" + text
             else:
                 messages.append({"role": role, "content": text})
         elif kind == "function_call":
@@ -101,7 +107,13 @@ def _responses_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
             _assistant(messages).setdefault("tool_calls", []).append(
                 {"id": item["call_id"], "type": "function",
                  "function": {"name": item["name"], "arguments": str(item.get("arguments", ""))}})
-        elif kind == "function_call_output":
+        elif kind == "custom_tool_call":
+            if not isinstance(item.get("call_id"), str) or not isinstance(item.get("name"), str):
+                raise WireError(f"Missing required parameter: 'input[{i}].call_id' or 'name'.", f"input[{i}]")
+            _assistant(messages).setdefault("tool_calls", []).append(
+                {"id": item["call_id"], "type": "custom",
+                 "function": {"name": item["name"], "arguments": str(item.get("input", ""))}})
+        elif kind in ("function_call_output", "custom_tool_call_output"):
             if not isinstance(item.get("call_id"), str):
                 raise WireError(f"Missing required parameter: 'input[{i}].call_id'.", f"input[{i}].call_id")
             output = item.get("output")
@@ -258,7 +270,17 @@ def chat_events(r: ScriptedReply, model: str, cid: str, created: int, include_us
 # ---------------------------------------------------------------------- OpenAI responses
 
 
-def _responses_items(r: ScriptedReply, rid: str) -> list[dict[str, Any]]:
+def custom_tool_names(body: dict[str, Any]) -> frozenset[str]:
+    """The names of the request's ``custom`` (freeform) tools: a call to one is a ``custom_tool_call`` whose
+    ``input`` is the scripted arguments string as is (e.g. Codex's ``apply_patch``)."""
+    tools = body.get("tools")
+    if not isinstance(tools, list):
+        return frozenset()
+    return frozenset(t["name"] for t in tools
+                     if isinstance(t, dict) and t.get("type") == "custom" and isinstance(t.get("name"), str))
+
+
+def _responses_items(r: ScriptedReply, rid: str, custom: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     tag = rid.removeprefix("resp_")
     items: list[dict[str, Any]] = []
     if r.reasoning is not None:
@@ -268,6 +290,10 @@ def _responses_items(r: ScriptedReply, rid: str) -> list[dict[str, Any]]:
         items.append({"id": f"msg_{tag}", "type": "message", "status": "completed", "role": "assistant",
                       "content": [{"type": "output_text", "text": r.content, "annotations": [], "logprobs": []}]})
     for i, c in enumerate(r.tool_calls):
+        if c.name in custom:
+            items.append({"id": f"ctc_{tag}_{i}", "type": "custom_tool_call", "status": "completed", "call_id": c.id,
+                          "name": c.name, "input": c.arguments})
+            continue
         items.append({"id": f"fc_{tag}_{i}", "type": "function_call", "status": "completed", "call_id": c.id,
                       "name": c.name, "arguments": c.arguments})
     return items
@@ -283,7 +309,7 @@ def responses_json(r: ScriptedReply, model: str, rid: str, created: int, body: d
         "id": rid, "object": "response", "created_at": created, "status": status, "error": None,
         "incomplete_details": None, "instructions": body.get("instructions"),
         "max_output_tokens": body.get("max_output_tokens"), "model": model,
-        "output": _responses_items(r, rid) if done else [],
+        "output": _responses_items(r, rid, custom_tool_names(body)) if done else [],
         "parallel_tool_calls": body.get("parallel_tool_calls", True),
         "previous_response_id": body.get("previous_response_id"),
         "reasoning": {"effort": reasoning.get("effort"), "summary": reasoning.get("summary")},
@@ -309,7 +335,7 @@ def responses_events(r: ScriptedReply, model: str, rid: str, created: int, body:
 
     yield ev("response.created", response=responses_json(r, model, rid, created, body, "in_progress"))
     yield ev("response.in_progress", response=responses_json(r, model, rid, created, body, "in_progress"))
-    for out, item in enumerate(_responses_items(r, rid)):
+    for out, item in enumerate(_responses_items(r, rid, custom_tool_names(body))):
         ids = {"item_id": item["id"], "output_index": out}
         if item["type"] == "reasoning":
             text = item["summary"][0]["text"]
@@ -330,6 +356,12 @@ def responses_events(r: ScriptedReply, model: str, rid: str, created: int, body:
                 yield ev("response.output_text.delta", **ids, content_index=0, delta=piece, logprobs=[])
             yield ev("response.output_text.done", **ids, content_index=0, text=part["text"], logprobs=[])
             yield ev("response.content_part.done", **ids, content_index=0, part=part)
+        elif item["type"] == "custom_tool_call":
+            yield ev("response.output_item.added", output_index=out,
+                     item={**item, "status": "in_progress", "input": ""})
+            for piece in pieces(item["input"]):
+                yield ev("response.custom_tool_call_input.delta", **ids, delta=piece)
+            yield ev("response.custom_tool_call_input.done", **ids, input=item["input"])
         else:
             yield ev("response.output_item.added", output_index=out,
                      item={**item, "status": "in_progress", "arguments": ""})
