@@ -13,6 +13,7 @@ import importlib
 import importlib.util
 import inspect
 import sys
+import types
 from collections.abc import Iterable
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -91,7 +92,13 @@ def import_object(path: str) -> Any:
         raise ImportError(f"not an import path: {path!r}")
     obj: Any = importlib.import_module(mod_name)
     for part in attr.split("."):
-        obj = getattr(obj, part)
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            if ":" in path or not isinstance(obj, types.ModuleType):
+                raise
+            # ``package.module``: a submodule nobody imported yet is not an attribute of its package
+            obj = importlib.import_module(f"{obj.__name__}.{part}")
     return obj
 
 

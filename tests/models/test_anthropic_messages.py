@@ -227,7 +227,7 @@ async def test_the_scripted_messages_stream_has_the_api_event_sequence() -> None
     ({}, {"max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}, 400, "invalid_request_error",
      "anthropic-version"),
     (HEADERS, {"messages": [{"role": "user", "content": "hi"}]}, 400, "invalid_request_error", "max_tokens"),
-    (HEADERS, {"max_tokens": 5, "messages": [{"role": "system", "content": "hi"}]}, 400, "invalid_request_error",
+    (HEADERS, {"max_tokens": 5, "messages": [{"role": "tool", "content": "hi"}]}, 400, "invalid_request_error",
      "messages.0.role"),
     (HEADERS, {"max_tokens": 5, "messages": [
         {"role": "user", "content": "hi"},
@@ -237,7 +237,7 @@ async def test_the_scripted_messages_stream_has_the_api_event_sequence() -> None
      "invalid x-api-key"),
     ({**HEADERS, "authorization": "Bearer sk-right"}, {"max_tokens": 5, "messages": []}, 401,
      "authentication_error", "x-api-key header is required"),
-], ids=["no-version", "no-max-tokens", "system-role", "unanswered-tool-use", "wrong-key", "bearer-only"])
+], ids=["no-version", "no-max-tokens", "tool-role", "unanswered-tool-use", "wrong-key", "bearer-only"])
 async def test_the_scripted_server_refuses_what_the_real_api_refuses_in_anthropic_shape(
         headers: dict[str, str], body: dict[str, Any], status: int, error_type: str, words: str) -> None:
     needs_key = "x-api-key" in headers or "authorization" in headers
