@@ -98,6 +98,20 @@ def find_cached(folder: Path, url: str) -> DownloadManifest | None:
     return manifest if manifest.url_sha256 == _url_hash(url) else None
 
 
+class _HideUrl(logging.Filter):
+    """Shows a URL redacted in the records of the logger it filters."""
+
+    def __init__(self, url: str, shown: str) -> None:
+        super().__init__()
+        self.url, self.shown = url, shown
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if self.url in text:
+            record.msg, record.args = text.replace(self.url, self.shown), None
+        return True
+
+
 async def _transfer(url: str, into: Path, *, max_bytes: int, on_progress: ProgressCallback | None,
                     cancelled: threading.Event | None, digest: Any) -> None:
     import httpx
@@ -133,6 +147,8 @@ async def _fetch_async(url: str, into: Path, *, max_bytes: int, end: float, on_p
     current = asyncio.current_task()
     assert current is not None
     handle.append((asyncio.get_running_loop(), current))
+    hide = _HideUrl(url, shown)
+    logging.getLogger("httpx").addFilter(hide)  # it logs each request's full URL
     try:
         async with asyncio.timeout(max(0.0, end - time.monotonic())):  # the whole transfer, however it trickles
             await _transfer(url, into, max_bytes=max_bytes, on_progress=on_progress, cancelled=cancelled,
@@ -144,6 +160,8 @@ async def _fetch_async(url: str, into: Path, *, max_bytes: int, end: float, on_p
     except httpx.HTTPError as exc:
         raise TasksDownloadError(f"downloading {shown} failed ({type(exc).__name__}: "
                                  f"{str(exc).replace(url, shown)})") from None
+    finally:
+        logging.getLogger("httpx").removeFilter(hide)
 
 
 def _fetch(url: str, into: Path, *, max_bytes: int, end: float, on_progress: ProgressCallback | None,
@@ -169,8 +187,11 @@ def _fetch(url: str, into: Path, *, max_bytes: int, end: float, on_progress: Pro
     while worker.is_alive() and time.monotonic() < hard_end:
         worker.join(0.2)
         if cancelled is not None and cancelled.is_set() and handle:
-            loop, task = handle[0]
-            loop.call_soon_threadsafe(task.cancel)
+            loop, task = handle.pop()
+            try:
+                loop.call_soon_threadsafe(task.cancel)
+            except RuntimeError:  # the loop already ended
+                pass
     if not outcome:
         raise TasksDownloadError(f"downloading {redact(url)} did not end by its deadline")
     if outcome[0] is not None:
