@@ -188,14 +188,15 @@ def _check_member_names(tar: bytes | IO[bytes]) -> None:
     try:
         with tarfile.open(fileobj=_tar_source(tar), mode="r|*") as tf:
             for member in tf:
-                name = member.name.rstrip("/")
-                parts = name.split("/")
+                parts = member.name.split("/")
                 if member.name.startswith("/") or ".." in parts:
                     raise ConfigError(f"archive member {member.name!r} would leave the target directory",
                                       field="archive")
                 if member.ischr() or member.isblk() or member.isfifo():
                     raise ConfigError(f"archive member {member.name!r} is a device or fifo: refused",
                                       field="archive")
+                name = posixpath.normpath(member.name)  # "./a/b/" -> "a/b"
+                parts = name.split("/")
                 if any("/".join(parts[:i]) in links for i in range(1, len(parts))):
                     raise ConfigError(f"archive member {member.name!r} lies beneath a link of the archive",
                                       field="archive")
@@ -205,7 +206,7 @@ def _check_member_names(tar: bytes | IO[bytes]) -> None:
                     if member.linkname.startswith("/") or target == ".." or target.startswith("../"):
                         raise ConfigError(f"archive link {member.name!r} -> {member.linkname!r} points outside "
                                           f"the target directory", field="archive")
-                    links.add(posixpath.normpath(name))
+                    links.add(name)
                 forget_members(tf)
     except tarfile.TarError as exc:
         raise ConfigError(f"archive: not a readable tar archive ({exc})", field="archive") from exc

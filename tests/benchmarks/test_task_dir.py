@@ -219,9 +219,11 @@ def _tar_of(*members: tuple[str, str, str]) -> bytes:
     [("sym", "up", "../..")],
     [("sym", "sub/up", "../../etc")],
     [("sym", "here", "."), ("file", "here/verifier/reward.txt", "1")],
+    [("sym", "./here", "."), ("file", "./here/x", "1")],
     [("hard", "hl", "../etc/passwd")],
     [("hard", "hl", "/etc/passwd")],
-], ids=["absolute", "climbs", "climbs-from-sub", "beneath-a-link", "hard-climbs", "hard-absolute"])
+], ids=["absolute", "climbs", "climbs-from-sub", "beneath-a-link", "beneath-a-dotted-link", "hard-climbs",
+        "hard-absolute"])
 def test_the_docker_archive_check_refuses_links_leaving_the_target(members: list[tuple[str, str, str]]) -> None:
     with pytest.raises(ConfigError, match="link"):
         _check_member_names(_tar_of(*members))
