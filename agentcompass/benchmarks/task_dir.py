@@ -10,7 +10,9 @@ timeout_sec``, ``[verifier] timeout_sec`` and ``env``, ``[environment]`` resourc
 The agent works in the task's image (built here from ``environment/``; no registry needed) in the Dockerfile's
 ``WORKDIR``. Neither ``tests/`` nor ``solution/`` ever enters the agent's environment: ``collect`` takes a tar of
 the agent's working directory, and ``evaluate`` runs ``tests/test.sh`` in a fresh verifier container of the same
-image holding that directory and ``/tests``. The reward is the score; the attempt is correct at reward 1.
+image holding that directory (its original content removed first) and a fresh ``/tests`` and ``/logs/verifier``.
+The reward is the score; the attempt is correct at reward 1. A reward left by a ``test.sh`` that timed out or
+died by a signal is not trusted (score 0), and a workspace the archive caps cut short is not graded.
 The solution is given only to a harness declaring ``oracle = True`` (``reference_solution``).
 
 Params: ``path`` (the folder of tasks; ``task_dir`` also looks in ``<data_dir>/task_dir``), ``sample_ids``,

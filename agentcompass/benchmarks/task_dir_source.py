@@ -74,9 +74,10 @@ def redact(url: str) -> str:
 
 
 def url_secrets(url: str) -> tuple[str, ...]:
-    """The parts of ``url`` that ``redact`` hides (user, password, query, fragment), for the engine's redactor."""
+    """The secret parts of ``url`` (password, query and each of its parameters, fragment), for the engine's
+    redactor. The user name is not among them: masking a common word everywhere would garble the records."""
     parts = urlsplit(url)
-    found = (parts.username, parts.password, parts.query, parts.fragment, *parts.query.split("&"))
+    found = (parts.password, parts.query, parts.fragment, *parts.query.split("&"))
     return tuple(s for s in found if s)
 
 
