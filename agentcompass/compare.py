@@ -36,8 +36,17 @@ class TaskDiff(msgspec.Struct):
     outcomes: list[str]
 
 
+class DimensionGroup(msgspec.Struct):
+    """The runs whose benchmark measures one dimension: their labels, and the mean of their headline rates."""
+
+    runs: list[str]
+    mean: float | None
+    rates: list[float | None]
+
+
 class Comparison(msgspec.Struct):
-    """What ``compare`` prints: ``metrics[name]`` and ``by_category[cat]`` hold one value per run."""
+    """What ``compare`` prints: ``metrics[name]`` and ``by_category[cat]`` hold one value per run;
+    ``by_dimension`` groups the runs by what their benchmarks measure."""
 
     runs: list[RunColumn]
     metrics: dict[str, list[Any]]
@@ -47,6 +56,21 @@ class Comparison(msgspec.Struct):
     tasks_compared: int
     same: int
     transitions: dict[str, int] = {}  # two runs: "pass -> fail": count
+    by_dimension: dict[str, DimensionGroup] = {}
+
+
+def _by_dimension(cols: list[RunColumn], runs: list[RunData]) -> dict[str, DimensionGroup]:
+    groups: dict[str, DimensionGroup] = {}
+    for col, run in zip(cols, runs, strict=True):
+        if run.dimension is None:
+            continue
+        group = groups.setdefault(run.dimension, DimensionGroup(runs=[], mean=None, rates=[]))
+        group.runs.append(col.label)
+        group.rates.append(primary_rate(run.metrics)[1])
+    for group in groups.values():
+        known = [r for r in group.rates if r is not None]
+        group.mean = sum(known) / len(known) if known else None
+    return dict(sorted(groups.items()))
 
 
 def _label(i: int) -> str:
@@ -99,7 +123,8 @@ def compare_runs(paths: Sequence[str | Path]) -> Comparison:
             transitions[key] = transitions.get(key, 0) + 1
     return Comparison(runs=cols, metrics=metrics, by_category=by_category, by_category_metric=cat_metric,
                       differing=differing, tasks_compared=len(ids), same=same,
-                      transitions=dict(sorted(transitions.items(), key=lambda kv: -kv[1])))
+                      transitions=dict(sorted(transitions.items(), key=lambda kv: -kv[1])),
+                      by_dimension=_by_dimension(cols, runs))
 
 
 def _table(out: IO[str], header: list[str], rows: list[list[str]]) -> None:
@@ -143,6 +168,11 @@ def write_text(cmp: Comparison, out: IO[str], *, max_tasks: int = 200) -> None:
             nums = [None if v is None else v["value"] for v in vals]
             rows.append([cat, *cells, *([_delta(nums)] if two else [])])
         _table(out, ["category", *labels, *(["B-A"] if two else [])], rows)
+    if cmp.by_dimension:
+        out.write("\nby dimension (mean of each run's headline rate)\n")
+        _table(out, ["dimension", "runs", "mean", "rates"],
+               [[dim, ", ".join(g.runs), fmt(g.mean), ", ".join(fmt(r) for r in g.rates)]
+                for dim, g in cmp.by_dimension.items()])
     out.write(f"\ntasks: {cmp.tasks_compared} compared, {cmp.same} with the same outcome, "
               f"{len(cmp.differing)} differ\n")
     for key, n in cmp.transitions.items():
@@ -160,4 +190,4 @@ def write_json(cmp: Comparison, out: IO[str]) -> None:
     out.write(msgspec.json.format(msgspec.json.encode(cmp), indent=1).decode() + "\n")
 
 
-__all__ = ["Comparison", "RunColumn", "TaskDiff", "compare_runs", "write_json", "write_text"]
+__all__ = ["Comparison", "DimensionGroup", "RunColumn", "TaskDiff", "compare_runs", "write_json", "write_text"]

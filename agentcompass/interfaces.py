@@ -59,6 +59,8 @@ class PreparedTask(msgspec.Struct, omit_defaults=True):
     image_recipe: ImageRecipe | None = None
     env: dict[str, str] = {}
     metadata: dict[str, Any] = {}
+    #: the task's own budget for the agent (seconds); the engine uses the smaller of it and ``agent_timeout``
+    agent_timeout_s: float | None = None
 
 
 # ----------------------------------------------------------------------------- environments

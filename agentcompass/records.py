@@ -177,9 +177,8 @@ class Summary(msgspec.Struct, omit_defaults=True):
     status: RunStatus
     metrics: dict[str, Any]
     by_category: dict[str, dict[str, Any]] = {}
-    #: what the benchmark measures (``Benchmark.dimension``), and the metrics grouped by it
+    #: what the benchmark measures (``Benchmark.dimension``); ``compare`` groups runs by it
     dimension: str | None = None
-    by_dimension: dict[str, dict[str, Any]] = {}
     errors_by_kind: dict[str, int] = {}
     counts: RequestCounts = msgspec.field(default_factory=RequestCounts)
     reuse: dict[str, Any] = {}

@@ -135,15 +135,6 @@ def write_markdown(run: RunData, out: IO[str]) -> None:
     _md_table(out, ["", ""], [[k, v] for k, v in _overview(run)])
     out.write("\n## Metrics\n\n")
     _md_table(out, ["metric", "value"], [[k, v] for k, v in metric_rows(run.metrics)])
-    dims = run.by_dimension
-    if dims:
-        out.write("\n## By dimension\n\n")
-        rows = []
-        for dim, m in dims.items():
-            name, value, ci = primary_rate(m)
-            rows.append([dim, str(m.get("tasks", "")), fmt(value), fmt(ci) if ci else "",
-                         fmt(m.get("mean_score"))])
-        _md_table(out, ["dimension", "tasks", name, "95% CI", "mean score"], rows)
     cats = run.by_category
     if cats:
         out.write("\n## By category\n\n")
@@ -364,13 +355,6 @@ def write_html(run: RunData, out: IO[str], *, trajectories: bool = True, max_cha
               f"<body><h1>{_e(run.title)}</h1>")
     out.write(_kv_table(_overview(run)))
     out.write("<h2>Metrics</h2>" + _kv_table(metric_rows(run.metrics)))
-    if run.by_dimension:
-        rows = []
-        for dim, m in run.by_dimension.items():
-            name, value, _ = primary_rate(m)
-            rows.append((dim, f"{name} {fmt(value)}, mean score {fmt(m.get('mean_score'))}, "
-                              f"tasks {m.get('tasks', '')}"))
-        out.write("<h2>By dimension</h2>" + _kv_table(rows))
     cats = run.by_category
     if cats:
         out.write("<h2>By category</h2>" + category_chart(cats))

@@ -124,9 +124,10 @@ class RunData(msgspec.Struct):
         return dict((self.summary or {}).get("by_category") or {})
 
     @property
-    def by_dimension(self) -> dict[str, dict[str, Any]]:
-        """The metrics grouped by the benchmark's dimension (``coding``, ``tool_use``...)."""
-        return dict((self.summary or {}).get("by_dimension") or {})
+    def dimension(self) -> str | None:
+        """What the run's benchmark measures (``coding``, ``tool_use``...), when recorded."""
+        value = (self.summary or {}).get("dimension")
+        return value if isinstance(value, str) and value else None
 
     @property
     def k(self) -> int:

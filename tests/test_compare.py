@@ -5,12 +5,14 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
 import agentcompass
 from agentcompass import cli
 from agentcompass._errors import ConfigError
+from agentcompass.benchmarks.shell_tasks import ShellTasks
 from agentcompass.compare import compare_runs, write_text
 
 from .results_runs import SAMPLE, make_runs
@@ -78,3 +80,26 @@ def test_json_output_and_cli(runs: tuple[Path, Path, Path], capsys: pytest.Captu
 def test_a_path_that_is_not_a_run_is_a_config_error(runs: tuple[Path, Path, Path], tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not a run directory"):
         compare_runs([runs[0], tmp_path])
+
+
+class ProductivityShellTasks(ShellTasks):
+    """The shell tasks, declared as measuring productivity: a second dimension for ``compare`` to group by."""
+
+    dimension: ClassVar[str] = "productivity"
+
+
+def test_runs_are_grouped_by_their_benchmarks_dimension(runs: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    a, b, _ = runs
+    d = agentcompass.run_evaluation(f"{__name__}:ProductivityShellTasks", "shell_agent", "scripted", run_id="d",
+                                    progress="none", benchmark_params={"sample_ids": SAMPLE[:2]},
+                                    results_dir=str(tmp_path))
+    assert d.run_dir is not None
+    rate_d = d.metrics["pass@1"]
+    cmp = compare_runs([a, b, d.run_dir])
+    assert sorted(cmp.by_dimension) == ["coding", "productivity"]
+    coding, productivity = cmp.by_dimension["coding"], cmp.by_dimension["productivity"]
+    assert coding.runs == ["A", "B"] and coding.rates == [0.6, 0.4] and coding.mean == pytest.approx(0.5)
+    assert productivity.runs == ["C"] and productivity.rates == [rate_d] and productivity.mean == rate_d
+    out = io.StringIO()
+    write_text(cmp, out)
+    assert "by dimension" in out.getvalue() and "productivity  C" in out.getvalue()

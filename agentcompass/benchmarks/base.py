@@ -93,5 +93,10 @@ class Benchmark(abc.ABC):
         """What the benchmark chose beyond its params, for params.json. Default: ``{}``."""
         return {}
 
+    def secrets(self) -> tuple[str, ...]:
+        """Strings in the benchmark's params that must never reach disk or logs (e.g. a token in a URL); the
+        engine masks them everywhere. Default: none."""
+        return ()
+
 
 __all__ = ["DIMENSIONS", "Benchmark"]

@@ -10,7 +10,9 @@ timeout_sec``, ``[verifier] timeout_sec`` and ``env``, ``[environment]`` resourc
 The agent works in the task's image (built here from ``environment/``; no registry needed) in the Dockerfile's
 ``WORKDIR``. Neither ``tests/`` nor ``solution/`` ever enters the agent's environment: ``collect`` takes a tar of
 the agent's working directory, and ``evaluate`` runs ``tests/test.sh`` in a fresh verifier container of the same
-image holding that directory and ``/tests``. The reward is the score; the attempt is correct at reward 1.
+image holding that directory (its original content removed first) and a fresh ``/tests`` and ``/logs/verifier``.
+The reward is the score; the attempt is correct at reward 1. A reward left by a ``test.sh`` that timed out or
+died by a signal is not trusted (score 0), and a workspace the archive caps cut short is not graded.
 The solution is given only to a harness declaring ``oracle = True`` (``reference_solution``).
 
 Params: ``path`` (the folder of tasks; ``task_dir`` also looks in ``<data_dir>/task_dir``), ``sample_ids``,
@@ -25,7 +27,9 @@ import hashlib
 import json
 import math
 import os
+import posixpath
 import re
+import shlex
 import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
@@ -34,7 +38,7 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from .._errors import ConfigError
+from .._errors import AgentCompassError, ConfigError
 from .._validate import Attempts, Count, Seconds
 from ..environments._tar import SpooledArchive, archive_of, make_tar
 from ..interfaces import (
@@ -52,7 +56,7 @@ from ..params import as_params
 from ..swebench.dataset import DatasetSource, default_data_dir
 from . import truncate_middle
 from .base import Benchmark
-from .task_dir_source import TasksDownloadError, cache_dir, download, find_cached
+from .task_dir_source import TasksDownloadError, cache_dir, download, find_cached, redact, url_secrets
 
 IMAGE_REPOSITORY = "agentcompass/task-dir"
 DEFAULT_WORKDIR = "/app"
@@ -112,6 +116,16 @@ def _number(value: Any, default: float, what: str) -> float:
     return float(value)
 
 
+def _check_workdir(task_id: str, workdir: str) -> None:
+    """The agent's directory is carried into the verifier: it may not be ``/`` nor hold, be or sit under the
+    folders the verifier owns (``/tests``, ``/logs``)."""
+    norm = posixpath.normpath(workdir)
+    for owned in (TESTS_DIR, "/logs"):
+        if norm == "/" or norm == owned or norm.startswith(owned + "/") or owned.startswith(norm.rstrip("/") + "/"):
+            raise ValueError(f"task {task_id!r}: WORKDIR {workdir} is refused: the agent's working directory may "
+                             f"not be /, nor hold or sit under {TESTS_DIR} or /logs")
+
+
 def read_task(root: Path, task_id: str) -> TaskFolder:
     """The task in folder ``root``; ValueError naming what is wrong with it."""
     try:
@@ -137,6 +151,7 @@ def read_task(root: Path, task_id: str) -> TaskFolder:
         image, recipe = tables["environment"]["docker_image"], None
     else:
         raise ValueError(f"task {task_id!r}: neither environment/Dockerfile nor [environment] docker_image")
+    _check_workdir(task_id, workdir)
     verifier_env = tables["verifier"].get("env") or {}
     if not isinstance(verifier_env, dict) or not all(isinstance(v, str) for v in verifier_env.values()):
         raise ValueError(f"task {task_id!r}: [verifier] env must map names to strings")
@@ -293,8 +308,8 @@ class TaskDir(Benchmark):
         """The instruction, in the task's image at its working directory (nothing of tests/ or solution/)."""
         t = self.task(task.task_id)
         return PreparedTask(task_id=t.task_id, prompt=t.instruction, workdir=t.workdir, image=t.image,
-                            image_recipe=t.recipe,
-                            metadata={"benchmark": self.name, "agent_timeout_s": t.agent_timeout,
+                            image_recipe=t.recipe, agent_timeout_s=t.agent_timeout,
+                            metadata={"benchmark": self.name,
                                       **({"category": t.category} if t.category else {})})
 
     def reference_solution(self, task: TaskSpec) -> ReferenceSolution | None:
@@ -323,14 +338,21 @@ class TaskDir(Benchmark):
 
     async def _evaluate(self, ctx: EvalContext, workspace: SpooledArchive | None) -> EvalResult:
         t = self.task(ctx.task.task_id)
+        if workspace is not None and workspace.skipped_count:
+            # graded, the skipped files would be the image's originals: not the agent's work
+            raise WorkspaceTruncated(f"the agent's working directory {t.workdir} was not taken whole, so it is not "
+                                     f"graded: {workspace.skipped_report()}")
         tests = await asyncio.to_thread(make_tar, t.root / "tests")
         timeout = self.p.eval_timeout or t.verifier_timeout
         async with ctx.open_verifier(workdir=t.workdir) as verifier:
             if workspace is not None:
+                # the agent's directory replaces the image's: what it deleted or renamed stays gone
+                wd = shlex.quote(t.workdir)
+                await _root_sh(verifier, f"mkdir -p {wd} && find {wd} -mindepth 1 -delete", "empty the workdir")
                 await verifier.put_archive(verifier.workdir, workspace.rewind())
-            made = await verifier.exec(["mkdir", "-p", TESTS_DIR, REWARD_DIR], timeout=60)
-            if made.exit_code != 0:
-                raise RuntimeError(f"cannot make {TESTS_DIR} in the verifier: {made.output[-500:]}")
+            # fresh, after the workspace: nothing the agent left can stand in for the tests or their reward
+            await _root_sh(verifier, f"rm -rf {TESTS_DIR} {REWARD_DIR} && mkdir -p {TESTS_DIR} {REWARD_DIR}",
+                           f"make a fresh {TESTS_DIR} and {REWARD_DIR}")
             await verifier.put_archive(TESTS_DIR, tests)
             res = await verifier.exec(["bash", f"{TESTS_DIR}/test.sh"], cwd=verifier.workdir,
                                       env=dict(t.verifier_env), timeout=timeout)
@@ -338,17 +360,30 @@ class TaskDir(Benchmark):
             as_json = await _read_optional(verifier, f"{REWARD_DIR}/reward.json")
         extra: dict[str, Any] = {"test_exit_code": res.exit_code,
                                  "test_output": truncate_middle(res.output, _OUTPUT_CAP)}
-        if res.timed_out:
-            extra["timed_out"] = True
-        try:
-            reward = reward_of(text or "", as_json)
-        except ValueError as exc:
-            extra["reward_error"] = str(exc)
+        if res.timed_out or res.exit_code >= 128 or res.exit_code < 0:
+            # the agent's code may run inside test.sh: it can write a reward and then hang or get itself killed
+            extra["timed_out"] = bool(res.timed_out)
+            extra["reward_error"] = (f"test.sh {'timed out' if res.timed_out else f'died (exit {res.exit_code})'}; "
+                                     f"its reward files are not trusted")
             reward = 0.0
+        else:
+            try:
+                reward = reward_of(text or "", as_json)
+            except ValueError as exc:
+                extra["reward_error"] = str(exc)
+                reward = 0.0
         extra["reward"] = reward
-        if workspace is not None and workspace.skipped_count:
-            extra["workspace_skipped"] = workspace.skipped_report()
         return EvalResult(correct=reward >= 1.0, score=reward, extra=extra)
+
+
+class WorkspaceTruncated(AgentCompassError):
+    """The agent's working directory could not be taken whole (archive caps): it is not graded."""
+
+
+async def _root_sh(env: Environment, script: str, what: str) -> None:
+    res = await env.exec(["sh", "-c", script], cwd="/", timeout=120)
+    if res.exit_code != 0:
+        raise RuntimeError(f"cannot {what} in the verifier (exit {res.exit_code}): {res.output[-500:]}")
 
 
 async def _read_optional(env: Environment, path: str) -> str | None:
@@ -389,7 +424,8 @@ class DownloadedTaskDir(TaskDir):
             return self._user_path(p.path)
         url = p.url or self.default_url
         if not url.startswith(("https://", "http://")):
-            raise ConfigError(f"{self.where}: url {url!r} must be an http(s) URL", field="benchmark.params.url")
+            raise ConfigError(f"{self.where}: url {redact(url)!r} must be an http(s) URL",
+                              field="benchmark.params.url")
         folder = cache_dir(self.data_dir, self.name, url)
         hint = (f"Give `path` (a copy or a git checkout of {self.repository}: `git clone "
                 f"https://github.com/{self.repository}`), or put its task folders in {folder}")
@@ -405,9 +441,14 @@ class DownloadedTaskDir(TaskDir):
                 manifest = download(url, folder, on_progress=self._on_download, cancelled=self._cancelled)
             except TasksDownloadError as exc:
                 raise ConfigError(f"{self.where}: no local copy of its tasks, and {exc}. {hint}, or run "
-                                  f"where {url} can be reached.", field="benchmark.params.path") from None
-        self.source = DatasetSource("download", path=os.fspath(folder), repo=url, commit=manifest.sha256)
+                                  f"where {redact(url)} can be reached.", field="benchmark.params.path") from None
+        self.source = DatasetSource("download", path=os.fspath(folder), repo=redact(url), commit=manifest.sha256)
         return folder
+
+    def secrets(self) -> tuple[str, ...]:
+        """The credentials and query of ``url``: masked wherever the engine writes."""
+        p = self.p
+        return url_secrets(p.url) if isinstance(p, DownloadedTaskDirParams) and p.url else ()
 
     def _on_download(self, done: int, total: int) -> None:
         if self._report_download is not None:

@@ -277,7 +277,7 @@ class RequestActor:
                 model.limiter = self.limiter
         self._closers.append(lambda: svc.models.release(self.name))
 
-        redactor = Redactor([spec.model.api_key, *svc.extra_secrets])
+        redactor = Redactor([spec.model.api_key, *svc.extra_secrets, *benchmark.secrets()])
         run_dir = self._choose_run_dir(redactor)
         log = self._make_logger(run_dir, redactor)
         self.run_dir = run_dir
@@ -591,7 +591,7 @@ class RequestActor:
                 summary = Summary(run_id=self.run_id, benchmark=self.spec.benchmark.id, harness=self.spec.harness.id,
                                   model=self.spec.model.id, environment=self.spec.environment.id, status=status,
                                   metrics=metrics, by_category=by_category,
-                                  dimension=dimension, by_dimension={dimension: metrics} if dimension else {},
+                                  dimension=dimension,
                                   errors_by_kind=acc.errors_by_kind,
                                   counts=acc.counts, reuse=self.reuse_report, usage=acc.usage,
                                   duration_s=round(finished - self.started_at, 3),

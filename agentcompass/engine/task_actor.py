@@ -324,13 +324,18 @@ class TaskActor:
             ctx = RunContext(request=rt.name, run_id=rt.run_id, task_id=task.task_id, attempt=attempt,
                              try_no=try_no, model_env=grant.host_env if grant is not None else {},
                              solution=solution)
+            agent_timeout = rt.timeouts.agent
+            if prepared.agent_timeout_s is not None and prepared.agent_timeout_s < agent_timeout:
+                agent_timeout = prepared.agent_timeout_s
+                meta["agent_timeout_s"] = agent_timeout
+                meta["agent_timeout_from"] = "task"
             t0 = time.monotonic()
             activity = Activity()  # stamped by every env/model call of the harness; read by the watchdog
             watched_env = WatchedEnvironment(env, activity) if env is not None else None
             try:
                 result = await run_watched(
                     rt.harness.run(prepared, watched_env, WatchedModel(rt.model, activity), ctx, log),
-                    activity, ctx.trajectory, timeout_s=rt.timeouts.agent, stall_s=rt.timeouts.stall)
+                    activity, ctx.trajectory, timeout_s=agent_timeout, stall_s=rt.timeouts.stall)
             except Stalled:
                 # Not the agent's doing (a lost wakeup, a wedged sandbox): retryable; the steps so far are kept.
                 log.error("no progress for %gs: the attempt is stalled", rt.timeouts.stall)
@@ -343,11 +348,11 @@ class TaskActor:
                                HarnessResult(error=error, error_kind="stalled", trajectory=partial)) from None
             except TimeoutError:
                 # Still graded: the agent's work so far may be enough; the steps it streamed into ctx are kept.
-                log.warning("agent timed out after %gs", rt.timeouts.agent)
+                log.warning("agent timed out after %gs", agent_timeout)
                 partial = ctx.trajectory
                 partial.finished_at = time.time()
                 partial.stop_reason = "agent_timeout"
-                result = HarnessResult(error=f"agent timed out after {rt.timeouts.agent:g}s",
+                result = HarnessResult(error=f"agent timed out after {agent_timeout:g}s",
                                        error_kind="agent_timeout", trajectory=partial)
             except ModelError as exc:
                 if exc.retry_after:

@@ -182,7 +182,9 @@ def numeric_owner(user: str | None) -> tuple[int, int] | None:
 
 
 def _check_member_names(tar: bytes | IO[bytes]) -> None:
-    """Refuse members with absolute names or ``..``: an archive lands inside its target directory."""
+    """Refuse members with absolute names or ``..``, links pointing outside the target (absolute, or climbing
+    out of it), and members beneath a link of the same archive: an archive lands inside its target directory."""
+    links: set[str] = set()
     try:
         with tarfile.open(fileobj=_tar_source(tar), mode="r|*") as tf:
             for member in tf:
@@ -193,6 +195,18 @@ def _check_member_names(tar: bytes | IO[bytes]) -> None:
                 if member.ischr() or member.isblk() or member.isfifo():
                     raise ConfigError(f"archive member {member.name!r} is a device or fifo: refused",
                                       field="archive")
+                name = posixpath.normpath(member.name)  # "./a/b/" -> "a/b"
+                parts = name.split("/")
+                if any("/".join(parts[:i]) in links for i in range(1, len(parts))):
+                    raise ConfigError(f"archive member {member.name!r} lies beneath a link of the archive",
+                                      field="archive")
+                if member.issym() or member.islnk():
+                    base = posixpath.dirname(name) if member.issym() else ""
+                    target = posixpath.normpath(posixpath.join(base, member.linkname))
+                    if member.linkname.startswith("/") or target == ".." or target.startswith("../"):
+                        raise ConfigError(f"archive link {member.name!r} -> {member.linkname!r} points outside "
+                                          f"the target directory", field="archive")
+                    links.add(name)
                 forget_members(tf)
     except tarfile.TarError as exc:
         raise ConfigError(f"archive: not a readable tar archive ({exc})", field="archive") from exc

@@ -24,7 +24,8 @@ from agentcompass.benchmarks.task_dir import (
     find_tasks,
     reward_of,
 )
-from agentcompass.benchmarks.task_dir_source import MANIFEST
+from agentcompass.benchmarks.task_dir_source import MANIFEST, TasksDownloadError, download
+from agentcompass.environments.docker import _check_member_names
 from agentcompass.harnesses.base import Harness
 from agentcompass.interfaces import ComponentContext, HarnessResult
 from agentcompass.report import write_report
@@ -188,6 +189,95 @@ def test_download_is_cached_atomically_and_reused(tmp_path: Path) -> None:
     assert (folder / "task-a" / "tests" / "test.sh").is_file()
 
 
+@pytest.mark.parametrize("workdir", ["/", "/logs", "/logs/verifier/x", "/tests", "/tests/sub", "/logs/../tests"])
+def test_a_workdir_holding_or_under_the_verifiers_folders_is_refused(tmp_path: Path, workdir: str) -> None:
+    write_task(tmp_path, "bad")
+    (tmp_path / "bad" / "environment" / "Dockerfile").write_text(f"FROM agentcompass/base:debian-bookworm\n"
+                                                                 f"WORKDIR {workdir}\n")
+    with pytest.raises(ConfigError, match=r"WORKDIR .* is refused"):
+        TaskDir({"path": str(tmp_path)}, _ctx(tmp_path))
+
+
+def _tar_of(*members: tuple[str, str, str]) -> bytes:
+    """A tar of (kind, name, link target or content) members, kind ``file``, ``sym`` or ``hard``."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for kind, name, arg in members:
+            info = tarfile.TarInfo(name)
+            if kind == "file":
+                info.size = len(arg)
+                tar.addfile(info, io.BytesIO(arg.encode()))
+                continue
+            info.type = tarfile.SYMTYPE if kind == "sym" else tarfile.LNKTYPE
+            info.linkname = arg
+            tar.addfile(info)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("members", [
+    [("sym", "logs", "/logs")],
+    [("sym", "up", "../..")],
+    [("sym", "sub/up", "../../etc")],
+    [("sym", "here", "."), ("file", "here/verifier/reward.txt", "1")],
+    [("sym", "./here", "."), ("file", "./here/x", "1")],
+    [("hard", "hl", "../etc/passwd")],
+    [("hard", "hl", "/etc/passwd")],
+], ids=["absolute", "climbs", "climbs-from-sub", "beneath-a-link", "beneath-a-dotted-link", "hard-climbs",
+        "hard-absolute"])
+def test_the_docker_archive_check_refuses_links_leaving_the_target(members: list[tuple[str, str, str]]) -> None:
+    with pytest.raises(ConfigError, match="link"):
+        _check_member_names(_tar_of(*members))
+
+
+def test_the_docker_archive_check_keeps_links_inside_the_target() -> None:
+    _check_member_names(_tar_of(("file", "a.txt", "x"), ("sym", "b", "a.txt"), ("sym", "sub/c", "../a.txt"),
+                                ("hard", "d", "a.txt")))
+
+
+def test_a_trickling_download_ends_at_its_deadline(tmp_path: Path) -> None:
+    with FileHost() as host:
+        host.files["/slow.tar.gz"] = b"x" * 200
+        host.drip["/slow.tar.gz"] = 0.3  # a byte every 0.3 s: never a 30 s pause, 60 s for the whole
+        started = time.monotonic()
+        with pytest.raises(TasksDownloadError, match="deadline"):
+            download(host.url + "/slow.tar.gz", tmp_path / "cache", deadline=2.0)
+        assert time.monotonic() - started < 10
+    assert not (tmp_path / "cache").exists() and not list(tmp_path.glob(".partial-*"))
+
+
+def test_a_cancelled_download_stops_without_waiting_for_bytes(tmp_path: Path) -> None:
+    import threading
+
+    cancelled = threading.Event()
+    with FileHost() as host:
+        host.files["/stuck.tar.gz"] = b"x" * 200
+        host.stall_after["/stuck.tar.gz"] = 10
+        threading.Timer(0.5, cancelled.set).start()
+        started = time.monotonic()
+        with pytest.raises(TasksDownloadError, match="cancelled"):
+            download(host.url + "/stuck.tar.gz", tmp_path / "cache", cancelled=cancelled)
+        assert time.monotonic() - started < 10
+
+
+def test_the_urls_credentials_and_query_never_reach_disk_or_logs(tmp_path: Path,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    repo = tmp_path / "repo"
+    write_task(repo, "task-a")
+    with FileHost() as host:
+        host.files["/tb.tar.gz?token=qsecret-123"] = tarball(repo, "tb-main")
+        url = host.url.replace("http://", "http://someone:pw-secret-456@") + "/tb.tar.gz?token=qsecret-123"
+        with caplog.at_level("DEBUG"):
+            bench = TerminalBench({"url": url}, _ctx(tmp_path))
+    assert [t.task_id for t in bench.load_tasks()] == ["task-a"]
+    assert bench.source.repo == host.url + "/tb.tar.gz?<redacted>"
+    assert {"pw-secret-456", "token=qsecret-123"} <= set(bench.secrets())  # the engine masks them everywhere
+    on_disk = b"".join(p.read_bytes() for p in (tmp_path / "data").rglob(MANIFEST))
+    for secret in ("pw-secret-456", "qsecret-123", "someone"):
+        assert secret not in caplog.text and secret.encode() not in on_disk
+    again = TerminalBench({"url": url, "download": False}, _ctx(tmp_path))  # the cache is still found
+    assert [t.task_id for t in again.load_tasks()] == ["task-a"]
+
+
 # ----------------------------------------------------------------------------- docker
 
 
@@ -205,10 +295,10 @@ def test_bundled_tasks_pass_with_the_oracle_and_fail_with_an_empty_agent(tmp_pat
     assert not out.errors_by_kind, _details(out.paths.run_dir)
     assert out.metrics["graded_tasks"] == 5 and out.metrics["pass@1"] == 1.0 and out.metrics["mean_score"] == 1.0
     summary = json.loads((Path(out.paths.run_dir) / "summary.json").read_bytes())
-    assert summary["dimension"] == "coding" and summary["by_dimension"]["coding"]["pass@1"] == 1.0
+    assert summary["dimension"] == "coding" and "by_dimension" not in summary  # compare groups runs by it
     report = tmp_path / "report.md"
     write_report(out.paths.run_dir, "md", report)
-    assert "## By dimension" in report.read_text() and "| coding | 5 | 1.0000 |" in report.read_text()
+    assert "| dimension | coding |" in report.read_text()
     # an agent that submits at once: graded, and nothing earns any reward (partial-credit tasks included)
     empty = _run("task_dir_local", "shell_agent", tmp_path, docker_run_id + "-empty", overwrite=True,
                  model_params={"script": [{"match": "", "turns": ["<submit></submit>"]}], "bundled": False})
@@ -255,17 +345,150 @@ def test_a_harness_that_is_not_the_oracle_is_never_handed_the_solution(tmp_path:
     assert detail["final_answer"] == "solution=None" and detail["score"] == 0.0
 
 
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
 @pytest.mark.timeout(1800)
 def test_a_task_folder_written_here_runs_as_task_dir(tmp_path: Path, base_image: str,  # noqa: F811
                                                      docker_run_id: str) -> None:  # noqa: F811
+    """Two tasks written out by hand, the way Terminal-Bench 2.0 tasks look: not by ``write_task``."""
     root = tmp_path / "data" / "task_dir"
-    write_task(root, "alpha")
-    write_task(root / "group", "beta", reward="0.5", solution="echo x > /app/half.txt\n", check="/app/half.txt")
+    # 1: a Dockerfile with WORKDIR /workspace, a Python test file run by test.sh, [verifier] env, reward.json
+    t = root / "text" / "count-words"
+    _write(t / "instruction.md", "Count the words of /workspace/words.txt into /workspace/count.txt.\n")
+    _write(t / "task.toml", 'version = "1.0"\n[metadata]\nauthor_name = "someone else"\ncategory = "text"\n'
+                            '[verifier]\ntimeout_sec = 90.0\n[verifier.env]\nEXPECTED = "4"\n'
+                            '[agent]\ntimeout_sec = 200.0\n[environment]\ncpus = 1\nmemory_mb = 1024\n')
+    _write(t / "environment" / "Dockerfile", "FROM agentcompass/base:debian-bookworm\nRUN mkdir -p /workspace\n"
+                                             "WORKDIR /workspace\nCOPY words.txt /workspace/words.txt\n")
+    _write(t / "environment" / "words.txt", "one two\nthree four\n")
+    _write(t / "tests" / "test.sh", '#!/usr/bin/env bash\nset -u\npython3 -I /tests/test_outputs.py\n')
+    _write(t / "tests" / "test_outputs.py", '''import json
+import os
+from pathlib import Path
+
+
+def test_count_exists():
+    return Path("/workspace/count.txt").is_file()
+
+
+def test_count_is_right():
+    return test_count_exists() and Path("/workspace/count.txt").read_text().strip() == os.environ["EXPECTED"]
+
+
+results = {name: float(fn()) for name, fn in sorted(globals().items()) if name.startswith("test_")}
+Path("/logs/verifier/reward.json").write_text(json.dumps(results))
+''')
+    _write(t / "solution" / "solve.sh", "#!/usr/bin/env bash\nwc -w < /workspace/words.txt | tr -d ' ' "
+                                        "> /workspace/count.txt\n")
+    # 2: a prebuilt image (no environment/ at all), the default /app, a reward.json of {"reward": ...}
+    u = root / "prebuilt"
+    _write(u / "instruction.md", "Write ok to /app/out.txt.\n")
+    _write(u / "task.toml", '[environment]\ndocker_image = "agentcompass/base:debian-bookworm"\n')
+    _write(u / "tests" / "test.sh", "#!/bin/sh\nmkdir -p /logs/verifier\nif grep -qx ok /app/out.txt; then r=1; "
+                                    "else r=0; fi\nprintf '{\"reward\": %s}' $r > /logs/verifier/reward.json\n")
+    _write(u / "solution" / "solve.sh", "#!/bin/sh\nmkdir -p /app && echo ok > /app/out.txt\n")
+    tasks = {t.task_id: t for t in find_tasks(root)}
+    assert tasks["text/count-words"].workdir == "/workspace" and tasks["prebuilt"].recipe is None
     out = _run("task_dir", "oracle", tmp_path, docker_run_id)
     assert not out.errors_by_kind, _details(out.paths.run_dir)
-    assert out.metrics["graded_tasks"] == 2 and out.metrics["pass@1"] == 0.5 and out.metrics["mean_score"] == 0.75
-    details = _details(out.paths.run_dir)
-    assert {d["task_id"]: d["attempts"]["1"]["score"] for d in details.values()} == {"alpha": 1.0, "group/beta": 0.5}
+    assert out.metrics["graded_tasks"] == 2 and out.metrics["pass@1"] == 1.0
+    details = {d["task_id"]: d["attempts"]["1"] for d in _details(out.paths.run_dir).values()}
+    assert details["text/count-words"]["score"] == 1.0 and details["prebuilt"]["score"] == 1.0
+    # and the empty agent earns nothing on either
+    empty = _run("task_dir", "shell_agent", tmp_path, docker_run_id + "-empty",
+                 model_params={"script": [{"match": "", "turns": ["<submit></submit>"]}], "bundled": False})
+    assert not empty.errors_by_kind and empty.metrics["mean_score"] == 0.0, _details(empty.paths.run_dir)
+
+
+CALC_CHEAT = """import os, sys
+try:
+    open("/logs/verifier/reward.txt", "w").write("1")
+except OSError:
+    pass
+print(1)
+sys.stdout.flush()
+os._exit(0)
+"""
+#: shadows the grader's ``import json`` when /app (its working directory) is on Python's path
+JSON_CHEAT = 'print(\'{"reward": 1}\')\nraise SystemExit(0)\n'
+
+
+@pytest.mark.timeout(1800)
+def test_cheats_on_the_bundled_tasks_score_zero(tmp_path: Path, base_image: str,  # noqa: F811
+                                               docker_run_id: str) -> None:  # noqa: F811
+    script = [
+        {"match": "parse_duration", "turns": [f"```bash\ncat > /app/calc.py <<'EOF'\n{CALC_CHEAT}EOF\n```",
+                                              "<submit></submit>"]},
+        {"match": "stats.json", "turns": [f"```bash\ncat > /app/json.py <<'EOF'\n{JSON_CHEAT}EOF\n"
+                                          f"cp /app/json.py /app/stats.json\n```", "<submit></submit>"]},
+    ]
+    out = _run("task_dir_local", "shell_agent", tmp_path, docker_run_id,
+               benchmark_params={"sample_ids": ["fix-calc", "word-stats"]},
+               model_params={"script": script, "bundled": False})
+    assert not out.errors_by_kind, _details(out.paths.run_dir)
+    details = {d["task_id"]: d["attempts"]["1"] for d in _details(out.paths.run_dir).values()}
+    for task_id in ("fix-calc", "word-stats"):
+        observed = "\n".join(s.get("observation") or "" for s in details[task_id]["trajectory"]["steps"])
+        assert details[task_id]["score"] == 0.0, (task_id, observed, details[task_id]["extra"])
+
+
+def _hostile(root: Path, name: str, *, test: str, solution: str = "true\n", dockerfile: str = "",
+             verifier_timeout: float = 60.0, agent_timeout: float = 120.0) -> None:
+    write_task(root, name, solution=solution)
+    (root / name / "tests" / "test.sh").write_text(f"#!/bin/bash\nmkdir -p /logs/verifier\n{test}")
+    (root / name / "task.toml").write_text(f"[verifier]\ntimeout_sec = {verifier_timeout}\n"
+                                           f"[agent]\ntimeout_sec = {agent_timeout}\n")
+    if dockerfile:
+        (root / name / "environment" / "Dockerfile").write_text(
+            f"FROM agentcompass/base:debian-bookworm\nWORKDIR /app\n{dockerfile}")
+
+
+@pytest.mark.timeout(1800)
+def test_the_verifier_distrusts_what_the_agent_could_have_left(tmp_path: Path, base_image: str,  # noqa: F811
+                                                                docker_run_id: str) -> None:  # noqa: F811
+    root = tmp_path / "data" / "task_dir"
+    # the agent's code (run by the tests) writes a reward, then hangs or gets itself killed
+    _hostile(root, "hang", test="echo 1 > /logs/verifier/reward.txt\nsleep 600\n", verifier_timeout=5)
+    _hostile(root, "killed", test="echo 1 > /logs/verifier/reward.txt\nkill -KILL $$\n")
+    # what the agent deleted stays deleted
+    _hostile(root, "junk", dockerfile="RUN echo junk > /app/junk.txt\n", solution="rm /app/junk.txt\n",
+             test="if [ -e /app/keep.txt ] && [ ! -e /app/junk.txt ]; then echo 1; else echo 0; fi "
+                  "> /logs/verifier/reward.txt\n")
+    (root / "junk" / "environment" / "Dockerfile").write_text(
+        "FROM agentcompass/base:debian-bookworm\nWORKDIR /app\nRUN echo junk > /app/junk.txt && echo k > "
+        "/app/keep.txt\n")
+    # a link to the verifier's reward folder, and a reward planted through it: refused
+    _hostile(root, "planted", solution="ln -s /logs /app/logs\n", test="true\n")
+    # a workspace over the archive caps is not graded against the image's originals
+    _hostile(root, "truncated", solution="head -c 3000000 /dev/zero > /app/big.bin\n",
+             test="echo 1 > /logs/verifier/reward.txt\n")
+    out = _run("task_dir", "oracle", tmp_path, docker_run_id,
+               environment_params={"archive_file_limit_bytes": 1_000_000})
+    details = {d["task_id"]: d["attempts"]["1"] for d in _details(out.paths.run_dir).values()}
+    assert details["hang"]["score"] == 0.0 and "timed out" in details["hang"]["extra"]["reward_error"], details
+    assert details["hang"]["extra"]["timed_out"] is True
+    assert details["killed"]["score"] == 0.0 and "died (exit 137)" in details["killed"]["extra"]["reward_error"]
+    assert details["junk"]["score"] == 1.0, details["junk"]
+    assert details["planted"]["status"] == "eval_error" and "link" in details["planted"]["error"]
+    assert details["truncated"]["status"] == "eval_error", details["truncated"]
+    assert "not taken whole" in details["truncated"]["error"] and "big.bin" in details["truncated"]["error"]
+
+
+@pytest.mark.timeout(1800)
+def test_the_tasks_agent_timeout_bounds_the_attempt(tmp_path: Path, base_image: str,  # noqa: F811
+                                                     docker_run_id: str) -> None:  # noqa: F811
+    root = tmp_path / "data" / "task_dir"
+    _hostile(root, "budget", test="echo 0 > /logs/verifier/reward.txt\n", agent_timeout=5)
+    script = [{"match": "", "turns": ["```bash\nsleep 300\n```", "<submit></submit>"]}]
+    out = _run("task_dir", "shell_agent", tmp_path, docker_run_id,
+               model_params={"script": script, "bundled": False}, harness_params={"agent_timeout": 600})
+    attempt = _details(out.paths.run_dir)["budget"]["attempts"]["1"]
+    assert attempt["error_kind"] == "agent_timeout", attempt
+    assert attempt["meta"]["agent_timeout_from"] == "task" and attempt["meta"]["agent_timeout_s"] == 5.0
+    assert attempt["meta"]["agent_s"] < 60 and attempt["score"] == 0.0  # graded, not waited out
 
 
 @pytest.mark.timeout(1800)
@@ -279,11 +502,14 @@ def test_downloaded_from_a_standin_cached_and_run_with_the_oracle(tmp_path: Path
     write_task(repo / under, "second-task", solution="mkdir -p /app/out && echo 2 > /app/out/two\n",
                check="/app/out/two")
     (repo / "README.md").write_text("dataset readme\n")
-    path = f"/{cls.repository}/tar.gz/main"
+    path = f"/{cls.repository}/tar.gz/main?token=tok-secret-789"
     with FileHost() as host:
         host.files[path] = tarball(repo, top)
         out = _run(cls.name, "oracle", tmp_path, docker_run_id, benchmark_params={"url": host.url + path})
         assert host.requests == [path]
+    for written in Path(out.paths.run_dir).rglob("*"):  # params.json, the logs, the details: all masked
+        if written.is_file():
+            assert b"tok-secret-789" not in written.read_bytes(), written
     assert not out.errors_by_kind, _details(out.paths.run_dir)
     assert out.metrics["graded_tasks"] == 2 and out.metrics["pass@1"] == 1.0
     assert sorted(d["task_id"] for d in _details(out.paths.run_dir).values()) == [f"{under}first-task",

@@ -6,7 +6,9 @@
         host.requests  # every path asked for
 
 ``redirects`` maps a path to another (answered 302), ``stall_after`` a path to a byte count after which the
-answer hangs until ``stop()`` (a stuck transfer). Unknown paths answer 404. Threaded.
+answer hangs until ``stop()`` (a stuck transfer), ``drip`` a path to the seconds between the bytes of its answer
+(a transfer that trickles without ever pausing long enough for a read timeout). Unknown paths answer 404.
+Threaded.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ class FileHost:
         self.files: dict[str, bytes] = {}
         self.redirects: dict[str, str] = {}
         self.stall_after: dict[str, int] = {}
+        self.drip: dict[str, float] = {}
         self.requests: list[str] = []
         self._release = threading.Event()
         self._server: ThreadingHTTPServer | None = None
@@ -83,6 +86,13 @@ class FileHost:
         h.end_headers()
         cut = self.stall_after.get(h.path)
         try:
+            if h.path in self.drip:
+                for i in range(len(data)):
+                    if self._release.wait(self.drip[h.path]):
+                        return
+                    h.wfile.write(data[i:i + 1])
+                    h.wfile.flush()
+                return
             if cut is None:
                 h.wfile.write(data)
                 return

@@ -1,7 +1,8 @@
 #!/bin/bash
 # agentcompass-tests-marker: 6c1f0e2a word-stats
 mkdir -p /logs/verifier
-python3 - /app/stats.json > /logs/verifier/reward.json <<'PY' || echo '{"reward": 0}' > /logs/verifier/reward.json
+# -I and cd /: the agent's /app (the working directory) never reaches Python's import path
+cd / && python3 -I - /app/stats.json > /logs/verifier/reward.json <<'PY' || echo '{"reward": 0}' > /logs/verifier/reward.json
 """Partial credit: a quarter of the reward per correct field of stats.json."""
 import json
 import sys
