@@ -182,8 +182,10 @@ def numeric_owner(user: str | None) -> tuple[int, int] | None:
 
 
 def _check_member_names(tar: bytes | IO[bytes]) -> None:
-    """Refuse members with absolute names or ``..``, links pointing outside the target (absolute, or climbing
-    out of it), and members beneath a link of the same archive: an archive lands inside its target directory."""
+    """Refuse members with absolute names or ``..``, hard links to outside the target, and members beneath a link
+    of the same archive (written through it): an archive's files land inside its target directory. A symlink may
+    point anywhere: the daemon extracts inside the container, where it is just a link (a workspace holding a
+    virtualenv has absolute ones), and nothing of the archive is written through it."""
     links: set[str] = set()
     try:
         with tarfile.open(fileobj=_tar_source(tar), mode="r|*") as tf:
@@ -203,7 +205,8 @@ def _check_member_names(tar: bytes | IO[bytes]) -> None:
                 if member.issym() or member.islnk():
                     base = posixpath.dirname(name) if member.issym() else ""
                     target = posixpath.normpath(posixpath.join(base, member.linkname))
-                    if member.linkname.startswith("/") or target == ".." or target.startswith("../"):
+                    if member.islnk() and (member.linkname.startswith("/") or target == ".."
+                                           or target.startswith("../")):
                         raise ConfigError(f"archive link {member.name!r} -> {member.linkname!r} points outside "
                                           f"the target directory", field="archive")
                     links.add(name)

@@ -215,23 +215,22 @@ def _tar_of(*members: tuple[str, str, str]) -> bytes:
 
 
 @pytest.mark.parametrize("members", [
-    [("sym", "logs", "/logs")],
-    [("sym", "up", "../..")],
-    [("sym", "sub/up", "../../etc")],
     [("sym", "here", "."), ("file", "here/verifier/reward.txt", "1")],
     [("sym", "./here", "."), ("file", "./here/x", "1")],
+    [("sym", "logs", "/logs"), ("file", "logs/verifier/reward.txt", "1")],
     [("hard", "hl", "../etc/passwd")],
     [("hard", "hl", "/etc/passwd")],
-], ids=["absolute", "climbs", "climbs-from-sub", "beneath-a-link", "beneath-a-dotted-link", "hard-climbs",
-        "hard-absolute"])
+], ids=["beneath-a-link", "beneath-a-dotted-link", "beneath-an-absolute-link", "hard-climbs", "hard-absolute"])
 def test_the_docker_archive_check_refuses_links_leaving_the_target(members: list[tuple[str, str, str]]) -> None:
     with pytest.raises(ConfigError, match="link"):
         _check_member_names(_tar_of(*members))
 
 
-def test_the_docker_archive_check_keeps_links_inside_the_target() -> None:
+def test_the_docker_archive_check_keeps_links_nothing_is_written_through() -> None:
+    # symlinks land in the container as links (a workspace's virtualenv has absolute ones)
     _check_member_names(_tar_of(("file", "a.txt", "x"), ("sym", "b", "a.txt"), ("sym", "sub/c", "../a.txt"),
-                                ("hard", "d", "a.txt")))
+                                ("hard", "d", "a.txt"), ("sym", "logs", "/logs"), ("sym", "up", "../.."),
+                                ("sym", "venv/bin/python", "/usr/bin/python3")))
 
 
 def test_a_trickling_download_ends_at_its_deadline(tmp_path: Path) -> None:
@@ -460,8 +459,10 @@ def test_the_verifier_distrusts_what_the_agent_could_have_left(tmp_path: Path, b
     (root / "junk" / "environment" / "Dockerfile").write_text(
         "FROM agentcompass/base:debian-bookworm\nWORKDIR /app\nRUN echo junk > /app/junk.txt && echo k > "
         "/app/keep.txt\n")
-    # a link to the verifier's reward folder, and a reward planted through it: refused
-    _hostile(root, "planted", solution="ln -s /logs /app/logs\n", test="true\n")
+    # a link to the verifier's reward folder, and a reward planted through it in the agent's container: the
+    # verifier's /logs/verifier is made afresh after the workspace lands, so nothing planted counts
+    _hostile(root, "planted", test="true\n",
+             solution="mkdir -p /logs/verifier && ln -s /logs /app/logs && echo 1 > /app/logs/verifier/reward.txt\n")
     # a workspace over the archive caps is not graded against the image's originals
     _hostile(root, "truncated", solution="head -c 3000000 /dev/zero > /app/big.bin\n",
              test="echo 1 > /logs/verifier/reward.txt\n")
@@ -472,7 +473,7 @@ def test_the_verifier_distrusts_what_the_agent_could_have_left(tmp_path: Path, b
     assert details["hang"]["extra"]["timed_out"] is True
     assert details["killed"]["score"] == 0.0 and "died (exit 137)" in details["killed"]["extra"]["reward_error"]
     assert details["junk"]["score"] == 1.0, details["junk"]
-    assert details["planted"]["status"] == "eval_error" and "link" in details["planted"]["error"]
+    assert details["planted"]["status"] == "completed" and details["planted"]["score"] == 0.0, details["planted"]
     assert details["truncated"]["status"] == "eval_error", details["truncated"]
     assert "not taken whole" in details["truncated"]["error"] and "big.bin" in details["truncated"]["error"]
 
