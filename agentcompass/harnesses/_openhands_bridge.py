@@ -12,7 +12,9 @@ to stderr:
   "command_timeout", "system_prompt_suffix"}``.
 - bridge -> harness: ``{"op": "exec", "id", "command", "cwd", "timeout"}``, ``{"op": "stat", "id", "path"}``,
   ``{"op": "read", "id", "path"}``, ``{"op": "write", "id", "path", "content"}``; the harness answers
-  ``{"id", ...}`` on stdin. ``{"op": "event", "event": {...}}`` (no answer) for each agent event, and a
+  ``{"id", ...}`` on stdin (an ``exec`` answer carries the ``timeout`` the harness allowed, which caps the
+  agent's). ``{"op": "event", "event": {...}}`` (no answer) for each agent event (the first event of a model
+  response carries that response's ``tokens``), and a
   last ``{"op": "done", "status", "final_answer", "error", "metrics"}``.
 """
 
@@ -20,6 +22,9 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
+import shlex
+import shutil
 import sys
 import tempfile
 import threading
@@ -82,7 +87,7 @@ def event_summary(event: Any) -> dict[str, Any] | None:
         return {"kind": "error", "tool": event.tool_name, "tool_call_id": event.tool_call_id, "text": event.error}
     if isinstance(event, MessageEvent):
         return {"kind": "message", "source": event.source, "text": _text(event.llm_message.content),
-                "reasoning": event.llm_message.reasoning_content}
+                "reasoning": event.llm_message.reasoning_content, "response_id": event.llm_response_id}
     return None
 
 
@@ -122,6 +127,7 @@ def build_tools(channel: Channel, workdir: str, command_timeout: float, shadow: 
             script = (f"exec 2>&1\n{action.command}\n__ac_rc=$?; printf '\\n{MARKER}%s\\n' \"$(pwd)\"; "
                       "exit $__ac_rc")
             reply = channel.call("exec", command=script, cwd=self.cwd, timeout=timeout)
+            timeout = float(reply.get("timeout") or timeout)  # what the harness allowed (it caps the ask)
             output: str = reply.get("output", "")
             head, sep, tail = output.rpartition(f"\n{MARKER}")
             if sep:
@@ -143,31 +149,56 @@ def build_tools(channel: Channel, workdir: str, command_timeout: float, shadow: 
         def __init__(self) -> None:
             self.editor = FileEditor(workspace_root=str(shadow))
 
-        def _local(self, path: str) -> Path:
-            return shadow / path.lstrip("/")
+        def _local(self, rel: str) -> Path | None:
+            """The host copy of the environment's ``/<rel>``, or None when it would not lie inside the shadow
+            folder (the check that keeps a hostile path from reaching the host's files)."""
+            if not rel or rel == ".." or rel.startswith("../"):
+                return None
+            local = shadow / rel
+            root = shadow.resolve()
+            try:
+                resolved = local.resolve()
+            except (OSError, RuntimeError):  # a symlink loop
+                return None
+            if resolved == root or not resolved.is_relative_to(root):
+                return None
+            # the environment is the truth: a file left in the shadow where a directory is now needed goes
+            for parent in reversed(local.relative_to(shadow).parents):
+                held = shadow / parent
+                if parent != Path(".") and (held.is_symlink() or (held.exists() and not held.is_dir())):
+                    held.unlink()
+            return local
 
         def _unshadow(self, text: str) -> str:
             return text.replace(str(shadow), "")
 
         def __call__(self, action: FileEditorAction, conversation: Any = None) -> FileEditorObservation:
-            path = action.path
-            if not path.startswith("/"):
+            if not action.path.startswith("/"):
                 return FileEditorObservation.from_text(
-                    f"Invalid `path` parameter: {path}. The path should be an absolute path, starting with `/`.",
-                    is_error=True, command=action.command)
+                    f"Invalid `path` parameter: {action.path}. The path should be an absolute path, starting "
+                    "with `/`.", is_error=True, command=action.command)
+            # `/a/../b` is `/b` in the environment too (and `/..` is `/`); the host copy must be that file's
+            rel = posixpath.normpath(action.path).lstrip("/")
+            path = "/" + rel
             kind = channel.call("stat", path=path).get("kind", "missing")
-            local = self._local(path)
             if kind == "dir":
                 if action.command != "view":
                     return FileEditorObservation.from_text(
                         f"The path {path} is a directory; only `view` works on a directory.",
                         is_error=True, command=action.command, path=path)
                 listing = channel.call("exec", cwd=workdir, timeout=command_timeout, command=(
-                    f"find {json.dumps(path)} -maxdepth 2 -not -path '*/.*' | sort"))
+                    f"find {shlex.quote(path)} -maxdepth 2 -not -path '*/.*' | sort"))
                 text = (f"Here's the files and directories up to 2 levels deep in {path}, excluding hidden "
                         f"items:\n{reply_output(listing)}")
                 return FileEditorObservation.from_text(text, command="view", path=path)
+            local = self._local(rel)
+            if local is None:
+                return FileEditorObservation.from_text(
+                    f"Invalid `path` parameter: {action.path}. It does not name a file.", is_error=True,
+                    command=action.command)
             local.parent.mkdir(parents=True, exist_ok=True)
+            if local.is_dir() and not local.is_symlink():
+                shutil.rmtree(local)  # a directory earlier, a file in the environment now
             before: str | None = None
             if kind == "file":
                 reply = channel.call("read", path=path)
@@ -250,10 +281,17 @@ def main() -> int:
             agent = Agent(llm=llm, tools=[Tool(name="terminal"), Tool(name="file_editor")],
                           system_prompt_kwargs={"cli_mode": True})
 
+            counted: set[str] = set()
+
             def on_event(event: Any) -> None:
                 summary = event_summary(event)
-                if summary is not None:
-                    channel.send({"op": "event", "event": summary})
+                if summary is None:
+                    return
+                response_id = summary.get("response_id")
+                if response_id and response_id not in counted:  # a response's tokens go with its first event
+                    counted.add(response_id)
+                    summary["tokens"] = response_tokens(conversation, response_id)
+                channel.send({"op": "event", "event": summary})
 
             conversation = Conversation(agent=agent, workspace=str(Path(scratch) / "workspace"),
                                         persistence_dir=None, callbacks=[on_event], visualizer=None,
@@ -277,6 +315,16 @@ def main() -> int:
     channel.send({"op": "done", "status": status, "final_answer": final_answer, "error": error,
                   "error_types": error_types, "http_status": http_status, "metrics": metrics})
     return 0
+
+
+def response_tokens(conversation: Any, response_id: str) -> dict[str, int] | None:
+    """The tokens OpenHands counted for the model response ``response_id`` (None if it did not)."""
+    for metrics in conversation.conversation_stats.usage_to_metrics.values():
+        for usage in metrics.token_usages:
+            if usage.response_id == response_id:
+                return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+                        "cache_read_tokens": usage.cache_read_tokens}
+    return None
 
 
 def error_chain(exc: BaseException) -> tuple[list[str], int | None]:

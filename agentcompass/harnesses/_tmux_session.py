@@ -107,8 +107,10 @@ class TmuxSession:
                           "set-option", "-g", "history-limit", str(self.history_limit), ";",
                           "new-session", "-d", "-s", self.name, "-x", str(self.cols), "-y", str(self.rows),
                           "-c", self.workdir, "env", "HISTFILE=/dev/null", shell)
+        # before the exec: a start that fails, or is cancelled while tmux starts, may leave a server behind, and
+        # kill() must then run (kill-server on a socket with no server is harmless)
+        self.started = True
         res = await self.env.exec(args, timeout=TMUX_COMMAND_TIMEOUT_S, cwd=self.workdir)
-        self.started = True  # even a failed start may have left a server behind: kill() runs anyway
         if res.exit_code != 0:
             raise ConfigError(f"starting tmux in environment {self.env.id} failed (exit {res.exit_code}): "
                               f"{res.output.strip()[:500]}", field="harness.params.tmux_path")

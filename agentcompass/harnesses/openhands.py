@@ -17,9 +17,10 @@ that is written back after a change.
 Params: ``version`` (openhands-sdk/openhands-tools, default ``DEFAULT_VERSION``), ``python`` (a Python >= 3.12
 for the venv; default python3.13/3.12 on PATH or pyenv's), ``max_iterations`` (OpenHands'
 ``max_iteration_per_run``, default 100), ``command_timeout`` (seconds per terminal command unless the agent
-sets its own, default 120), ``timeout`` (seconds for the whole agent; it stops with what it has,
-``error_kind="agent_timeout"``), ``llm_params`` (extra ``openhands.sdk.LLM`` fields, e.g. ``temperature``),
-``install_timeout`` (seconds for the one-time venv install, default 900).
+sets its own, default 120), ``command_timeout_max`` (the most the agent may set for one command, default
+``command_timeout``; what it asks for is clamped to [1 s, this]), ``timeout`` (seconds for the whole agent;
+it stops with what it has, ``error_kind="agent_timeout"``), ``llm_params`` (extra ``openhands.sdk.LLM``
+fields, e.g. ``temperature``), ``install_timeout`` (seconds for the one-time venv install, default 900).
 
 Result: ``final_answer`` is the ``finish`` tool's message (else the agent's last message); a benchmark that
 grades a patch collects it from the environment (as SWE-bench does). Stop reason: OpenHands' execution status
@@ -27,7 +28,10 @@ grades a patch collects it from the environment (as SWE-bench does). Stop reason
 ``agent_timeout``, ``step_limit`` (max_iterations), ``agent_stuck``, ``agent_error`` (the bridge failed;
 its stderr tail is in ``artifacts``). A failed model call is raised as a ``ModelError`` for the engine.
 Steps come as the agent acts (``RunContext.trajectory``), so an engine
-``agent_timeout`` keeps them.
+``agent_timeout`` keeps them. Each model response's tokens (OpenHands' own count) are on the first step it
+produced; ``HarnessResult.usage`` stays empty because every call went through the gateway, whose ledger the
+engine adds to the try's usage (``meta["usage"]``/``meta["gateway"]``); OpenHands' totals are in
+``artifacts["openhands"]["metrics"]``.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import collections
 import contextlib
 import json
 import logging
+import math
 import os
 import signal
 import time
@@ -60,6 +65,8 @@ DEFAULT_MAX_ITERATIONS = 100
 DEFAULT_COMMAND_TIMEOUT = 120.0
 #: a reply line can carry a whole file.
 _LINE_LIMIT = 64 * 1024 * 1024
+#: the shortest per-command timeout the agent may ask for.
+_MIN_COMMAND_TIMEOUT_S = 1.0
 _KILL_WAIT_S = 10.0
 #: how long a bridge that sent ``done`` may take to exit on its own before it is killed.
 _EXIT_GRACE_S = 5.0
@@ -84,6 +91,7 @@ class OpenHandsParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     python: str | None = None
     max_iterations: Count = DEFAULT_MAX_ITERATIONS
     command_timeout: Seconds = DEFAULT_COMMAND_TIMEOUT
+    command_timeout_max: Seconds | None = None
     timeout: Seconds | None = None
     llm_params: dict[str, Any] | None = None
     install_timeout: Seconds = venv.DEFAULT_INSTALL_TIMEOUT_S
@@ -108,10 +116,11 @@ class _Transcript:
         kind = event.get("kind")
         if kind == "action":
             call_id = str(event.get("tool_call_id") or "")
-            step = self._new(content=event.get("thought") or None, reasoning=event.get("reasoning") or None,
+            step = self._new(content=_text(event.get("thought")), reasoning=_text(event.get("reasoning")),
                              tool_calls=[ToolCall(id=call_id, name=str(event.get("tool") or ""),
                                                   arguments=str(event.get("arguments") or ""))],
-                             action=event.get("command") or None)
+                             action=_text(event.get("command")))
+            _set_tokens(step, event.get("tokens"))
             self.by_call[call_id] = step
         elif kind in ("observation", "error"):
             found = self.by_call.get(str(event.get("tool_call_id") or ""))
@@ -125,9 +134,24 @@ class _Transcript:
             step.exit_code = code if isinstance(code, int) else (1 if failed else None)
             step.exec_latency_s = round(exec_s, 6) if exec_s else None
         elif kind == "message" and event.get("source") == "agent":
-            self._new(content=event.get("text") or None, reasoning=event.get("reasoning") or None,
-                      finish_reason="stop")
+            step = self._new(content=_text(event.get("text")), reasoning=_text(event.get("reasoning")),
+                             finish_reason="stop")
+            _set_tokens(step, event.get("tokens"))
         self.last_event = time.time()
+
+
+def _text(value: Any) -> str | None:
+    """A text field of the bridge's event (anything else, or empty, is None)."""
+    return value if isinstance(value, str) and value else None
+
+
+def _set_tokens(step: Step, tokens: Any) -> None:
+    """The tokens of the model response ``step`` came from (sent with its first event only)."""
+    if isinstance(tokens, dict):
+        for field in ("prompt_tokens", "completion_tokens"):
+            value = tokens.get(field)
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                setattr(step, field, value)
 
 
 class OpenHands(Harness):
@@ -150,7 +174,19 @@ class OpenHands(Harness):
         """The OpenHands version, the venv and its Python, and the limits in force."""
         return {"package": {"name": "openhands-sdk", "version": self.p.version}, "venv": str(self.venv),
                 "python": self.python, "python_version": self.py_version, "max_iterations": self.p.max_iterations,
-                "command_timeout": self.p.command_timeout, "tools": ["terminal", "file_editor", "finish"]}
+                "command_timeout": self.p.command_timeout, "command_timeout_max": self._timeout_cap(),
+                "tools": ["terminal", "file_editor", "finish"]}
+
+    def _timeout_cap(self) -> float:
+        return self.p.command_timeout if self.p.command_timeout_max is None else self.p.command_timeout_max
+
+    def _command_timeout(self, asked: Any) -> float:
+        """The timeout one terminal command gets: what the agent asked for, clamped to
+        [``_MIN_COMMAND_TIMEOUT_S``, the cap]; ``command_timeout`` when it asked for nothing usable."""
+        cap = self._timeout_cap()
+        if isinstance(asked, bool) or not isinstance(asked, (int, float)) or not math.isfinite(asked) or asked <= 0:
+            return min(self.p.command_timeout, cap)
+        return min(max(float(asked), _MIN_COMMAND_TIMEOUT_S), cap)
 
     async def _python(self) -> Path:
         return await venv.ensure_venv(self.python, self.venv, self.p.version,
@@ -192,64 +228,84 @@ class OpenHands(Harness):
         stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL)
         drain = asyncio.create_task(_drain(proc, stderr_tail))
         done: dict[str, Any] = {}
+        faults: list[str] = []
         timed_out = False
         try:
-            assert proc.stdin is not None
-            proc.stdin.write((json.dumps(config) + "\n").encode())
-            await proc.stdin.drain()
             try:
-                await asyncio.wait_for(self._serve(proc, env, transcript, done, log), self.p.timeout)
+                await asyncio.wait_for(self._serve(proc, env, config, transcript, done, faults, log),
+                                       self.p.timeout)
             except TimeoutError:
                 timed_out = True
                 log.warning("openhands stopped at its %gs timeout", self.p.timeout)
         finally:
-            await _stop(proc, grace_s=_EXIT_GRACE_S if done else 0.0)
-            drain.cancel()
-            with contextlib.suppress(BaseException):
-                await drain
+            try:
+                await _stop(proc, grace_s=_EXIT_GRACE_S if done else 0.0)
+            finally:
+                drain.cancel()
+                await asyncio.wait({drain}, timeout=_KILL_WAIT_S)
         trajectory.finished_at = time.time()
         failure = self._model_failure(done)
         if failure is not None and not timed_out:
             raise failure
         secrets = {v for k, v in ctx.model_env.items() if k.endswith("_API_KEY") and v}
         stderr = [_redact(line, secrets) for line in stderr_tail]
-        return self._result(trajectory, done, timed_out, stderr, proc.returncode, log)
+        return self._result(trajectory, done, timed_out, stderr, proc.returncode, faults, log)
 
-    async def _serve(self, proc: asyncio.subprocess.Process, env: Environment, transcript: _Transcript,
-                     done: dict[str, Any], log: logging.Logger) -> None:
-        """Answer the bridge's requests until it says it is done or its stdout ends."""
+    async def _serve(self, proc: asyncio.subprocess.Process, env: Environment, config: dict[str, Any],
+                     transcript: _Transcript, done: dict[str, Any], faults: list[str], log: logging.Logger) -> None:
+        """Send the config, then answer the bridge's requests until it says it is done or its stdout ends (or
+        breaks: an over-long line, a closed stdin); what went wrong with the channel goes to ``faults``."""
         assert proc.stdout is not None and proc.stdin is not None
         exec_s = 0.0  # time spent on the bridge's requests since its last event
-        while True:
-            line = await proc.stdout.readline()
-            if not line:
+        bad_lines = 0
+        try:
+            if not await _send(proc, config, faults):
                 return
-            try:
-                msg = json.loads(line)
-            except ValueError:
-                log.warning("openhands bridge printed a non-protocol line: %.200r", line)
-                continue
-            op = msg.get("op")
-            if op == "event":
-                transcript.feed(msg.get("event") or {}, exec_s)
-                exec_s = 0.0
-                continue
-            if op == "done":
-                done.update(msg)
-                return
-            t0 = time.monotonic()
-            reply = await self._answer(op, msg, env)
-            exec_s += time.monotonic() - t0
-            reply["id"] = msg.get("id")
-            proc.stdin.write((json.dumps(reply) + "\n").encode())
-            await proc.stdin.drain()
+            while True:
+                try:
+                    line = await proc.stdout.readline()
+                except ValueError:  # asyncio's readline: a line over the limit
+                    faults.append(f"it printed a line over {_LINE_LIMIT} bytes")
+                    return
+                if not line:
+                    return
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    msg = None
+                op = msg.get("op") if isinstance(msg, dict) else None
+                if not isinstance(op, str) or (op == "event" and not isinstance(msg.get("event"), dict)):
+                    bad_lines += 1
+                    log.warning("openhands bridge printed a non-protocol line: %.200r", line)
+                    continue
+                if op == "event":
+                    transcript.feed(msg["event"], exec_s)
+                    exec_s = 0.0
+                    continue
+                if op == "done":
+                    done.update(msg)
+                    return
+                t0 = time.monotonic()
+                reply = await self._answer(op, msg, env)
+                exec_s += time.monotonic() - t0
+                reply["id"] = msg.get("id")
+                if not await _send(proc, reply, faults):
+                    return
+        finally:
+            if bad_lines:
+                faults.append(f"it printed {bad_lines} non-protocol line(s)")
 
     async def _answer(self, op: str, msg: dict[str, Any], env: Environment) -> dict[str, Any]:
         path = str(msg.get("path") or "")
         if op == "exec":
-            res = await env.exec(str(msg.get("command") or ""), timeout=float(msg.get("timeout") or 1.0),
-                                 cwd=str(msg.get("cwd") or env.workdir))
-            return {"output": res.output, "exit_code": res.exit_code, "timed_out": res.timed_out}
+            timeout = self._command_timeout(msg.get("timeout"))
+            try:
+                res = await env.exec(str(msg.get("command") or ""), timeout=timeout,
+                                     cwd=str(msg.get("cwd") or env.workdir))
+            except ConfigError as exc:  # a working directory the environment refuses
+                return {"output": str(exc), "exit_code": 1, "timed_out": False, "timeout": timeout}
+            return {"output": res.output, "exit_code": res.exit_code, "timed_out": res.timed_out,
+                    "timeout": timeout}
         if op == "stat":
             res = await env.exec(["sh", "-c", 'if [ -d "$1" ]; then echo dir; elif [ -e "$1" ]; then echo file; '
                                   'else echo missing; fi', "sh", path], timeout=30, cwd=env.workdir)
@@ -259,20 +315,21 @@ class OpenHands(Harness):
                 return {"content": (await env.read_file(path)).decode("utf-8")}
             except UnicodeDecodeError:
                 return {"error": f"{path} is not a UTF-8 text file"}
-            except (OSError, EnvironmentError_) as exc:
+            except (OSError, ValueError, EnvironmentError_) as exc:  # ValueError: ConfigError, a path it refuses
                 return {"error": f"cannot read {path}: {exc}"}
         if op == "write":
             try:
                 await env.write_file(path, str(msg.get("content") or ""))
                 return {}
-            except (OSError, EnvironmentError_) as exc:
+            except (OSError, ValueError, EnvironmentError_) as exc:
                 return {"error": f"cannot write {path}: {exc}"}
         return {"error": f"unknown request {op!r}"}
 
     @staticmethod
     def _model_failure(done: dict[str, Any]) -> ModelError | None:
         """The model call that ended the agent, as the ModelError the engine classifies (and retries)."""
-        names = [str(n) for n in done.get("error_types") or ()]
+        raw = done.get("error_types")
+        names = [str(n) for n in raw] if isinstance(raw, list) else []
         kinds = [_LLM_ERRORS[n] for n in names if n in _LLM_ERRORS]
         if not kinds:
             return None
@@ -281,8 +338,8 @@ class OpenHands(Harness):
         return ModelError(f"openhands: its model call failed: {done.get('error')}", kind=kind,
                           status=status if isinstance(status, int) else None)
 
-    def _result(self, trajectory: Trajectory, done: dict[str, Any], timed_out: bool,
-                      stderr: list[str], returncode: int | None, log: logging.Logger) -> HarnessResult:
+    def _result(self, trajectory: Trajectory, done: dict[str, Any], timed_out: bool, stderr: list[str],
+                returncode: int | None, faults: list[str], log: logging.Logger) -> HarnessResult:
         status = "agent_timeout" if timed_out else str(done.get("status") or "")
         steps = trajectory.steps
         ran_out = status != "finished" and not timed_out and not done.get("error") and \
@@ -298,6 +355,8 @@ class OpenHands(Harness):
         elif not done:
             result.error_kind = "agent_error"
             result.error = f"the openhands bridge exited {returncode} without finishing"
+            if faults:
+                result.error += f" ({'; '.join(faults)})"
         elif done.get("error"):
             result.error_kind, result.error = "agent_error", f"openhands failed: {done['error']}"
         elif ran_out:
@@ -333,18 +392,32 @@ async def _drain(proc: asyncio.subprocess.Process, tail: collections.deque[str])
         tail.append(line.decode(errors="replace").rstrip())
 
 
+async def _send(proc: asyncio.subprocess.Process, message: dict[str, Any], faults: list[str]) -> bool:
+    """Write one line to the bridge; False (noted in ``faults``) when it has closed its stdin (it died)."""
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write((json.dumps(message) + "\n").encode())
+        await proc.stdin.drain()
+    except ConnectionError:
+        faults.append("it closed its end of the channel")
+        return False
+    return True
+
+
 async def _stop(proc: asyncio.subprocess.Process, grace_s: float) -> None:
     """The bridge and anything it started, gone (its process group); one that said it is done gets
-    ``grace_s`` to exit by itself."""
+    ``grace_s`` to exit by itself. A cancel during that grace still kills it (the kill is synchronous)."""
     if proc.stdin is not None:
         with contextlib.suppress(Exception):
             proc.stdin.close()
-    if grace_s > 0:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(proc.wait(), grace_s)
-    if proc.returncode is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
+    try:
+        if grace_s > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(proc.wait(), grace_s)
+    finally:
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(TimeoutError, ProcessLookupError):
         await asyncio.wait_for(proc.wait(), _KILL_WAIT_S)
 

@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -274,6 +275,28 @@ async def test_cancelling_the_run_mid_wait_kills_the_tmux_server(local_env: Envi
         await asyncio.sleep(0.1)
         left = processes_of(local_env.workdir)
     assert left == []
+
+
+async def test_cancelling_the_run_while_tmux_starts_kills_the_tmux_server(
+        local_env: Environment, serve_script, run_ctx: RunContext, log: logging.Logger, tmp_path: Path) -> None:
+    # a stand-in tmux: the real one, then a long pause once it has started the session (a slow sandbox)
+    started = tmp_path / "started"
+    wrapper = tmp_path / "tmux"
+    wrapper.write_text(f'#!/bin/sh\n{shutil.which("tmux")} "$@"; rc=$?\n'
+                       f'case "$*" in *new-session*) echo "$*" > {started}; sleep 300;; esac\nexit $rc\n')
+    wrapper.chmod(0o755)
+    client, _ = await serve_script([turn(done=True)])
+    run = asyncio.create_task(agent(tmux_path=str(wrapper)).run(TASK, local_env, client, run_ctx, log))
+    async with asyncio.timeout(30):
+        while not started.exists():  # noqa: ASYNC110 - a file written by the stand-in, nothing to await
+            await asyncio.sleep(0.05)
+    args = started.read_text().split()
+    socket = args[args.index("-L") + 1]
+    assert host_server_alive(socket)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    assert host_server_gone(socket)
 
 
 async def test_a_missing_tmux_is_a_config_error_naming_what_to_install(local_env: Environment,
