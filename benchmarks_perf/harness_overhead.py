@@ -89,7 +89,7 @@ def script_for(harness: str) -> Path | None:
 
 
 def run_once(harness: str, params: dict[str, Any], base_url: str, task: str, repeat: int, concurrency: int,
-             env: str, data_dir: str) -> dict[str, Any]:
+             env: str, data_dir: str | None) -> dict[str, Any]:
     """One run in this process; its wall time, checked complete and correct."""
     import agentcompass
 
@@ -106,7 +106,7 @@ def run_once(harness: str, params: dict[str, Any], base_url: str, task: str, rep
     return {"tasks": repeat, "wall_s": round(wall, 3), "per_task_s": round(wall / repeat, 4)}
 
 
-def measure(harness: str, args: argparse.Namespace, data_dir: str) -> dict[str, Any]:
+def measure(harness: str, args: argparse.Namespace, data_dir: str | None) -> dict[str, Any]:
     try:
         script = script_for(harness)
     except FileNotFoundError as exc:
@@ -130,9 +130,11 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
     print(f"harness overhead: shell_tasks task {args.task!r} x{args.repeat}, concurrency {args.concurrency}, "
           f"environment {args.env}, scripted model server over HTTP (agents in a sandbox reach it through the gateway)")
     results: dict[str, dict[str, Any]] = {}
-    with tempfile.TemporaryDirectory(prefix="ac-perf-data-") as data_dir:
-        for name in names:
-            results[name] = measure(name, args, data_dir)
+    # the default data_dir: the agents' programs and openhands' venv are cached there as a user's would be (the
+    # first run of this script on a machine pays their install in the cold column)
+    data_dir = args.data_dir
+    for name in names:
+        results[name] = measure(name, args, data_dir)
     base = results[BASELINE]
     if "skipped" in base:
         raise SystemExit(f"the baseline {BASELINE} could not run: {base['skipped']}")
@@ -166,6 +168,7 @@ def cli() -> int:
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--env", choices=["local", "docker"], default="local")
     parser.add_argument("--results-dir", type=Path, help="where the JSON goes (default: results/ here)")
+    parser.add_argument("--data-dir", help="the runs' data_dir (default: AgentCompass's own)")
     args = parser.parse_args()
     os.environ.setdefault("AGENTCOMPASS_LOG_LEVEL", "WARNING")
     main(args)

@@ -140,3 +140,15 @@ def test_image_pull_compares_the_provider_with_docker_pull_from_one_registry(tmp
     assert float(values["ratio"]) == pytest.approx(float(values["ours_mb_s"]) / float(values["cli_mb_s"]), rel=0.02)
     report = json.loads(Path(values["json"]).read_text())
     assert sorted(p["who"] for p in report["pulls"]) == ["cli", "ours"]
+
+
+def test_harness_overhead_reports_each_harness_against_shell_agent(tmp_path: Path) -> None:
+    _, values = run_script("harness_overhead.py", "--harness", "terminus", "--repeat", "2", "--results-dir",
+                           str(tmp_path), "--data-dir", str(tmp_path / "data"))
+    report = json.loads(Path(values["json"]).read_text())
+    runs = report["harnesses"]
+    assert set(runs) == {"shell_agent", "terminus"} and report["repeat"] == 2
+    for name in ("shell_agent", "terminus"):  # each run checked complete and correct by the script itself
+        assert "skipped" not in runs[name], runs[name]
+        assert runs[name]["tasks"] == 2 and runs[name]["per_task_s"] > 0
+    assert float(values["terminus_overhead_s"]) == pytest.approx(runs["terminus"]["overhead_s"], rel=1e-3)
