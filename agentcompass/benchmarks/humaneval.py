@@ -7,11 +7,14 @@ whole answer). An answer that defines the entry point at top level is run after 
 imports and helpers are there); any other answer is a classic completion appended to the prompt. A changed
 ``solution.py`` wins over the answer.
 
-Grading (``humaneval_check.py``) never trusts the agent's code: the hidden tests run in a fresh verifier
-environment, never in the agent's, where ``check`` is called with a recorder of the candidate's calls and
-results (as plain data); then a fresh process on the engine's host, holding none of the agent's code, replays
-``check`` against that recording. Only the replay's verdict counts, so exiting early, patching builtins, an
-object equal to everything or a forged recording can at most claim values, which pass only when they are right.
+Grading (``humaneval_check.py``) never trusts the agent's code, and the hidden tests and their expected values
+never enter a process that runs it. On the engine's host, a fresh process runs the tests against the dataset's
+canonical solution to learn the arguments of each call ``check`` makes (the plan, once per task). A fresh
+verifier environment gets only the agent's program and those arguments, calls the candidate with each, and
+reports the results as plain data. Then a fresh host process, holding none of the agent's code, runs ``check``
+with a stand-in that answers each call with the agent's result for those arguments. Only that replay's verdict
+counts, so exiting early, patching builtins, an object equal to everything or a forged report can at most claim
+results, which pass only when they are right; and nothing in the verifier tells the agent's code what is right.
 """
 
 from __future__ import annotations
@@ -43,15 +46,16 @@ from ..interfaces import ComponentContext, Environment, EvalContext, EvalResult,
 from ..params import as_params
 from . import truncate_middle
 from .base import Benchmark
+from .humaneval_check import MAX_REPORT_CHARS
 from .shell_tasks import extract_answer
 
 _WHERE = "benchmark humaneval"
-#: where the recorder and its spec go in the verifier's workdir
+#: where the runner and its spec go in the verifier's workdir
 CHECK_DIR = ".agentcompass_humaneval"
 CHECK_SCRIPT = Path(__file__).with_name("humaneval_check.py")
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 _OUTPUT_CAP = 4000
-_REPLAY_MEMORY = 2 << 30
+_HOST_MEMORY = 2 << 30
 
 
 class Problem(msgspec.Struct, frozen=True):
@@ -129,7 +133,7 @@ class HumanEval(Benchmark):
     """HumanEval (params: ``HumanEvalParams``)."""
 
     name: ClassVar[str] = "humaneval"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"  # 2: the tests no longer enter the verifier
     dimension: ClassVar[str] = "coding"
     Params: ClassVar[type[HumanEvalParams]] = HumanEvalParams
     #: the params that pick tasks (changing them never changes what a task is).
@@ -154,6 +158,7 @@ class HumanEval(Benchmark):
                 raise ConfigError(f"Unknown task id {bad[0]!r} in parameter 'sample_ids' of {_WHERE}. Valid ids: "
                                   f"HumanEval/0 ... HumanEval/{len(known) - 1}.", field="benchmark.params.sample_ids")
         self.source = data_source()
+        self._plans: dict[str, list[Any]] = {}
 
     def load_tasks(self) -> list[TaskSpec]:
         """The selected problems, in the dataset's order, cut to ``limit``."""
@@ -163,7 +168,8 @@ class HumanEval(Benchmark):
             problems = [t for t in problems if t.task_id in wanted]
         out = [TaskSpec(task_id=t.task_id, category="humaneval",
                         input={"prompt": t.prompt, "entry_point": t.entry_point},
-                        ground_truth={"test": t.test}) for t in problems]
+                        ground_truth={"test": t.test, "canonical_solution": t.canonical_solution})
+               for t in problems]
         return out if self.limit is None else out[:self.limit]
 
     def prepare(self, task: TaskSpec) -> PreparedTask:
@@ -188,19 +194,27 @@ class HumanEval(Benchmark):
         return {"solution": data.decode("utf-8", "replace")}
 
     async def evaluate(self, ctx: EvalContext) -> EvalResult:
-        """Record the hidden tests' calls in a verifier, then replay them on the host; the replay's verdict."""
+        """Plan the tests' calls on the host, run the agent's candidate on them in a verifier, then replay the
+        tests on the host against its results; the replay's verdict."""
         prompt: str = ctx.task.input["prompt"]
         entry_point: str = ctx.task.input["entry_point"]
-        test: str = (ctx.task.ground_truth or {})["test"]
+        truth: dict[str, str] = ctx.task.ground_truth or {}
+        calls = await self._plan(ctx.task.task_id, prompt, entry_point, truth)
         program, source = program_of(prompt, entry_point, ctx.artifacts.get("solution"), ctx.result.final_answer)
-        extra: dict[str, Any] = {"source": source}
-        recording = await self._record(ctx, program, test, entry_point, extra)
-        if recording is None:
+        extra: dict[str, Any] = {"source": source, "calls": len(calls)}
+        report = await self._run(ctx, program, entry_point, calls, extra)
+        if report is None:
             return EvalResult(correct=False, score=0.0, extra=extra)
-        verdict = await self._replay(prompt, test, entry_point, recording)
-        if "check" in verdict:
-            extra["check"] = truncate_middle(str(verdict["check"]), 500)
-        extra["calls"] = verdict.get("calls", 0)
+        try:
+            verdict = await self._host("replay", {"prompt": prompt, "test": truth["test"], "entry_point": entry_point,
+                                                  "calls": calls, "report": report})
+        except TimeoutError:
+            verdict = {"passed": False, "timed_out": True,
+                       "error": f"the replay did not finish within eval_timeout={self.eval_timeout:g}s"}
+        if "program" in verdict:
+            extra["program"] = truncate_middle(str(verdict["program"]), 500)
+        if isinstance(verdict.get("answered"), int):
+            extra["answered"] = verdict["answered"]
         if verdict.get("timed_out"):
             extra["timed_out"] = True
         if not verdict.get("passed"):
@@ -208,45 +222,59 @@ class HumanEval(Benchmark):
         correct = verdict.get("passed") is True
         return EvalResult(correct=correct, score=1.0 if correct else 0.0, extra=extra)
 
-    async def _record(self, ctx: EvalContext, program: str, test: str, entry_point: str,
-                      extra: dict[str, Any]) -> str | None:
-        """The recording of ``check``'s calls made in a fresh verifier (its text, not parsed here: the replay
-        reads it); None (and why, in ``extra``) if there is none."""
-        spec = json.dumps({"program": program, "test": test, "entry_point": entry_point})
+    async def _plan(self, task_id: str, prompt: str, entry_point: str, truth: dict[str, str]) -> list[Any]:
+        """The encoded arguments of each call the tests make of the canonical solution (cached per task);
+        raises when that fails: the grading cannot run (not the agent's fault)."""
+        if task_id not in self._plans:
+            try:
+                plan = await self._host("plan", {"program": prompt + truth["canonical_solution"],
+                                                 "test": truth["test"], "entry_point": entry_point})
+            except TimeoutError:
+                plan = {"error": f"it did not finish within eval_timeout={self.eval_timeout:g}s"}
+            if not isinstance(plan.get("calls"), list):
+                raise RuntimeError(f"humaneval {task_id}: the tests failed on the canonical solution: "
+                                   f"{truncate_middle(str(plan.get('error')), 1000)}")
+            self._plans[task_id] = plan["calls"]
+        return self._plans[task_id]
+
+    async def _run(self, ctx: EvalContext, program: str, entry_point: str, calls: list[Any],
+                   extra: dict[str, Any]) -> str | None:
+        """The report of the candidate's results for ``calls``, made in a fresh verifier (its text, not parsed
+        here: the replay reads it); None (and why, in ``extra``) if there is none."""
+        spec = json.dumps({"program": program, "entry_point": entry_point, "calls": calls})
         files = {f"{CHECK_DIR}/check.py": _check_source(), f"{CHECK_DIR}/spec.json": spec}
         async with ctx.open_verifier(files=files) as verifier:
             base = posixpath.join(verifier.workdir, CHECK_DIR)
-            res = await verifier.exec(["python3", "-I", f"{CHECK_DIR}/check.py", "record", f"{CHECK_DIR}/spec.json",
+            res = await verifier.exec(["python3", "-I", f"{CHECK_DIR}/check.py", "run", f"{CHECK_DIR}/spec.json",
                                        f"{CHECK_DIR}/report.json"], cwd=verifier.workdir, timeout=self.eval_timeout)
-            ctx.log.debug("humaneval %s: recorder exited %s", ctx.task.task_id, res.exit_code)
+            ctx.log.debug("humaneval %s: runner exited %s", ctx.task.task_id, res.exit_code)
             extra["output"] = truncate_middle(res.output, _OUTPUT_CAP)
             if res.timed_out:
                 extra["timed_out"] = True
-                extra["error"] = f"the tests did not finish within eval_timeout={self.eval_timeout:g}s"
+                extra["error"] = f"the calls did not finish within eval_timeout={self.eval_timeout:g}s"
                 return None
             try:
                 raw = await verifier.read_file(posixpath.join(base, "report.json"))
             except (OSError, ValueError) as exc:
-                extra["error"] = f"no recording of the tests' calls: {exc}"
+                extra["error"] = f"no report of the candidate's results: {exc}"
                 await _require_python(verifier)
                 return None
+        if len(raw) > MAX_REPORT_CHARS:  # a report the runner would have replaced: written by the agent's code
+            extra["error"] = f"the report has {len(raw)} bytes, more than {MAX_REPORT_CHARS}"
+            return None
         return raw.decode("utf-8", "replace")
 
-    async def _replay(self, prompt: str, test: str, entry_point: str, recording: str) -> dict[str, Any]:
-        """The verdict of replaying ``check`` against ``recording`` in a fresh host process (timeout:
-        eval_timeout)."""
+    async def _host(self, mode: str, spec: dict[str, Any]) -> dict[str, Any]:
+        """What ``humaneval_check.py MODE`` answers for ``spec`` in a fresh host process; TimeoutError after
+        eval_timeout (the process is killed)."""
         marker = f"AGENTCOMPASS-HUMANEVAL-{secrets.token_hex(16)}"
-        spec = json.dumps({"prompt": prompt, "test": test, "entry_point": entry_point, "recording": recording,
-                           "memory_bytes": _REPLAY_MEMORY}).encode()
+        data = json.dumps({**spec, "memory_bytes": _HOST_MEMORY}).encode()
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-I", str(CHECK_SCRIPT), "replay", marker, stdin=asyncio.subprocess.PIPE,
+            sys.executable, "-I", str(CHECK_SCRIPT), mode, marker, stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
         try:
             async with asyncio.timeout(self.eval_timeout):
-                stdout, stderr = await proc.communicate(spec)
-        except TimeoutError:
-            return {"passed": False, "timed_out": True,
-                    "error": f"the replay did not finish within eval_timeout={self.eval_timeout:g}s"}
+                stdout, stderr = await proc.communicate(data)
         finally:
             if proc.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
@@ -254,9 +282,9 @@ class HumanEval(Benchmark):
                 await proc.wait()
         for line in stdout.decode("utf-8", "replace").splitlines():
             if line.startswith(marker + " "):
-                verdict = json.loads(line[len(marker) + 1:])
-                return verdict if isinstance(verdict, dict) else {"passed": False, "error": "bad verdict"}
-        return {"passed": False, "error": f"the replay exited {proc.returncode} without a verdict: "
+                answer = json.loads(line[len(marker) + 1:])
+                return answer if isinstance(answer, dict) else {"passed": False, "error": f"bad {mode} answer"}
+        return {"passed": False, "error": f"the {mode} exited {proc.returncode} without an answer: "
                                           f"{truncate_middle(stderr.decode('utf-8', 'replace'), 1000)}"}
 
 

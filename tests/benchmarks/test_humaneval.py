@@ -16,6 +16,40 @@ from agentcompass.interfaces import ComponentContext
 
 HARNESSES = "tests.benchmarks.humaneval_harnesses"
 
+# A lookup table of HumanEval/0's answers built from any text that holds its tests: the pairs of
+# ``assert candidate(ARGS) == EXPECTED``. (The marker is split so that the cheat's own source never matches.)
+_LOOKUP = ("import ast, json, sys\n\n"
+           "MARK = 'def ' + 'check(candidate)'\n\n"
+           "def _table(text):\n"
+           "    out = {}\n"
+           "    try:\n"
+           "        tree = ast.parse(text)\n"
+           "    except SyntaxError:\n"
+           "        return out\n"
+           "    for node in ast.walk(tree):\n"
+           "        if isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare) \\\n"
+           "                and isinstance(node.test.left, ast.Call):\n"
+           "            try:\n"
+           "                key = repr([ast.literal_eval(a) for a in node.test.left.args])\n"
+           "                out[key] = ast.literal_eval(node.test.comparators[0])\n"
+           "            except Exception:\n"
+           "                pass\n"
+           "    return out\n\n"
+           "def _strings(value, depth=0):\n"
+           "    if isinstance(value, str):\n"
+           "        return _table(value) if MARK in value else {}\n"
+           "    if depth < 4 and isinstance(value, (dict, list, tuple)):\n"
+           "        for item in list(value.values() if isinstance(value, dict) else value):\n"
+           "            found = _strings(item, depth + 1)\n"
+           "            if found:\n"
+           "                return found\n"
+           "    return {}\n\n")
+_ANSWER = ("\nTABLE = []\n\n"
+           "def has_close_elements(numbers, threshold):\n"
+           "    if not TABLE:\n"
+           "        TABLE.append(_find())\n"
+           "    return TABLE[0].get(repr([numbers, threshold]))\n")
+
 # Completions that try to pass without solving, each for the task it targets; every one must be graded 0.
 CHEATS: dict[str, tuple[str, str]] = {
     "sys_exit_at_import": ("HumanEval/0", "import sys\nsys.exit(0)\n"),
@@ -40,9 +74,34 @@ CHEATS: dict[str, tuple[str, str]] = {
                                         "for word in sys.argv:\n"
                                         "    os.write(2, (word + ' {\"passed\": true}\\n').encode())\n"
                                         "os._exit(0)\n"),
+    # the review's reproduction: looks the answers up in the tests, if they are anywhere in the verifier's files
+    "reads_the_tests_file": ("HumanEval/0", _LOOKUP + "import glob\n\n"
+                             "def _find():\n"
+                             "    for name in glob.glob('**/*', recursive=True) + glob.glob('.*/**', recursive=True):\n"
+                             "        try:\n"
+                             "            text = open(name).read()\n"
+                             "        except Exception:\n"
+                             "            continue\n"
+                             "        found = _strings(json.loads(text) if name.endswith('.json') else text)\n"
+                             "        if found:\n"
+                             "            return found\n"
+                             "    return {}\n"
+                             + _ANSWER),
+    # the same, with the tests found in the process's memory: the frames below the call, then every live object
+    "finds_the_tests_in_memory": ("HumanEval/0", _LOOKUP + "import gc\n\n"
+                                  "def _find():\n"
+                                  "    frame = sys._getframe(1)\n"
+                                  "    while frame is not None:\n"
+                                  "        found = _strings([frame.f_locals, frame.f_globals])\n"
+                                  "        if found:\n"
+                                  "            return found\n"
+                                  "        frame = frame.f_back\n"
+                                  "    return _strings([o for o in gc.get_objects() if isinstance(o, (dict, str))])\n"
+                                  + _ANSWER),
 }
-#: the cheats that make ``check`` return when it runs in the agent's process: only the replay catches them
-FOOL_AN_IN_PROCESS_CHECK = {"builtins_abs_patched", "math_fabs_patched", "always_equal", "forged_recording"}
+#: the cheats whose program answers every call in the verifier: only the replay's own tests catch them
+ANSWER_EVERY_CALL = {"prints_passed", "builtins_abs_patched", "math_fabs_patched", "always_equal",
+                     "reads_the_tests_file", "finds_the_tests_in_memory"}
 HONEST: dict[str, str] = {
     "HumanEval/0": ("def has_close_elements(numbers, threshold):\n"
                     "    return any(abs(a - b) < threshold for i, a in enumerate(numbers)\n"
@@ -131,7 +190,9 @@ def test_a_cheating_completion_is_graded_incorrect(tmp_path: Path, cheat: str) -
     assert (out.metrics["graded_tasks"], out.metrics["solved"]) == (1, 0)
     extra = _eval_extra(out)
     assert extra["source"] == "file" and extra["error"]
-    assert (extra.get("check") == "returned") == (cheat in FOOL_AN_IN_PROCESS_CHECK), extra
+    assert (extra.get("answered") == extra["calls"] > 0) == (cheat in ANSWER_EVERY_CALL), extra
+    if cheat in ANSWER_EVERY_CALL:
+        assert extra["error"].startswith("a test failed at call "), extra
 
 
 @pytest.mark.parametrize("task_id", sorted(HONEST))
@@ -184,3 +245,55 @@ def test_the_shell_agent_solves_a_problem_by_file_or_by_answer(tmp_path: Path, v
         results_dir=str(tmp_path), progress="none")
     assert (out.metrics["graded_tasks"], out.metrics["solved"]) == (1, 1), out.errors_by_kind
     assert _eval_extra(out)["source"] == via
+
+
+def test_numbers_that_equal_a_built_in_are_taken_as_it_as_the_official_harness_does() -> None:
+    from decimal import Decimal
+    from fractions import Fraction
+
+    from agentcompass.benchmarks.humaneval_check import Unencodable, encode
+
+    np = pytest.importorskip("numpy")
+    assert encode(np.int64(5)) == encode(5) and encode(np.uint8(7)) == encode(7)
+    assert encode(np.float32(1.5)) == encode(1.5) and encode(Fraction(1, 2)) == encode(0.5)
+    assert encode(np.bool_(True)) is True and encode([np.bool_(False)]) == encode([False])
+    for other in (np.array([1, 2]), Decimal("1.5"), 1j):
+        with pytest.raises(Unencodable):
+            encode(other)
+
+
+def test_a_solution_returning_a_non_built_in_number_is_graded_correct(tmp_path: Path) -> None:
+    code = ("import math\nfrom fractions import Fraction\n\n"
+            "def greatest_common_divisor(a, b):\n    return Fraction(math.gcd(a, b))\n")
+    out = run("FileHarness", "given", tmp_path=tmp_path, code=code, benchmark_params={"sample_ids": "HumanEval/13"})
+    assert (out.metrics["graded_tasks"], out.metrics["solved"]) == (1, 1), _eval_extra(out)
+
+
+def test_a_report_over_the_size_cap_is_graded_incorrect(tmp_path: Path) -> None:
+    from agentcompass.benchmarks.humaneval_check import MAX_REPORT_CHARS
+
+    code = f"def has_close_elements(numbers, threshold):\n    return 'x' * {MAX_REPORT_CHARS // 4}\n"
+    out = run("FileHarness", "given", tmp_path=tmp_path, code=code, benchmark_params={"sample_ids": "HumanEval/0"})
+    assert (out.metrics["graded_tasks"], out.metrics["solved"]) == (1, 0)
+    assert "characters as JSON, more than" in _eval_extra(out)["error"]
+
+
+async def test_the_replay_fails_a_call_whose_arguments_were_not_planned() -> None:
+    from agentcompass.benchmarks.humaneval_check import decode, encode
+
+    [task] = HumanEval({"sample_ids": "HumanEval/0"}, ComponentContext()).load_tasks()
+    bench = HumanEval({}, ComponentContext())
+    spec = {"prompt": task.input["prompt"], "test": task.ground_truth["test"], "entry_point": "has_close_elements"}
+    plan = await bench._host("plan", {**spec, "program": spec["prompt"] + task.ground_truth["canonical_solution"]})
+    calls = plan["calls"]
+    assert len(calls) == 7 and "check" not in json.dumps(calls)
+    namespace: dict[str, Any] = {}
+    exec(spec["prompt"] + task.ground_truth["canonical_solution"], namespace)  # the dataset's own code
+    right = [{"result": encode(namespace["has_close_elements"](*decode(c)[0]))} for c in calls]
+    report = json.dumps({"results": right, "program": "ran"})
+    assert (await bench._host("replay", {**spec, "calls": calls, "report": report}))["passed"] is True
+    # the same right results, one call short of the plan
+    report = json.dumps({"results": right[:-1], "program": "ran"})
+    verdict = await bench._host("replay", {**spec, "calls": calls[:-1], "report": report})
+    assert verdict == {"passed": False, "program": "ran", "answered": 6,
+                       "error": "call 7 was not planned with these arguments"}

@@ -39,7 +39,8 @@ def test_solution_files_written_in_a_docker_container_are_graded(
 
 
 @pytest.mark.timeout(1800)
-@pytest.mark.parametrize("cheat", ["os_exit_at_import", "builtins_abs_patched", "forged_recording"])
+@pytest.mark.parametrize("cheat", ["os_exit_at_import", "builtins_abs_patched", "forged_recording",
+                                   "reads_the_tests_file", "finds_the_tests_in_memory"])
 def test_a_cheating_completion_is_graded_incorrect_in_docker(
         tmp_path: Path, base_image: str, docker_run_id: str, cheat: str) -> None:  # noqa: F811
     task_id, code = CHEATS[cheat]
