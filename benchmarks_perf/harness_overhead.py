@@ -3,7 +3,8 @@
 Workload: one bundled ``shell_tasks`` task (``--task``, default ``files/hello_world``), repeated ``--repeat``
 times (default 20) in one run at ``--concurrency`` (default 1: the cost of one task, not of a crowd),
 each harness solving it with the scripted model server over HTTP (``agentcompass serve-scripted``, one per harness,
-started with that harness's test script ``tests/harnesses/scripts/<harness>_shell_tasks.json``; ``shell_agent``
+started with that harness's script ``benchmarks_perf/scripts/<harness>_shell_tasks.json``, else its test
+script ``tests/harnesses/scripts/<harness>_shell_tasks.json``; ``shell_agent``
 uses the bundled scripts) through the model gateway, in the ``local`` environment (``--env docker``: docker).
 
 For each harness: the wall time of a run of one task (cold: an installed agent locates or installs its
@@ -33,6 +34,7 @@ from _common import REPO, result_line, write_json
 
 NAME = "harness_overhead"
 SCRIPTS = REPO / "tests" / "harnesses" / "scripts"
+OWN_SCRIPTS = REPO / "benchmarks_perf" / "scripts"
 #: every harness measured by default, with the harness params each runs with here
 HARNESSES: dict[str, dict[str, Any]] = {
     "shell_agent": {},
@@ -82,10 +84,11 @@ def script_for(harness: str) -> Path | None:
     """The harness's scripted conversation for ``shell_tasks`` (None: the bundled scripts, for shell_agent)."""
     if harness == BASELINE:
         return None
-    path = SCRIPTS / f"{harness}_shell_tasks.json"
-    if not path.exists():
-        raise FileNotFoundError(f"no script {path.relative_to(REPO)}")
-    return path
+    for folder in (OWN_SCRIPTS, SCRIPTS):  # this script's own first (the tests' may script another task)
+        path = folder / f"{harness}_shell_tasks.json"
+        if path.exists():
+            return path
+    raise FileNotFoundError(f"no script {harness}_shell_tasks.json in {OWN_SCRIPTS} or {SCRIPTS}")
 
 
 def run_once(harness: str, params: dict[str, Any], base_url: str, task: str, repeat: int, concurrency: int,
