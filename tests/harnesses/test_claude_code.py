@@ -85,7 +85,10 @@ async def test_claude_code_solves_a_shell_task_in_a_local_workspace(tmp_path: Pa
                                 # the check's file search: the workspace only (not the host's whole disk)
                                 {"extra_env": {"SCAN_ROOT": "."}})
     attempt = _check_fib_attempt(out)
-    assert _key_check(attempt).startswith("KEYCHECK env=0 ps=0")
+    check = _key_check(attempt)
+    assert check.startswith("KEYCHECK env=0 ps=0"), check
+    fields = dict(f.split("=", 1) for f in check.split()[1:])
+    assert int(fields["ps_canary"]) >= 1 and int(fields["files_canary"]) >= 1, check  # the scans can see
     assert bodies and all(b["stream"] is True and b["model"] == "scripted" for b in bodies)
     assert any(t.get("name") == "Bash" for t in bodies[0]["tools"])
 
@@ -100,8 +103,11 @@ async def test_claude_code_solves_a_shell_task_in_docker_behind_the_model_policy
     # the agent's own Bash tool looked through every process's environment, the process list and the files of
     # the container (the mounted program included) while Claude Code ran: no real key; its envelope is there
     check = _key_check(attempt)
-    assert check.startswith("KEYCHECK env=0 ps=0 files=0 envelope_in_env="), check
-    assert int(check.rsplit("=", 1)[1]) >= 1, check
+    assert check.startswith("KEYCHECK env=0 ps=0 files=0 "), check
+    fields = dict(f.split("=", 1) for f in check.split()[1:])
+    assert int(fields["envelope_in_env"]) >= 1, check
+    # positive controls: a planted canary in a file and in a process's arguments is found by the same scans
+    assert int(fields["ps_canary"]) >= 1 and int(fields["files_canary"]) >= 1, check
     env_entry = attempt.meta["environments"][0]
     assert env_entry["provider"] == "docker"
     assert containers_of(docker_run_id) == []
