@@ -16,7 +16,9 @@ that runs it (``command``) and how to read what it prints (``new_transcript``); 
         def new_transcript(self):
             return MyTranscript()            # a JsonLinesTranscript subclass: event dict -> steps
 
-**The program, on the host** (constructor). In order: ``params.binary`` (an explicit host path); the
+**The program, on the host** (constructor). In order: ``params.binary`` (an explicit host path, copied once into
+a directory of its own, ``<data_dir>/agents/custom-<hash>/``, so its own directory, e.g. ``$HOME``, is never
+mounted); the
 distribution installed in this Python (at ``params.version`` when given); a cache directory
 ``<data_dir>/agents/<distribution>-<version>/`` (``data_dir``: the request's, else ``$AGENTCOMPASS_DATA_DIR``,
 else ``~/.cache/agentcompass/data``). When none has it: with ``auto_install_dependencies=True`` the cache is
@@ -31,7 +33,9 @@ again per task.
 ``/opt/agentcompass/agents/<program>-<version>`` by providers that can (``ProviderCapabilities.mounts``,
 docker); ``setup`` then uses, in order: that mount; the host path itself (a local environment shares the host's
 filesystem); a copy sent with ``put_archive`` (a remote daemon) to the same place, or under
-``/tmp/agentcompass-agents/`` when the environment's user may not write there. ``prepare_env`` writes the agent's config
+``/tmp/agentcompass-agents/`` when the environment's user may not write there (the tar is packed once per process
+while the files are unchanged). Program files that are ``/`` or hold the home directory are refused.
+``prepare_env`` writes the agent's config
 files (default: nothing).
 
 **A run** (``run``). A per-attempt directory is made in the environment (``mktemp -d`` under ``$TMPDIR`` or
@@ -49,16 +53,31 @@ engine's stall watchdog satisfied while the program runs. New lines go to the tr
 it makes are appended to ``RunContext.trajectory`` as they come, so an engine ``agent_timeout`` (or a cancel)
 keeps them. Endings:
 
-- exit 0 with a readable transcript: no error; ``final_answer`` and ``stop_reason`` from the transcript;
-- ``params.timeout`` passed: the program's process group (and everything carrying the run's marker variable)
-  is killed, the rest of its transcript read: ``error_kind="agent_timeout"`` (graded);
+- exit 0 with a readable transcript: no error, unless the transcript reports one (``Transcript.error`` /
+  ``error_kind``, e.g. ``step_limit``); ``final_answer`` and ``stop_reason`` from the transcript;
+- ``params.timeout`` passed (checked every poll, however fast the program writes): the program's process group
+  (and everything carrying the run's marker variable) is killed, the rest of its transcript read:
+  ``error_kind="agent_timeout"`` (graded);
+- more than ``params.max_transcript_bytes`` read or ``params.max_steps`` steps: killed,
+  ``error_kind="transcript_limit"`` (graded);
+- the run script gone without an ``exit_code`` file (its run directory removed, ``/tmp`` full):
+  ``error_kind="agent_error"`` at once, not at the engine's timeout;
+- a program that cannot run in the image (exit 126/127 or a loader's message, no transcript):
+  ``error_kind="agent_unavailable"`` (not graded, not retried), the reason in ``error``;
 - a non-zero exit: ``error_kind="agent_error"`` (graded; or the kind the transcript gives, ``Transcript.error_kind``,
   e.g. ``step_limit`` for a turn limit), the tail of its stderr in ``artifacts``;
 - a transcript with no event the parser knows (or none at all): ``error_kind="agent_transcript_invalid"``
   (graded), the raw tail (capped at ``TAIL_BYTES``) in ``artifacts["transcript_tail"]``;
-- cancelled (the engine's ``agent_timeout``, a cancel): the program is killed before the cancel goes on.
+- cancelled (the engine's ``agent_timeout``, a cancel): the program is killed before the cancel goes on; its
+  info, transcript tail and stderr tail are on ``RunContext.artifacts``, which the engine's partial result keeps.
 
-When the workdir is a git repository the change is collected as ``patch`` (``git add -A`` and ``git diff
+After every ending, whatever the program left running (background jobs carrying the marker) is killed before the
+patch is read. Tails and errors written to results have this try's gateway envelope / route token (the key-like
+``RunContext.model_env`` values) and anything key-shaped masked. A poll whose output the provider capped is read
+again in smaller pieces.
+
+When the workdir is the top of a git repository (never an enclosing one) the change is collected as ``patch``
+(``git add -A`` and ``git diff
 --cached`` against ``task.metadata["base_commit"]``, else ``HEAD``). Token usage from the transcript is kept
 per step and in ``artifacts["agent_usage"]``, not in ``HarnessResult.usage``: every call went through the
 gateway, whose ledger the engine already counts. ``artifacts["agent"]`` records the program, its version, its
