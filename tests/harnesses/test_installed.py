@@ -514,3 +514,35 @@ def test_gateway_credentials_are_scrubbed_from_tails() -> None:
     text = "Invalid API key agc-env-0123456789abcdef at http://gw:1/r/tok_ABCDEFGH12/v1/responses (scripted)"
     out = _scrub(text, _secrets(env))
     assert "agc-env-0123456789abcdef" not in out and "tok_ABCDEFGH12" not in out and "scripted" in out
+
+
+@pytest.mark.timeout(120)
+async def test_the_gateways_credentials_never_reach_the_result_files(tmp_path: Path) -> None:
+    from tests.fixtures_scripted import running_scripted_server
+
+    real = "sk-agentcompass-test-REALKEY-installed1"
+    seen = tmp_path / "seen"  # what the program got (a local workspace shares the host's filesystem)
+    body = f"""echo '{{"say": "echoing my credentials"}}'
+printf '%s\\n' "$ANTHROPIC_API_KEY" "$OPENAI_API_KEY" > {seen}
+echo "key=[$ANTHROPIC_API_KEY] openai=[$OPENAI_API_KEY] url=[$OPENAI_BASE_URL]" >&2
+exit 1
+"""
+    script = Path(__file__).parent / "scripts" / "claude_code_shell_tasks.json"
+    async with running_scripted_server({"script_file": str(script), "bundled": False},
+                                       require_api_key=real) as server:
+        result = await agentcompass.async_launch({"requests": [{
+            "benchmark": {"id": "shell_tasks", "params": {"sample_ids": ["python/fib"]}},
+            "harness": {"id": HARNESS, "params": {"binary": _program(tmp_path, body), "poll_interval_s": 0.2}},
+            "model": {"id": "scripted", "base_url": server.base_url, "api_key": real},
+            "wrap_api_key": True, "environment": {"id": "local"}, "results_dir": str(tmp_path / "results")}],
+            "progress": "none"})
+    out = result.outcomes[0]
+    (path,) = (out.run_dir / "details").glob("*.json")
+    attempt = msgspec.json.decode(path.read_bytes(), type=TaskDetail).attempts["1"]
+    assert attempt.error_kind == "agent_error"
+    stderr = attempt.artifacts["stderr_tail"]
+    assert "key=[" in stderr and "key=[]" not in stderr  # the program did get (and print) its envelope
+    credentials = [v for v in seen.read_text().split() if len(v) >= 8]
+    assert credentials, "the program got no envelope"
+    run_text = "\n".join(p.read_text(errors="replace") for p in out.run_dir.rglob("*") if p.is_file())
+    assert real not in run_text and not [v for v in credentials if v in run_text], stderr
