@@ -19,6 +19,7 @@ from agentcompass.records import TaskDetail
 from tests.environments.conftest import (  # noqa: F401 - fixtures used by name
     _sweep_session_leftovers,
     base_image,
+    busybox_image,
     containers_of,
     docker_available,
     docker_run_id,
@@ -110,6 +111,20 @@ async def test_claude_code_solves_a_shell_task_in_docker_behind_the_model_policy
     assert int(fields["ps_canary"]) >= 1 and int(fields["files_canary"]) >= 1, check
     env_entry = attempt.meta["environments"][0]
     assert env_entry["provider"] == "docker"
+    assert containers_of(docker_run_id) == []
+
+
+@pytest.mark.timeout(600)
+async def test_claude_code_in_an_image_without_glibc_is_unavailable_not_a_graded_zero(
+        tmp_path: Path, busybox_image: str, docker_run_id: str) -> None:  # noqa: F811
+    out, bodies = await _launch({"script_file": str(SHELL_SCRIPT), "bundled": False}, {
+        **_shell_request(tmp_path, {"id": "docker", "params": {"image": busybox_image, "network_policy": "model"}}),
+        "run_id": docker_run_id})
+    assert not out.ok and bodies == []
+    (detail,) = _details(out.run_dir)
+    attempt = detail.attempts["1"]
+    assert attempt.error_kind == "agent_unavailable" and attempt.correct is None, (attempt.error_kind, attempt.error)
+    assert "cannot run in this environment" in (attempt.error or "")
     assert containers_of(docker_run_id) == []
 
 
