@@ -144,6 +144,11 @@ async def test_claude_code_resolves_a_swebench_local_instance_in_docker(tmp_path
     assert attempt.artifacts["patch"].startswith("diff --git")  # collected by the harness with git diff
     assert attempt.trajectory.steps[0].tool_calls[0].name == "Bash"
     assert "git apply" in (attempt.trajectory.steps[0].action or "")
+    # the key scan inside the SWE-bench image too (with its positive controls)
+    (check,) = [s.observation for s in attempt.trajectory.steps if s.observation and "KEYCHECK" in s.observation]
+    fields = dict(f.split("=", 1) for f in check.strip().splitlines()[-1].split()[1:])
+    assert fields["env"] == fields["ps"] == fields["files"] == "0", check
+    assert int(fields["ps_canary"]) >= 1 and int(fields["files_canary"]) >= 1, check
     assert containers_of(docker_run_id) == []
 
 

@@ -138,6 +138,11 @@ async def test_codex_resolves_a_swebench_local_instance_in_docker(tmp_path: Path
     first = attempt.trajectory.steps[0]
     assert first.tool_calls[0].name == "shell" and "git apply" in (first.action or "") and first.exit_code == 0
     assert attempt.trajectory.stop_reason == "completed" and attempt.final_answer == "The fix is applied."
+    # the key scan inside the SWE-bench image too (with its positive controls)
+    (check,) = [s.observation for s in attempt.trajectory.steps if s.observation and "KEYCHECK" in s.observation]
+    fields = dict(f.split("=", 1) for f in check.strip().splitlines()[-1].split()[1:])
+    assert fields["env"] == fields["ps"] == fields["files"] == "0" and fields["root"] == "/", check
+    assert int(fields["ps_canary"]) >= 1 and int(fields["files_canary"]) >= 1, check
     assert containers_of(docker_run_id) == []
 
 
