@@ -210,6 +210,9 @@ class RunContext(msgspec.Struct, omit_defaults=True):
     trajectory: Trajectory = msgspec.field(default_factory=Trajectory)
     #: the task's reference solution: set only for a harness that declares ``oracle = True``.
     solution: ReferenceSolution | None = None
+    #: the try's live artifacts: a harness that keeps what it has learnt so far here (e.g. an installed agent's
+    #: exit code and transcript tail) has it in the engine's partial result when the run is stopped.
+    artifacts: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------- benchmarks

@@ -64,6 +64,11 @@ POLICIES: dict[str, FailurePolicy] = {
     # its work in the environment is still graded
     "agent_error": _GRADED,
     "agent_transcript_invalid": _GRADED,
+    # its transcript passed max_transcript_bytes / max_steps and it was killed: its work so far is still graded
+    "transcript_limit": _GRADED,
+    # its program cannot run in the image (exit 126/127, exec format error, no loader/glibc): not the model's doing,
+    # and another try in the same image fails the same way
+    "agent_unavailable": _FINAL,
     "harness_crash": _FINAL,
     "prepare_error": _FINAL,
     "setup_error": _FINAL,

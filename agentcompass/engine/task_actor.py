@@ -345,7 +345,8 @@ class TaskActor:
                 error = (f"no progress (no step, no command or model call started or finished) for "
                          f"{rt.timeouts.stall:g}s (harness_params.stall_timeout)")
                 raise _Failure("run_error", "stalled", error,
-                               HarnessResult(error=error, error_kind="stalled", trajectory=partial)) from None
+                               HarnessResult(error=error, error_kind="stalled", trajectory=partial,
+                                             artifacts=dict(ctx.artifacts))) from None
             except TimeoutError:
                 # Still graded: the agent's work so far may be enough; the steps it streamed into ctx are kept.
                 log.warning("agent timed out after %gs", agent_timeout)
@@ -353,7 +354,8 @@ class TaskActor:
                 partial.finished_at = time.time()
                 partial.stop_reason = "agent_timeout"
                 result = HarnessResult(error=f"agent timed out after {agent_timeout:g}s",
-                                       error_kind="agent_timeout", trajectory=partial)
+                                       error_kind="agent_timeout", trajectory=partial,
+                                       artifacts=dict(ctx.artifacts))
             except ModelError as exc:
                 if exc.retry_after:
                     meta["retry_after"] = exc.retry_after

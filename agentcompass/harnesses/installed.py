@@ -16,7 +16,9 @@ that runs it (``command``) and how to read what it prints (``new_transcript``); 
         def new_transcript(self):
             return MyTranscript()            # a JsonLinesTranscript subclass: event dict -> steps
 
-**The program, on the host** (constructor). In order: ``params.binary`` (an explicit host path); the
+**The program, on the host** (constructor). In order: ``params.binary`` (an explicit host path, copied once into
+a directory of its own, ``<data_dir>/agents/custom-<hash>/``, so its own directory, e.g. ``$HOME``, is never
+mounted); the
 distribution installed in this Python (at ``params.version`` when given); a cache directory
 ``<data_dir>/agents/<distribution>-<version>/`` (``data_dir``: the request's, else ``$AGENTCOMPASS_DATA_DIR``,
 else ``~/.cache/agentcompass/data``). When none has it: with ``auto_install_dependencies=True`` the cache is
@@ -31,7 +33,9 @@ again per task.
 ``/opt/agentcompass/agents/<program>-<version>`` by providers that can (``ProviderCapabilities.mounts``,
 docker); ``setup`` then uses, in order: that mount; the host path itself (a local environment shares the host's
 filesystem); a copy sent with ``put_archive`` (a remote daemon) to the same place, or under
-``/tmp/agentcompass-agents/`` when the environment's user may not write there. ``prepare_env`` writes the agent's config
+``/tmp/agentcompass-agents/`` when the environment's user may not write there (the tar is packed once per process
+while the files are unchanged). Program files that are ``/`` or hold the home directory are refused.
+``prepare_env`` writes the agent's config
 files (default: nothing).
 
 **A run** (``run``). A per-attempt directory is made in the environment (``mktemp -d`` under ``$TMPDIR`` or
@@ -49,16 +53,31 @@ engine's stall watchdog satisfied while the program runs. New lines go to the tr
 it makes are appended to ``RunContext.trajectory`` as they come, so an engine ``agent_timeout`` (or a cancel)
 keeps them. Endings:
 
-- exit 0 with a readable transcript: no error; ``final_answer`` and ``stop_reason`` from the transcript;
-- ``params.timeout`` passed: the program's process group (and everything carrying the run's marker variable)
-  is killed, the rest of its transcript read: ``error_kind="agent_timeout"`` (graded);
+- exit 0 with a readable transcript: no error, unless the transcript reports one (``Transcript.error`` /
+  ``error_kind``, e.g. ``step_limit``); ``final_answer`` and ``stop_reason`` from the transcript;
+- ``params.timeout`` passed (checked every poll, however fast the program writes): the program's process group
+  (and everything carrying the run's marker variable) is killed, the rest of its transcript read:
+  ``error_kind="agent_timeout"`` (graded);
+- more than ``params.max_transcript_bytes`` read or ``params.max_steps`` steps: killed,
+  ``error_kind="transcript_limit"`` (graded);
+- the run script gone without an ``exit_code`` file (its run directory removed, ``/tmp`` full):
+  ``error_kind="agent_error"`` at once, not at the engine's timeout;
+- a program that cannot run in the image (exit 126/127 or a loader's message, no transcript):
+  ``error_kind="agent_unavailable"`` (not graded, not retried), the reason in ``error``;
 - a non-zero exit: ``error_kind="agent_error"`` (graded; or the kind the transcript gives, ``Transcript.error_kind``,
   e.g. ``step_limit`` for a turn limit), the tail of its stderr in ``artifacts``;
 - a transcript with no event the parser knows (or none at all): ``error_kind="agent_transcript_invalid"``
   (graded), the raw tail (capped at ``TAIL_BYTES``) in ``artifacts["transcript_tail"]``;
-- cancelled (the engine's ``agent_timeout``, a cancel): the program is killed before the cancel goes on.
+- cancelled (the engine's ``agent_timeout``, a cancel): the program is killed before the cancel goes on; its
+  info, transcript tail and stderr tail are on ``RunContext.artifacts``, which the engine's partial result keeps.
 
-When the workdir is a git repository the change is collected as ``patch`` (``git add -A`` and ``git diff
+After every ending, whatever the program left running (background jobs carrying the marker) is killed before the
+patch is read. Tails and errors written to results have this try's gateway envelope / route token (the key-like
+``RunContext.model_env`` values) and anything key-shaped masked. A poll whose output the provider capped is read
+again in smaller pieces.
+
+When the workdir is the top of a git repository (never an enclosing one) the change is collected as ``patch``
+(``git add -A`` and ``git diff
 --cached`` against ``task.metadata["base_commit"]``, else ``HEAD``). Token usage from the transcript is kept
 per step and in ``artifacts["agent_usage"]``, not in ``HarnessResult.usage``: every call went through the
 gateway, whose ledger the engine already counts. ``artifacts["agent"]`` records the program, its version, its
@@ -69,8 +88,10 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import atexit
 import base64
 import contextlib
+import hashlib
 import importlib.metadata
 import importlib.util
 import logging
@@ -88,7 +109,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
@@ -150,6 +171,10 @@ class InstalledAgentParams(msgspec.Struct, forbid_unknown_fields=True, frozen=Tr
     timeout: Seconds | None = None
     #: seconds between two looks at the running program
     poll_interval_s: Seconds = 1.0
+    #: transcript bytes read at most; past it the program is killed (``error_kind="transcript_limit"``)
+    max_transcript_bytes: int = 256 * 1024 * 1024
+    #: steps kept at most; past it the program is killed (``error_kind="transcript_limit"``)
+    max_steps: int = 20_000
 
 
 @dataclass(frozen=True)
@@ -356,6 +381,42 @@ def locate_program(program: AgentProgram, version: str | None, data_dir: str | N
     return _in_python(program, version) or _in_cache(program, version, cache_root(data_dir))
 
 
+def _private_copy(path: str, version: str, root: Path) -> ProgramLocation:
+    """An explicit ``binary``, copied once into a directory of its own under the agents cache (keyed by its path,
+    size and mtime): that directory is what gets mounted, never the binary's own directory (e.g. ``$HOME``)."""
+    st = os.stat(path)
+    real = os.path.realpath(path)
+    key = hashlib.sha256(f"{real}\0{st.st_size}\0{st.st_mtime_ns}".encode()).hexdigest()[:20]
+    final = root / f"custom-{key}"
+    target = final / os.path.basename(path)
+    if not os.access(target, os.X_OK):
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = root / f"custom-{key}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        try:
+            tmp.mkdir()
+            shutil.copy2(real, tmp / target.name)
+            os.chmod(tmp, 0o755)
+            os.chmod(tmp / target.name, 0o755)
+            os.rename(tmp, final)
+        except OSError:  # another process got there first (or a copy failed: checked below)
+            pass
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    if not os.access(target, os.X_OK):
+        raise ConfigError(f"cannot copy the binary {path!r} into {final}.", field="harness_params.binary")
+    return ProgramLocation(str(final), str(target), version, "binary")
+
+
+def _safe_root(name: str, root: str) -> str:
+    """``root``, refused when mounting or copying it would expose ``/`` or the user's home directory."""
+    real = os.path.realpath(root)
+    home = os.path.realpath(os.path.expanduser("~"))
+    if real == os.sep or real == home or home.startswith(real.rstrip(os.sep) + os.sep):
+        raise ConfigError(f"harness {name}: its program files are {root!r}, which is / or holds the home directory: "
+                          "give the program a directory of its own.", field="harness")
+    return root
+
+
 _install_lock = threading.Lock()
 _installs: dict[tuple[str, str, str], Future[ProgramLocation]] = {}
 _install_runs: dict[str, int] = {}
@@ -481,7 +542,51 @@ def _q(text: str) -> str:
     return shlex.quote(text)
 
 
-_POLL_HEADER = re.compile(r"^(\S+) (\d+)\s*$")
+_POLL_HEADER = re.compile(r"^(\S+) (\d+) ([01])\s*$")
+#: the smallest read per poll when the provider's output cap is tiny
+_MIN_CHUNK = 12
+#: what a shell or the loader prints when a program cannot run at all in the image
+_CANNOT_RUN = re.compile(r"exec format error|not found|no such file or directory|GLIBC_|ld-linux|"
+                         r"error while loading shared libraries|cannot execute", re.IGNORECASE)
+
+
+@dataclass
+class _RunState:
+    offset: int = 0
+    raw_tail: bytearray = field(default_factory=bytearray)
+    exit_code: int | None = None
+    #: None: running / exited; ``timeout``, ``limit``, ``vanished``: how the harness ended it
+    ending: str | None = None
+    stderr_tail: str = ""
+    chunk: int = READ_CHUNK
+
+
+def _cannot_run(exit_code: int | None, stderr: str) -> bool:
+    """Whether a run that wrote no transcript failed because the program could not start in the image."""
+    return exit_code in (126, 127) or bool(_CANNOT_RUN.search(stderr[-2000:]))
+
+
+_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|_BASE_URL)$", re.IGNORECASE)
+
+
+def _secrets(model_env: Mapping[str, str]) -> list[str]:
+    """The gateway's envelope / route token values of this try (live credentials for the attempt)."""
+    out: set[str] = set()
+    for name, value in model_env.items():
+        if not _SECRET_NAME.search(name) or len(value) < 8:
+            continue
+        out.add(value)
+        m = re.search(r"/r/([A-Za-z0-9_-]{8,})", value)  # a route token inside a URL
+        if m:
+            out.add(m.group(1))
+    return sorted(out, key=len, reverse=True)
+
+
+def _scrub(text: str, secrets: list[str]) -> str:
+    """``text`` without this try's gateway credentials (and without anything that looks like a key)."""
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return mask_credentials(text)
 
 
 class InstalledAgent(Harness):
@@ -515,7 +620,7 @@ class InstalledAgent(Harness):
             if not (os.path.isfile(path) and os.access(path, os.X_OK)):
                 raise ConfigError(f"harness {self.name}: binary {p.binary!r} is not an executable file.",
                                   field="harness_params.binary")
-            return ProgramLocation(os.path.dirname(path), path, p.version or "custom", "binary")
+            return _private_copy(path, p.version or "custom", cache_root(self.ctx.data_dir))
         found = locate_program(self.program, p.version, self.ctx.data_dir)
         if found is not None:
             return found
@@ -554,7 +659,8 @@ class InstalledAgent(Harness):
     def mounts(self) -> tuple[Mount, ...]:
         if self.location is None:
             return ()
-        return (Mount(source=self.program_files(), target=self.mount_target(), read_only=True),)
+        return (Mount(source=_safe_root(self.name, self.program_files()), target=self.mount_target(),
+                      read_only=True),)
 
     def resolved_settings(self) -> dict[str, Any]:
         loc = self.location
@@ -594,7 +700,7 @@ class InstalledAgent(Harness):
         target = res.stdout.strip().splitlines()[-1] if res.exit_code == 0 and res.stdout.strip() else ""
         if not target:
             raise EnvironmentError_(f"{self.name}: cannot make a directory for the program: {res.output[-500:]}")
-        spool = await asyncio.to_thread(_tar_dir, self.program_files())
+        spool = await asyncio.to_thread(_tar_dir, _safe_root(self.name, self.program_files()))
         try:
             await env.put_archive(target, spool)
         finally:
@@ -638,71 +744,122 @@ class InstalledAgent(Harness):
         trajectory = ctx.trajectory
         trajectory.started_at = time.time()
         parser = self.new_transcript()
+        secrets = _secrets(ctx.model_env)
         run = await self._make_run_dir(env, workdir, program_path)
-        raw_tail = bytearray()
-        offset = 0
-        exit_code: int | None = None
-        timed_out = False
+        st = _RunState()
         started = time.monotonic()
+        p = self.params
+
+        def take(data: bytes) -> None:
+            st.offset += len(data)
+            st.raw_tail += data
+            del st.raw_tail[:-TAIL_BYTES]
+            trajectory.steps.extend(parser.feed(data))
+            self._live_artifacts(ctx, parser, st, program_path, started, secrets)
+
         try:
-            await self._launch(env, task, ctx, run, marker)
+            pid = await self._launch(env, task, ctx, run, marker)
             log.info("%s started in %s (transcript %s)", self.program.program, env.id, run.transcript)
-            deadline = started + self.params.timeout if self.params.timeout is not None else None
+            deadline = started + p.timeout if p.timeout is not None else None
             while True:
-                code, size, data = await self._poll(env, run, offset)
-                offset += len(data)
-                raw_tail += data
-                del raw_tail[:-TAIL_BYTES]
-                trajectory.steps.extend(parser.feed(data))
-                if len(data) >= READ_CHUNK or (code is not None and offset < size):
-                    continue  # more is waiting: read it now
-                if code is not None:
-                    exit_code = code
-                    break
+                code, size, alive, data = await self._poll(env, run, st, pid)
+                take(data)
                 if deadline is not None and time.monotonic() >= deadline:
-                    timed_out = True
-                    log.warning("%s ran past its timeout of %gs: killing it", self.name, self.params.timeout)
+                    st.ending = "timeout"
+                elif st.offset > p.max_transcript_bytes or len(trajectory.steps) > p.max_steps:
+                    st.ending = "limit"
+                if st.ending is not None:
+                    log.warning("%s: %s: killing it", self.name,
+                                f"ran past its timeout of {p.timeout:g}s" if st.ending == "timeout" else
+                                f"its transcript passed {p.max_transcript_bytes} bytes or {p.max_steps} steps")
                     await self._kill(env, run, marker)
                     for _ in range(64):  # what it wrote before it died (bounded)
-                        code, size, data = await self._poll(env, run, offset)
-                        offset += len(data)
-                        raw_tail += data
-                        del raw_tail[:-TAIL_BYTES]
-                        trajectory.steps.extend(parser.feed(data))
-                        if offset >= size:
+                        if st.ending == "limit":
                             break
-                    exit_code = code
+                        code, size, alive, data = await self._poll(env, run, st, pid)
+                        take(data)
+                        if st.offset >= size or st.offset > p.max_transcript_bytes:
+                            break
+                    st.exit_code = code
                     break
-                await asyncio.sleep(self.params.poll_interval_s)
+                if len(data) >= st.chunk or (code is not None and st.offset < size):
+                    continue  # more is waiting: read it now
+                if code is not None:
+                    st.exit_code = code
+                    break
+                if not alive:  # gone without an exit code (its run directory vanished, or /tmp filled up)
+                    code, size, alive, data = await self._poll(env, run, st, pid)
+                    take(data)
+                    if code is None:
+                        st.ending = "vanished"
+                        break
+                    continue
+                await asyncio.sleep(p.poll_interval_s)
+            # whatever the program left running (background jobs) must not change the workdir from now on
+            await self._kill(env, run, marker)
             trajectory.steps.extend(parser.finish())
-            stderr_tail = await self._stderr_tail(env, run)
+            st.stderr_tail = _scrub(await self._stderr_tail(env, run), secrets)
             patch = await self._patch(env, task, workdir, log)
         except BaseException:
-            # Cancelled (the engine's agent_timeout) or failed: the program must not outlive the run.
+            # Cancelled (the engine's agent_timeout) or failed: the program must not outlive the run; what it
+            # wrote so far stays on ``ctx.artifacts`` for the engine's partial result.
+            async def cleanup() -> None:
+                with contextlib.suppress(Exception):
+                    st.stderr_tail = _scrub(await self._stderr_tail(env, run), secrets)
+                await self._kill(env, run, marker, remove=True)
+
             with contextlib.suppress(BaseException):
-                await asyncio.shield(asyncio.wait_for(self._kill(env, run, marker, remove=True), KILL_TIMEOUT_S))
+                await asyncio.shield(asyncio.wait_for(cleanup(), KILL_TIMEOUT_S))
             trajectory.steps.extend(parser.finish())
+            self._live_artifacts(ctx, parser, st, program_path, started, secrets)
             raise
         with contextlib.suppress(EnvironmentError_, TimeoutError, OSError):
             await env.exec(f"rm -rf {_q(run.dir)}", timeout=COMMAND_TIMEOUT_S)
         elapsed = time.monotonic() - started
         trajectory.finished_at = time.time()
         result = HarnessResult(final_answer=parser.final_answer, patch=patch, trajectory=trajectory)
-        result.artifacts["agent"] = {
-            "program": self.program.program, "version": self.location.version if self.location else None,
-            "program_path": program_path, "exit_code": exit_code, "transcript_bytes": offset, "events": parser.events,
-            "invalid_lines": parser.invalid_lines, "seconds": round(elapsed, 3), **parser.info}
+        self._live_artifacts(ctx, parser, st, program_path, started, secrets)
+        result.artifacts["agent"] = dict(ctx.artifacts["agent"])
         result.artifacts["agent_usage"] = msgspec.to_builtins(parser.usage)
-        tail = raw_tail.decode(errors="replace")
-        if timed_out:
+        tail = _scrub(st.raw_tail.decode(errors="replace"), secrets)
+        stderr_tail = st.stderr_tail
+        exit_code = st.exit_code
+        parser_error = _scrub(parser.error, secrets) if parser.error else None
+        if st.ending == "timeout":
             trajectory.stop_reason = "agent_timeout"
             result.error_kind = "agent_timeout"
-            result.error = f"{self.name} ran past its timeout of {self.params.timeout:g}s and was killed"
+            result.error = f"{self.name} ran past its timeout of {p.timeout:g}s and was killed"
+            result.artifacts["transcript_tail"] = tail
+            result.artifacts["stderr_tail"] = stderr_tail
+        elif st.ending == "limit":
+            trajectory.stop_reason = "transcript_limit"
+            result.error_kind = "transcript_limit"
+            result.error = (f"{self.name}: the transcript passed its cap ({st.offset} bytes read, "
+                            f"max_transcript_bytes={p.max_transcript_bytes}; {len(trajectory.steps)} steps, "
+                            f"max_steps={p.max_steps}): the program was killed")
+            result.artifacts["transcript_tail"] = tail
+            result.artifacts["stderr_tail"] = stderr_tail
+        elif st.ending == "vanished":
+            trajectory.stop_reason = "agent_error"
+            result.error_kind = "agent_error"
+            result.error = (f"{self.program.program} is gone without an exit code (the run directory vanished)"
+                            + (f"; stderr: {stderr_tail[-500:]}" if stderr_tail.strip() else ""))
+            result.artifacts["transcript_tail"] = tail
+        elif exit_code != 0 and not parser.valid and _cannot_run(exit_code, stderr_tail):
+            trajectory.stop_reason = "agent_unavailable"
+            result.error_kind = "agent_unavailable"
+            result.error = (f"{self.program.program} cannot run in this environment (image "
+                            f"{getattr(env, 'image', None) or 'unknown'}): exit {exit_code}"
+                            + (f": {stderr_tail.strip()[-500:]}" if stderr_tail.strip() else "")
+                            + " (a binary for another CPU, or an image without the loader/C library it needs "
+                              "such as glibc?)")
+            result.artifacts["stderr_tail"] = stderr_tail
+            result.artifacts["transcript_tail"] = tail
         elif exit_code != 0:
             trajectory.stop_reason = parser.stop_reason or "agent_error"
             result.error_kind = parser.error_kind or "agent_error"
             result.error = (f"{self.program.program} exited {exit_code}"
-                            + (f": {parser.error}" if parser.error else "")
+                            + (f": {parser_error}" if parser_error else "")
                             + (f"; stderr: {stderr_tail[-500:]}" if stderr_tail.strip() else ""))
             result.artifacts["stderr_tail"] = stderr_tail
             if not parser.valid:
@@ -710,17 +867,33 @@ class InstalledAgent(Harness):
         elif not parser.valid:
             trajectory.stop_reason = "agent_transcript_invalid"
             result.error_kind = "agent_transcript_invalid"
-            result.error = (f"{self.program.program} exited 0 but its transcript ({offset} bytes, "
+            result.error = (f"{self.program.program} exited 0 but its transcript ({st.offset} bytes, "
                             f"{parser.invalid_lines} unreadable lines) held no event {self.name} knows")
             result.artifacts["transcript_tail"] = tail
             result.artifacts["stderr_tail"] = stderr_tail
         else:
             trajectory.stop_reason = parser.stop_reason or "completed"
-            if parser.error:
-                result.error = parser.error
+            if parser_error or parser.error_kind:
+                # the transcript's own verdict stands even when the CLI exits 0 (e.g. Claude's turn limit)
+                result.error = parser_error or parser.error_kind
+                result.error_kind = parser.error_kind or "agent_error"
+                result.artifacts["stderr_tail"] = stderr_tail
         log.info("%s finished: exit %s, %d steps, stop %s, %.1fs", self.program.program, exit_code,
                  len(trajectory.steps), trajectory.stop_reason, elapsed)
         return result
+
+    def _live_artifacts(self, ctx: RunContext, parser: Transcript, st: _RunState, program_path: str,
+                        started: float, secrets: list[str]) -> None:
+        """What the run has shown so far, on ``ctx.artifacts`` (the engine keeps it when it stops the run)."""
+        ctx.artifacts["agent"] = {
+            "program": self.program.program, "version": self.location.version if self.location else None,
+            "program_path": program_path, "exit_code": st.exit_code, "transcript_bytes": st.offset,
+            "events": parser.events, "invalid_lines": parser.invalid_lines,
+            "seconds": round(time.monotonic() - started, 3), **parser.info}
+        ctx.artifacts["agent_usage"] = msgspec.to_builtins(parser.usage)
+        ctx.artifacts["transcript_tail"] = _scrub(st.raw_tail.decode(errors="replace"), secrets)
+        if st.stderr_tail:
+            ctx.artifacts["stderr_tail"] = st.stderr_tail
 
     async def _sh(self, env: Environment, script: str, *, env_vars: dict[str, str] | None = None,
                   what: str) -> str:
@@ -749,7 +922,8 @@ class InstalledAgent(Harness):
                         workdir=workdir, program_path=program_path)
 
     async def _launch(self, env: Environment, task: PreparedTask, ctx: RunContext, run: AgentRun,
-                      marker: str) -> None:
+                      marker: str) -> int | None:
+        """Start the program detached; the pid of its run script (its process group's leader)."""
         await self._write(env, run.prompt_file, task.prompt, what="writing the prompt")
         command = self.command(task, run.program_path, run)
         d = _q(run.dir)
@@ -760,24 +934,42 @@ class InstalledAgent(Harness):
             f"echo $? >{d}/exit_code.tmp && mv {d}/exit_code.tmp {d}/exit_code", ""])
         await self._write(env, posixpath.join(run.dir, "run.sh"), script, what="writing the run script")
         variables = {**self.agent_env(task, ctx, run), MARKER_VAR: marker}
-        await self._sh(env, f'touch {d}/transcript.jsonl {d}/stderr.log; '
-                            f'if command -v setsid >/dev/null 2>&1; then s=setsid; else s=; fi; '
-                            f'$s /bin/sh {d}/run.sh >/dev/null 2>&1 </dev/null & echo $! >{d}/pid',
-                       env_vars=variables, what="starting the agent")
+        out = await self._sh(env, f'touch {d}/transcript.jsonl {d}/stderr.log; '
+                                  f'if command -v setsid >/dev/null 2>&1; then s=setsid; else s=; fi; '
+                                  f'$s /bin/sh {d}/run.sh >/dev/null 2>&1 </dev/null & echo $! >{d}/pid; echo $!',
+                             env_vars=variables, what="starting the agent")
+        last = out.strip().splitlines()[-1] if out.strip() else ""
+        return int(last) if last.isdigit() else None
 
-    async def _poll(self, env: Environment, run: AgentRun, offset: int) -> tuple[int | None, int, bytes]:
-        """(exit code or None while running, transcript size, the next bytes from ``offset``)."""
+    async def _poll(self, env: Environment, run: AgentRun, st: _RunState,
+                    pid: int | None) -> tuple[int | None, int, bool, bytes]:
+        """(exit code or None while running, transcript size, whether the run script is alive, the next bytes
+        from ``st.offset``). A read the provider capped is read again smaller (``st.chunk`` shrinks)."""
         d = _q(run.dir)
-        script = (f'e=$(cat {d}/exit_code 2>/dev/null); s=$(wc -c <{d}/transcript.jsonl 2>/dev/null); '
-                  f'echo "${{e:--}} $(echo ${{s:-0}})"; '
-                  f'tail -c +{offset + 1} {d}/transcript.jsonl 2>/dev/null | head -c {READ_CHUNK} | base64')
-        out = await self._sh(env, script, what="reading the transcript")
-        header, _, body = out.partition("\n")
+        # alive: the run script (pid) exists and is not a zombie; without /proc, ``kill -0`` says it
+        live = (f'a=1; if [ -r /proc/{pid}/stat ]; then case "$(sed "s/.*) //" /proc/{pid}/stat 2>/dev/null)" in '
+                f'Z*|X*|"") a=0;; esac; elif [ -d /proc/self ] || ! kill -0 {pid} 2>/dev/null; then a=0; fi; '
+                if pid is not None else 'a=1; ')
+        while True:
+            script = (f'{live}e=$(cat {d}/exit_code 2>/dev/null); s=$(wc -c <{d}/transcript.jsonl 2>/dev/null); '
+                      f'echo "${{e:--}} $(echo ${{s:-0}}) $a"; '
+                      f'tail -c +{st.offset + 1} {d}/transcript.jsonl 2>/dev/null | head -c {st.chunk} | base64')
+            res = await env.exec(["/bin/sh", "-c", script], timeout=COMMAND_TIMEOUT_S)
+            if res.exit_code != 0:
+                raise EnvironmentError_(f"{self.name}: reading the transcript failed (exit {res.exit_code}): "
+                                        f"{res.output[-1000:]}")
+            if not res.truncated:
+                break
+            if st.chunk <= _MIN_CHUNK:
+                raise EnvironmentError_(f"{self.name}: the environment's output cap is too small to read the "
+                                        "transcript (raise the provider's output_limit_bytes)")
+            st.chunk = max(_MIN_CHUNK, st.chunk // 4)
+        header, _, body = res.stdout.partition("\n")
         m = _POLL_HEADER.match(header)
         if m is None:
             raise EnvironmentError_(f"{self.name}: unexpected poll output {header[:200]!r}")
         code = None if m.group(1) == "-" else int(m.group(1)) if m.group(1).lstrip("-").isdigit() else -1
-        return code, int(m.group(2)), base64.b64decode("".join(body.split()))
+        return code, int(m.group(2)), m.group(3) == "1", base64.b64decode("".join(body.split()))
 
     async def _kill(self, env: Environment, run: AgentRun, marker: str, *, remove: bool = False) -> None:
         """Kill the program's process group and everything carrying the run's marker."""
@@ -802,7 +994,9 @@ class InstalledAgent(Harness):
         """The workdir's change as a git diff (against the task's base commit, else HEAD); None when it is not a
         git repository (or the diff could not be read whole)."""
         base = str(task.metadata.get("base_commit") or "HEAD")
+        # only the workdir's own repository: ``git add -A`` in an enclosing one would stage (and return) its changes
         script = (f"cd {_q(workdir)} && git rev-parse --is-inside-work-tree >/dev/null 2>&1 || exit 3; "
+                  '[ "$(git rev-parse --show-toplevel 2>/dev/null)" = "$(pwd -P)" ] || exit 3; '
                   f"git add -A >/dev/null 2>&1 && git -c core.quotepath=off diff --cached --text --no-color "
                   f"--no-ext-diff {_q(base)}")
         res = await env.exec(["/bin/sh", "-c", script], timeout=COMMAND_TIMEOUT_S * 5)
@@ -815,11 +1009,43 @@ class InstalledAgent(Harness):
         return res.stdout
 
 
-def _tar_dir(root: str) -> IO[bytes]:
-    """A tar of ``root``'s contents in an anonymous temp file (read from its start)."""
-    spool = tempfile.TemporaryFile()
-    with tarfile.open(fileobj=spool, mode="w") as tar:
-        tar.add(root, arcname=".")
-    spool.seek(0)
-    return spool
+_spool_lock = threading.Lock()
+_spools: dict[tuple[str, str], str] = {}
 
+
+def _tree_signature(root: str) -> str:
+    h = hashlib.sha256()
+    for d, dirs, files in os.walk(root):
+        dirs.sort()
+        for f in sorted(files):
+            with contextlib.suppress(OSError):
+                st = os.lstat(os.path.join(d, f))
+                h.update(f"{os.path.relpath(os.path.join(d, f), root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def _remove_spools() -> None:
+    for path in _spools.values():
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+atexit.register(_remove_spools)
+
+
+def _tar_dir(root: str) -> IO[bytes]:
+    """A tar of ``root``'s contents (read from its start), packed once per process while ``root`` is unchanged:
+    an environment without mounts gets the copy sent per task, not re-packed per task."""
+    key = (os.path.realpath(root), _tree_signature(root))
+    with _spool_lock:
+        path = _spools.get(key)
+        if path is None or not os.path.exists(path):
+            fd, path = tempfile.mkstemp(prefix="agentcompass-agent-", suffix=".tar")
+            try:
+                with os.fdopen(fd, "wb") as out, tarfile.open(fileobj=out, mode="w") as tar:
+                    tar.add(root, arcname=".")
+            except BaseException:
+                os.unlink(path)
+                raise
+            _spools[key] = path
+        return open(path, "rb")  # the caller closes it

@@ -19,6 +19,7 @@ from agentcompass.records import TaskDetail
 from tests.environments.conftest import (  # noqa: F401 - fixtures used by name
     _sweep_session_leftovers,
     base_image,
+    busybox_image,
     containers_of,
     docker_available,
     docker_run_id,
@@ -85,7 +86,10 @@ async def test_claude_code_solves_a_shell_task_in_a_local_workspace(tmp_path: Pa
                                 # the check's file search: the workspace only (not the host's whole disk)
                                 {"extra_env": {"SCAN_ROOT": "."}})
     attempt = _check_fib_attempt(out)
-    assert _key_check(attempt).startswith("KEYCHECK env=0 ps=0")
+    check = _key_check(attempt)
+    assert check.startswith("KEYCHECK env=0 ps=0"), check
+    fields = dict(f.split("=", 1) for f in check.split()[1:])
+    assert int(fields["ps_canary"]) >= 1 and int(fields["files_canary"]) >= 1, check  # the scans can see
     assert bodies and all(b["stream"] is True and b["model"] == "scripted" for b in bodies)
     assert any(t.get("name") == "Bash" for t in bodies[0]["tools"])
 
@@ -100,10 +104,27 @@ async def test_claude_code_solves_a_shell_task_in_docker_behind_the_model_policy
     # the agent's own Bash tool looked through every process's environment, the process list and the files of
     # the container (the mounted program included) while Claude Code ran: no real key; its envelope is there
     check = _key_check(attempt)
-    assert check.startswith("KEYCHECK env=0 ps=0 files=0 envelope_in_env="), check
-    assert int(check.rsplit("=", 1)[1]) >= 1, check
+    assert check.startswith("KEYCHECK env=0 ps=0 files=0 "), check
+    fields = dict(f.split("=", 1) for f in check.split()[1:])
+    assert int(fields["envelope_in_env"]) >= 1, check
+    # positive controls: a planted canary in a file and in a process's arguments is found by the same scans
+    assert int(fields["ps_canary"]) >= 1 and int(fields["files_canary"]) >= 1, check
     env_entry = attempt.meta["environments"][0]
     assert env_entry["provider"] == "docker"
+    assert containers_of(docker_run_id) == []
+
+
+@pytest.mark.timeout(600)
+async def test_claude_code_in_an_image_without_glibc_is_unavailable_not_a_graded_zero(
+        tmp_path: Path, busybox_image: str, docker_run_id: str) -> None:  # noqa: F811
+    out, bodies = await _launch({"script_file": str(SHELL_SCRIPT), "bundled": False}, {
+        **_shell_request(tmp_path, {"id": "docker", "params": {"image": busybox_image, "network_policy": "model"}}),
+        "run_id": docker_run_id})
+    assert not out.ok and bodies == []
+    (detail,) = _details(out.run_dir)
+    attempt = detail.attempts["1"]
+    assert attempt.error_kind == "agent_unavailable" and attempt.correct is None, (attempt.error_kind, attempt.error)
+    assert "cannot run in this environment" in (attempt.error or "")
     assert containers_of(docker_run_id) == []
 
 
@@ -123,6 +144,11 @@ async def test_claude_code_resolves_a_swebench_local_instance_in_docker(tmp_path
     assert attempt.artifacts["patch"].startswith("diff --git")  # collected by the harness with git diff
     assert attempt.trajectory.steps[0].tool_calls[0].name == "Bash"
     assert "git apply" in (attempt.trajectory.steps[0].action or "")
+    # the key scan inside the SWE-bench image too (with its positive controls)
+    (check,) = [s.observation for s in attempt.trajectory.steps if s.observation and "KEYCHECK" in s.observation]
+    fields = dict(f.split("=", 1) for f in check.strip().splitlines()[-1].split()[1:])
+    assert fields["env"] == fields["ps"] == fields["files"] == "0", check
+    assert int(fields["ps_canary"]) >= 1 and int(fields["files_canary"]) >= 1, check
     assert containers_of(docker_run_id) == []
 
 

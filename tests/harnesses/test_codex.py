@@ -93,7 +93,10 @@ def _check_hello_attempt(out: Any, bodies: list[dict[str, Any]]) -> str:
 async def test_codex_solves_a_shell_task_in_a_local_workspace(tmp_path: Path) -> None:
     out, bodies = await _launch(SHELL_SCRIPT, _shell_request(tmp_path, {"id": "local"}))
     check = _check_hello_attempt(out, bodies)
-    assert check.startswith("KEYCHECK env=0 ps=0 files=0 root=. cmd_key=0 key_in_env="), check
+    assert check.startswith("KEYCHECK env=0 ps=0 files=0 "), check
+    fields = dict(f.split("=", 1) for f in check.split()[1:])
+    assert fields["root"] == "." and fields["cmd_key"] == "0", check
+    assert int(fields["ps_canary"]) >= 1 and int(fields["files_canary"]) >= 1, check  # the scans can see
 
 
 @pytest.mark.timeout(600)
@@ -106,8 +109,11 @@ async def test_codex_solves_a_shell_task_in_docker_behind_the_model_policy_and_n
     # (the mounted program included) while Codex ran: no real key; the codex process carries its envelope, the
     # command itself does not
     check = _check_hello_attempt(out, bodies)
-    assert check.startswith("KEYCHECK env=0 ps=0 files=0 root=/ cmd_key=0 key_in_env="), check
-    assert int(check.rsplit("=", 1)[1]) >= 1, check
+    assert check.startswith("KEYCHECK env=0 ps=0 files=0 "), check
+    fields = dict(f.split("=", 1) for f in check.split()[1:])
+    assert fields["root"] == "/" and fields["cmd_key"] == "0" and int(fields["key_in_env"]) >= 1, check
+    # positive controls: a planted canary in a file and in a process's arguments is found by the same scans
+    assert int(fields["ps_canary"]) >= 1 and int(fields["files_canary"]) >= 1, check
     assert out.run_dir is not None
     (detail,) = _details(out.run_dir)
     assert detail.attempts["1"].meta["environments"][0]["provider"] == "docker"
@@ -132,6 +138,11 @@ async def test_codex_resolves_a_swebench_local_instance_in_docker(tmp_path: Path
     first = attempt.trajectory.steps[0]
     assert first.tool_calls[0].name == "shell" and "git apply" in (first.action or "") and first.exit_code == 0
     assert attempt.trajectory.stop_reason == "completed" and attempt.final_answer == "The fix is applied."
+    # the key scan inside the SWE-bench image too (with its positive controls)
+    (check,) = [s.observation for s in attempt.trajectory.steps if s.observation and "KEYCHECK" in s.observation]
+    fields = dict(f.split("=", 1) for f in check.strip().splitlines()[-1].split()[1:])
+    assert fields["env"] == fields["ps"] == fields["files"] == "0" and fields["root"] == "/", check
+    assert int(fields["ps_canary"]) >= 1 and int(fields["files_canary"]) >= 1, check
     assert containers_of(docker_run_id) == []
 
 

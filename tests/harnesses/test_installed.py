@@ -10,6 +10,7 @@ import logging
 import os
 import shlex
 import stat
+import time
 import uuid
 from pathlib import Path
 from typing import Any, ClassVar
@@ -55,6 +56,10 @@ class FakeTranscript(JsonLinesTranscript):
         if "done" in event:
             self.final_answer = str(event["done"])
             self.stop_reason = "done"
+            return []
+        if "fail" in event:  # the agent's own verdict (as Claude's turn limit)
+            self.error = str(event["fail"])
+            self.error_kind = event.get("kind")
             return []
         return None
 
@@ -102,6 +107,13 @@ HANG = """echo '{"say": "thinking forever"}'
 sleep 600 &
 sleep 600
 """
+FLOOD = """echo '{"say": "start"}'
+while :; do head -c 60000 /dev/zero | tr '\\0' g; echo; done
+"""
+VANISH = """echo '{"say": "cleaning /tmp"}'
+rm -rf "$(dirname "$HOME")"
+exit 0
+"""
 
 
 def _environment(kind: str, image: str | None) -> dict[str, Any]:
@@ -109,14 +121,14 @@ def _environment(kind: str, image: str | None) -> dict[str, Any]:
 
 
 async def _run(tmp_path: Path, binary: str, kind: str, image: str | None, run_id: str,
-               harness_params: dict[str, Any] | None = None) -> Any:
+               harness_params: dict[str, Any] | None = None, *, ok: bool = True) -> Any:
     result = await agentcompass.async_launch({"requests": [{
         "benchmark": {"id": "shell_tasks", "params": {"sample_ids": ["python/fib"]}},
         "harness": {"id": HARNESS, "params": {"binary": binary, "poll_interval_s": 0.2, **(harness_params or {})}},
         "model": {"id": "scripted"}, "environment": _environment(kind, image), "run_id": run_id,
         "results_dir": str(tmp_path / "results")}], "progress": "none"})
     out = result.outcomes[0]
-    assert out.ok, out.error
+    assert out.ok == ok, out.error
     (path,) = (out.run_dir / "details").glob("*.json")
     return msgspec.json.decode(path.read_bytes(), type=TaskDetail).attempts["1"]
 
@@ -317,8 +329,220 @@ def test_docker_binds_mounts_read_only_and_only_on_a_local_daemon() -> None:
     config = local._container_config({}, "img", "/w", "none", {}, binds)
     assert config["HostConfig"]["Mounts"] == [{"Type": "bind", "Source": "/host/agent", "Target": "/opt/agentcompass/a",
                                               "ReadOnly": True}]
-    shape = local._shape(spec, "img", "/w", binds)
-    assert shape is None or shape.mounts == binds  # a pre-started container carries the same binds
+    prestarting = DockerProvider({"prestart": 2}, ComponentContext(run_id="r"))
+    shape = prestarting._shape(spec, "img", "/w", prestarting._binds(spec))
+    assert shape is not None and shape.mounts == binds  # a pre-started container carries the same binds
     remote = DockerProvider({"docker_host": "tcp://10.0.0.1:2376"}, ComponentContext(run_id="r"))
     assert remote._binds(spec) == ()  # its paths are not ours: the harness copies the program in instead
     assert DockerProvider.capabilities.mounts
+
+
+# ----------------------------------------------------------------------------- ends the harness decides itself
+
+BACKGROUND = """(while :; do date >> hb.txt; sleep .1; done) &
+echo '{"say": "left a job running"}'
+echo '{"done": "bye"}'
+"""
+BACKGROUND_HANG = """(while :; do date >> hb.txt; sleep .1; done) &
+echo '{"say": "thinking forever"}'
+sleep 600
+"""
+
+
+async def _open_env(kind: str, image: str | None, run_id: str, mounts: Any = ()) -> Any:
+    from agentcompass.environments.docker import DockerProvider
+    from agentcompass.environments.local import LocalProvider
+    from agentcompass.interfaces import EnvOpenSpec
+
+    provider = DockerProvider({"image": image}, ComponentContext(run_id=run_id)) if kind == "docker" else \
+        LocalProvider({}, ComponentContext(run_id=run_id))
+    try:
+        return provider, await provider.open(EnvOpenSpec(run_id=run_id, task_id="t", mounts=list(mounts)))
+    except BaseException:
+        await provider.aclose()
+        raise
+
+
+async def _size(env: Any, path: str) -> int:
+    res = await env.exec(f"wc -c < {path} 2>/dev/null || echo 0")
+    return int(res.stdout.strip() or 0)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("body,params,kind_of_end", [(BACKGROUND, {}, None),
+                                                     (BACKGROUND_HANG, {"timeout": 2}, "agent_timeout")])
+async def test_what_the_program_left_running_is_dead_before_the_run_returns(
+        tmp_path: Path, where: tuple[str, str | None, str], body: str, params: dict[str, Any],
+        kind_of_end: str | None) -> None:
+    from agentcompass.interfaces import RunContext
+
+    kind, image, run_id = where
+    agent = FakeAgent({"binary": _program(tmp_path, body), "poll_interval_s": 0.2, **params}, ComponentContext())
+    log = logging.getLogger("test")
+    task = PreparedTask(task_id="t", prompt="p")
+    provider, env = await _open_env(kind, image, run_id, agent.mounts() if kind == "docker" else ())
+    try:
+        await agent.setup(task, env, log)
+        result = await agent.run(task, env, None, RunContext(request="r", run_id="x", task_id="t", attempt=1), log)
+        assert result.error_kind == kind_of_end, result.error
+        first = await _size(env, "hb.txt")
+        assert first > 0  # the heartbeat did run
+        await asyncio.sleep(0.8)
+        assert await _size(env, "hb.txt") == first  # and nothing writes it any more: killed before grading
+        if kind == "docker":  # no process of the run is left (with a control that the scan sees one)
+            scan = "grep -l AGENTCOMPASS_AGENT_RUN= /proc/[0-9]*/environ 2>/dev/null | wc -l"
+            assert (await env.exec(scan)).stdout.strip() == "0"
+            control = await env.exec(f"AGENTCOMPASS_AGENT_RUN=x sleep 5 & sleep .3; {scan}")
+            assert int(control.stdout.strip()) >= 1
+    finally:
+        await env.close()
+        await provider.aclose()
+
+
+@pytest.mark.timeout(120)
+async def test_a_program_that_writes_fast_is_still_killed_at_its_timeout(tmp_path: Path) -> None:
+    started = time.monotonic()
+    attempt = await _run(tmp_path, _program(tmp_path, FLOOD), "local", None, f"inst-{uuid.uuid4().hex[:8]}",
+                         {"timeout": 3, "agent_timeout": 60})
+    assert attempt.error_kind == "agent_timeout" and "ran past its timeout of 3s" in (attempt.error or "")
+    assert time.monotonic() - started < 30  # the harness's own timeout, not the engine's 60 s
+    assert "ggggg" in attempt.artifacts["transcript_tail"]
+
+
+@pytest.mark.timeout(120)
+async def test_a_transcript_past_its_cap_ends_the_run(tmp_path: Path) -> None:
+    attempt = await _run(tmp_path, _program(tmp_path, FLOOD), "local", None, f"inst-{uuid.uuid4().hex[:8]}",
+                         {"max_transcript_bytes": 500_000, "agent_timeout": 60})
+    assert attempt.error_kind == "transcript_limit" and attempt.status == "completed"  # graded still
+    assert attempt.artifacts["agent"]["transcript_bytes"] < 2_000_000
+
+
+@pytest.mark.timeout(120)
+async def test_a_program_gone_without_an_exit_code_ends_the_run_at_once(tmp_path: Path) -> None:
+    started = time.monotonic()
+    attempt = await _run(tmp_path, _program(tmp_path, VANISH), "local", None, f"inst-{uuid.uuid4().hex[:8]}",
+                         {"agent_timeout": 60})
+    assert attempt.error_kind == "agent_error" and "without an exit code" in (attempt.error or "")
+    assert time.monotonic() - started < 30
+
+
+@pytest.mark.timeout(120)
+async def test_the_transcripts_own_error_kind_stands_on_exit_0(tmp_path: Path) -> None:
+    body = """echo '{"say": "working"}'
+echo '{"fail": "max turns reached", "kind": "step_limit"}'
+exit 0
+"""
+    attempt = await _run(tmp_path, _program(tmp_path, body), "local", None, f"inst-{uuid.uuid4().hex[:8]}")
+    assert attempt.error_kind == "step_limit" and attempt.error == "max turns reached"
+
+
+@pytest.mark.timeout(120)
+async def test_a_program_that_cannot_run_in_the_image_is_not_graded(tmp_path: Path) -> None:
+    binary = _program(tmp_path, "")
+    Path(binary).write_bytes(b"#!/nonexistent/loader\n")  # as a glibc binary in an image without its loader
+    attempt = await _run(tmp_path, binary, "local", None, f"inst-{uuid.uuid4().hex[:8]}", ok=False)
+    assert attempt.error_kind == "agent_unavailable" and attempt.correct is None and attempt.status == "run_error"
+    assert "cannot run in this environment" in (attempt.error or "")
+
+
+@pytest.mark.timeout(120)
+async def test_the_engines_timeout_keeps_the_agents_tails(tmp_path: Path) -> None:
+    attempt = await _run(tmp_path, _program(tmp_path, GARBAGE + "echo 'oops' >&2\nsleep 600\n"), "local", None,
+                         f"inst-{uuid.uuid4().hex[:8]}", {"agent_timeout": 4})
+    assert attempt.error_kind == "agent_timeout"
+    assert "502 Bad Gateway" in attempt.artifacts["transcript_tail"]
+    assert "oops" in attempt.artifacts["stderr_tail"] and attempt.artifacts["agent"]["program"] == "fake-agent"
+
+
+@pytest.mark.timeout(120)
+async def test_a_small_output_cap_still_reads_the_whole_transcript(tmp_path: Path) -> None:
+    result = await agentcompass.async_launch({"requests": [{
+        "benchmark": {"id": "shell_tasks", "params": {"sample_ids": ["python/fib"]}},
+        "harness": {"id": HARNESS, "params": {"binary": _program(tmp_path, GOOD), "poll_interval_s": 0.2}},
+        "model": {"id": "scripted"}, "environment": {"id": "local", "params": {"output_limit_bytes": 100}},
+        "results_dir": str(tmp_path / "results")}], "progress": "none"})
+    (path,) = (result.outcomes[0].run_dir / "details").glob("*.json")
+    attempt = msgspec.json.decode(path.read_bytes(), type=TaskDetail).attempts["1"]
+    assert attempt.final_answer == "written" and len(attempt.trajectory.steps) == 2, attempt.error
+
+
+@pytest.mark.timeout(120)
+async def test_a_workdir_inside_another_repository_gives_no_patch_and_leaves_its_index(tmp_path: Path) -> None:
+    import subprocess
+
+    outer = tmp_path / "outer"
+    outer.mkdir()
+    await asyncio.to_thread(subprocess.run, ["git", "init", "-q", str(outer)], check=True)
+    (outer / "mine.txt").write_text("the user's unrelated change\n")
+    result = await agentcompass.async_launch({"requests": [{
+        "benchmark": {"id": "shell_tasks", "params": {"sample_ids": ["python/fib"]}},
+        "harness": {"id": HARNESS, "params": {"binary": _program(tmp_path, GOOD), "poll_interval_s": 0.2}},
+        "model": {"id": "scripted"}, "environment": {"id": "local", "params": {"base_dir": str(outer)}},
+        "results_dir": str(tmp_path / "results")}], "progress": "none"})
+    (path,) = (result.outcomes[0].run_dir / "details").glob("*.json")
+    attempt = msgspec.json.decode(path.read_bytes(), type=TaskDetail).attempts["1"]
+    assert attempt.correct is True and "patch" not in attempt.artifacts
+    staged = (await asyncio.to_thread(subprocess.run, ["git", "-C", str(outer), "diff", "--cached", "--name-only"],
+                                      capture_output=True, text=True, check=True)).stdout
+    assert staged == ""
+
+
+def test_a_binary_is_mounted_from_a_directory_of_its_own(tmp_path: Path) -> None:
+    binary = _program(tmp_path, GOOD)
+    (Path(binary).parent / "secret.txt").write_text("s3cret")
+    agent = FakeAgent({"binary": binary}, ComponentContext(data_dir=str(tmp_path / "data")))
+    (mount,) = agent.mounts()
+    assert mount.source != str(Path(binary).parent) and os.listdir(mount.source) == ["fake-agent"]
+    assert FakeAgent({"binary": binary}, ComponentContext(data_dir=str(tmp_path / "data"))).mounts() == (mount,)
+
+
+def test_program_files_that_hold_the_home_directory_are_refused(tmp_path: Path) -> None:
+    class HomeAgent(FakeAgent):
+        def program_files(self) -> str:
+            return os.path.expanduser("~")
+
+    agent = HomeAgent({"binary": _program(tmp_path, GOOD)}, ComponentContext(data_dir=str(tmp_path / "data")))
+    with pytest.raises(ConfigError, match="home directory"):
+        agent.mounts()
+
+
+def test_gateway_credentials_are_scrubbed_from_tails() -> None:
+    from agentcompass.harnesses.installed import _scrub, _secrets
+
+    env = {"ANTHROPIC_API_KEY": "agc-env-0123456789abcdef", "OPENAI_BASE_URL": "http://gw:1/r/tok_ABCDEFGH12/v1",
+           "AGENTCOMPASS_MODEL": "scripted"}
+    text = "Invalid API key agc-env-0123456789abcdef at http://gw:1/r/tok_ABCDEFGH12/v1/responses (scripted)"
+    out = _scrub(text, _secrets(env))
+    assert "agc-env-0123456789abcdef" not in out and "tok_ABCDEFGH12" not in out and "scripted" in out
+
+
+@pytest.mark.timeout(120)
+async def test_the_gateways_credentials_never_reach_the_result_files(tmp_path: Path) -> None:
+    from tests.fixtures_scripted import running_scripted_server
+
+    real = "sk-agentcompass-test-REALKEY-installed1"
+    seen = tmp_path / "seen"  # what the program got (a local workspace shares the host's filesystem)
+    body = f"""echo '{{"say": "echoing my credentials"}}'
+printf '%s\\n' "$ANTHROPIC_API_KEY" "$OPENAI_API_KEY" > {seen}
+echo "key=[$ANTHROPIC_API_KEY] openai=[$OPENAI_API_KEY] url=[$OPENAI_BASE_URL]" >&2
+exit 1
+"""
+    script = Path(__file__).parent / "scripts" / "claude_code_shell_tasks.json"
+    async with running_scripted_server({"script_file": str(script), "bundled": False},
+                                       require_api_key=real) as server:
+        result = await agentcompass.async_launch({"requests": [{
+            "benchmark": {"id": "shell_tasks", "params": {"sample_ids": ["python/fib"]}},
+            "harness": {"id": HARNESS, "params": {"binary": _program(tmp_path, body), "poll_interval_s": 0.2}},
+            "model": {"id": "scripted", "base_url": server.base_url, "api_key": real},
+            "wrap_api_key": True, "environment": {"id": "local"}, "results_dir": str(tmp_path / "results")}],
+            "progress": "none"})
+    out = result.outcomes[0]
+    (path,) = (out.run_dir / "details").glob("*.json")
+    attempt = msgspec.json.decode(path.read_bytes(), type=TaskDetail).attempts["1"]
+    assert attempt.error_kind == "agent_error"
+    stderr = attempt.artifacts["stderr_tail"]
+    assert "key=[" in stderr and "key=[]" not in stderr  # the program did get (and print) its envelope
+    credentials = [v for v in seen.read_text().split() if len(v) >= 8]
+    assert credentials, "the program got no envelope"
+    run_text = "\n".join(p.read_text(errors="replace") for p in out.run_dir.rglob("*") if p.is_file())
+    assert real not in run_text and not [v for v in credentials if v in run_text], stderr
