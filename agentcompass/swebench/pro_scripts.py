@@ -16,23 +16,18 @@ runs them.
 from __future__ import annotations
 
 import hashlib
-import io
 import logging
 import os
-import posixpath
 import shutil
-import tarfile
-import tempfile
 import threading
-import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
 
 from .._errors import AgentCompassError, ConfigError
+from .._tarball_download import PARTIAL, Fetched, ProgressCallback, TarballDownload
 
 log = logging.getLogger("agentcompass.swebench.pro_scripts")
 
@@ -55,14 +50,17 @@ HTTP_TIMEOUT = 30.0
 MANIFEST = "agentcompass-manifest.json"
 KEPT_DIRS = ("run_scripts", "dockerfiles")
 RUN_SCRIPT, PARSER = "run_script.sh", "parser.py"
-_PARTIAL = ".partial-"
-_CHUNK = 1 << 16
-
-ProgressCallback = Callable[[int, int], None]
 
 
 class ScriptsDownloadError(AgentCompassError):
     """The run scripts could not be fetched (unreachable, refused, too large, too slow or not a tarball)."""
+
+
+#: how the scripts tarball is downloaded (the caps above; ``download`` may change them and the deadline)
+SCRIPTS = TarballDownload(what="scripts", error=ScriptsDownloadError, max_bytes=MAX_DOWNLOAD_BYTES,
+                          max_unpacked_bytes=MAX_UNPACKED_BYTES, max_files=MAX_FILES, deadline=DOWNLOAD_DEADLINE,
+                          max_file_bytes=MAX_FILE_BYTES, http_timeout=HTTP_TIMEOUT, kept_dirs=KEPT_DIRS,
+                          mode="r|gz")
 
 
 class ScriptsManifest(msgspec.Struct, frozen=True):
@@ -164,102 +162,12 @@ def _find_usable(data_dir: Path, commit: str, url: str | None) -> ScriptsSource 
     return None
 
 
-def _member_path(name: str) -> str | None:
-    """The path to unpack a tarball member to (its top folder dropped), or None to skip it."""
-    parts = name.split("/", 1)
-    if len(parts) != 2:
-        return None
-    rel = posixpath.normpath(parts[1])
-    if rel.startswith(("/", "..")) or rel.split("/", 1)[0] not in KEPT_DIRS or "\\" in rel or "\0" in rel:
-        return None
-    return rel
-
-
-class _Guarded(io.FileIO):
-    """The tarball, read only until the deadline or a cancellation (checked at every read, so that even
-    skipping a huge member of a compression bomb stops in time)."""
-
-    def __init__(self, path: Path, end: float, deadline: float, cancelled: threading.Event | None) -> None:
-        super().__init__(path, "rb")
-        self._end, self._deadline, self._cancelled = end, deadline, cancelled
-
-    def read(self, size: int | None = -1, /) -> bytes:
-        if self._cancelled is not None and self._cancelled.is_set():
-            raise ScriptsDownloadError("unpacking the scripts: cancelled")
-        if time.monotonic() > self._end:
-            raise ScriptsDownloadError(f"downloading and unpacking the scripts took more than {self._deadline:.0f} s")
-        return super().read(size)
-
-
 def _unpack(tarball: Path, dest: Path, *, end: float, deadline: float, cancelled: threading.Event | None,
             max_bytes: int = MAX_UNPACKED_BYTES, max_files: int = MAX_FILES) -> int:
     """Unpack the kept regular files of ``tarball`` into ``dest`` (by ``end``, a monotonic time, and within
     the caps); the number of files."""
-    count = total = 0
-    try:
-        with _Guarded(tarball, end, deadline, cancelled) as raw, tarfile.open(fileobj=raw, mode="r|gz") as tar:
-            for member in tar:
-                rel = _member_path(member.name)
-                if rel is None or not member.isreg():  # links, devices and everything else: never unpacked
-                    continue
-                if member.size > MAX_FILE_BYTES:
-                    raise ScriptsDownloadError(f"{member.name} in the scripts tarball is {member.size} bytes, "
-                                               f"over the {MAX_FILE_BYTES}-byte cap")
-                total += member.size
-                count += 1
-                if total > max_bytes:
-                    raise ScriptsDownloadError(f"the scripts tarball unpacks to more than {max_bytes} bytes, over "
-                                               f"the cap")
-                if count > max_files:
-                    raise ScriptsDownloadError(f"the scripts tarball holds more than {max_files} files, over the cap")
-                src = tar.extractfile(member)
-                if src is None:
-                    continue
-                target = dest / rel
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with src, target.open("wb") as out:
-                    shutil.copyfileobj(src, out)
-    except (tarfile.TarError, EOFError, OSError) as exc:
-        if isinstance(exc, ScriptsDownloadError):
-            raise
-        raise ScriptsDownloadError(f"the scripts download is not a readable .tar.gz ({exc})") from None
-    return count
-
-
-def _fetch(url: str, into: Path, *, max_bytes: int, deadline: float, on_progress: ProgressCallback | None,
-           cancelled: threading.Event | None) -> str:
-    """Stream ``url`` into the file ``into``; its sha256."""
-    import httpx
-
-    digest = hashlib.sha256()
-    done = 0
-    end = time.monotonic() + deadline
-    try:
-        # a stalled transfer ends by the read timeout, a slow one at the deadline between two chunks
-        timeout = httpx.Timeout(min(HTTP_TIMEOUT, deadline))
-        with httpx.Client(timeout=timeout, follow_redirects=True) as client, \
-                client.stream("GET", url) as resp:
-            if resp.status_code != 200:
-                raise ScriptsDownloadError(f"GET {url} answered HTTP {resp.status_code}")
-            announced = int(resp.headers.get("content-length") or 0)
-            if announced > max_bytes:
-                raise ScriptsDownloadError(f"{url} is {announced} bytes, over the {max_bytes}-byte cap")
-            with into.open("wb") as out:
-                for chunk in resp.iter_bytes(_CHUNK):
-                    if cancelled is not None and cancelled.is_set():
-                        raise ScriptsDownloadError(f"downloading {url}: cancelled")
-                    if time.monotonic() > end:
-                        raise ScriptsDownloadError(f"downloading {url} took more than {deadline:.0f} s")
-                    done += len(chunk)
-                    if done > max_bytes:
-                        raise ScriptsDownloadError(f"{url}: more than {max_bytes} bytes received; download stopped")
-                    digest.update(chunk)
-                    out.write(chunk)
-                    if on_progress is not None:
-                        on_progress(done, announced or done)
-    except httpx.HTTPError as exc:
-        raise ScriptsDownloadError(f"downloading {url} failed ({type(exc).__name__}: {exc})") from None
-    return digest.hexdigest()
+    return SCRIPTS.with_caps(deadline=deadline, max_unpacked_bytes=max_bytes, max_files=max_files).unpack(
+        tarball, dest, end=end, cancelled=cancelled)
 
 
 def download(data_dir: Path, commit: str, url: str | None = None, *, max_bytes: int = MAX_DOWNLOAD_BYTES,
@@ -277,36 +185,26 @@ def download(data_dir: Path, commit: str, url: str | None = None, *, max_bytes: 
         raise ScriptsDownloadError(f"{final} exists but was not written by a download (no {MANIFEST}) and has no "
                                    f"run_scripts/ folder; it is left alone: move it away")
     url = source_url(commit, url)
-    end = time.monotonic() + deadline
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.parent / f"{_PARTIAL}{final.name}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
-    try:
-        with tempfile.TemporaryDirectory(dir=final.parent, prefix=_PARTIAL) as spool:
-            tarball = Path(spool) / "scripts.tar.gz"
-            log.info("downloading the SWE-bench Pro run scripts (%s) from %s", commit[:12], url)
-            sha = _fetch(url, tarball, max_bytes=max_bytes, deadline=deadline, on_progress=on_progress,
-                         cancelled=cancelled)
-            size = tarball.stat().st_size
-            count = _unpack(tarball, tmp, end=end, deadline=deadline, cancelled=cancelled,
-                            max_bytes=max_unpacked_bytes, max_files=max_files)
+    log.info("downloading the SWE-bench Pro run scripts (%s) from %s", commit[:12], url)
+
+    def seal(tmp: Path, got: Fetched) -> ScriptsManifest:
         if not (tmp / "run_scripts").is_dir():
             raise ScriptsDownloadError(f"{url} has no run_scripts/ folder: not the SWE-bench Pro repository")
-        manifest = ScriptsManifest(url=url, commit=commit, sha256=sha, bytes=size, files=count)
+        manifest = ScriptsManifest(url=url, commit=commit, sha256=got.sha256, bytes=got.bytes, files=got.files)
         (tmp / MANIFEST).write_bytes(msgspec.json.encode(manifest))
         if _read_manifest(final) is not None and find_cached(data_dir, commit, url) is None:
             # an earlier download of another source (an older cache layout): ours to replace. Renamed to a
             # partial name first, so that a half-deleted copy never reads as scripts.
-            trash = final.parent / f"{_PARTIAL}{final.name}-stale-{uuid.uuid4().hex[:8]}"
+            trash = final.parent / f"{PARTIAL}{final.name}-stale-{uuid.uuid4().hex[:8]}"
             os.rename(final, trash)
             shutil.rmtree(trash, ignore_errors=True)
-        try:
-            os.rename(tmp, final)
-        except OSError:
-            if find_cached(data_dir, commit, url) is None:  # not another process that finished first
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        return manifest
+
+    spec = SCRIPTS.with_caps(max_bytes=max_bytes, deadline=deadline, max_unpacked_bytes=max_unpacked_bytes,
+                             max_files=max_files)
+    manifest = spec.download(url, final, shown=url, seal=seal,
+                             done_elsewhere=lambda: find_cached(data_dir, commit, url) is not None,
+                             on_progress=on_progress, cancelled=cancelled)
     log.info("SWE-bench Pro run scripts in %s", final)
     return ScriptsSource(final, "download", manifest)
 
