@@ -29,6 +29,8 @@ from typing import Any, Literal, TypeVar
 
 from ._errors import AgentCompassError
 
+#: the file naming where a finished download came from, written last (its users' own msgspec structs)
+MANIFEST = "agentcompass-manifest.json"
 #: the prefix of the temporary folders next to the cache folder (never read as a download)
 PARTIAL = ".partial-"
 
@@ -279,4 +281,4 @@ class _Guarded(io.FileIO):
         return super().read(size)
 
 
-__all__ = ["PARTIAL", "Fetched", "ProgressCallback", "TarballDownload"]
+__all__ = ["MANIFEST", "PARTIAL", "Fetched", "ProgressCallback", "TarballDownload"]

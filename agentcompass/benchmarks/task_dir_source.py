@@ -18,7 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 import msgspec
 
 from .._errors import AgentCompassError
-from .._tarball_download import Fetched, ProgressCallback, TarballDownload
+from .._tarball_download import MANIFEST, Fetched, ProgressCallback, TarballDownload
 
 log = logging.getLogger("agentcompass.benchmarks.task_dir")
 
@@ -30,9 +30,6 @@ MAX_UNPACKED_BYTES = 8 << 30
 MAX_FILES = 200_000
 #: seconds for the whole download, unpacking included
 DOWNLOAD_DEADLINE = 1800.0
-#: seconds to connect / between two reads
-HTTP_TIMEOUT = 30.0
-MANIFEST = "agentcompass-manifest.json"
 
 
 class TasksDownloadError(AgentCompassError):
@@ -42,7 +39,7 @@ class TasksDownloadError(AgentCompassError):
 #: how the tasks tarball is downloaded (the caps above; ``download`` may lower the byte cap and the deadline)
 TASKS = TarballDownload(what="tasks", error=TasksDownloadError, max_bytes=MAX_DOWNLOAD_BYTES,
                         max_unpacked_bytes=MAX_UNPACKED_BYTES, max_files=MAX_FILES, deadline=DOWNLOAD_DEADLINE,
-                        http_timeout=HTTP_TIMEOUT, keep_exec_bits=True)
+                        keep_exec_bits=True)
 
 
 class DownloadManifest(msgspec.Struct, frozen=True):

@@ -27,7 +27,7 @@ from pathlib import Path
 import msgspec
 
 from .._errors import AgentCompassError, ConfigError
-from .._tarball_download import PARTIAL, Fetched, ProgressCallback, TarballDownload
+from .._tarball_download import MANIFEST, PARTIAL, Fetched, ProgressCallback, TarballDownload
 
 log = logging.getLogger("agentcompass.swebench.pro_scripts")
 
@@ -45,9 +45,6 @@ MAX_UNPACKED_BYTES = 256 << 20
 MAX_FILES = 50_000
 #: seconds for the whole download, unpacking included
 DOWNLOAD_DEADLINE = 900.0
-#: seconds to connect / between two reads
-HTTP_TIMEOUT = 30.0
-MANIFEST = "agentcompass-manifest.json"
 KEPT_DIRS = ("run_scripts", "dockerfiles")
 RUN_SCRIPT, PARSER = "run_script.sh", "parser.py"
 
@@ -59,8 +56,7 @@ class ScriptsDownloadError(AgentCompassError):
 #: how the scripts tarball is downloaded (the caps above; ``download`` may change them and the deadline)
 SCRIPTS = TarballDownload(what="scripts", error=ScriptsDownloadError, max_bytes=MAX_DOWNLOAD_BYTES,
                           max_unpacked_bytes=MAX_UNPACKED_BYTES, max_files=MAX_FILES, deadline=DOWNLOAD_DEADLINE,
-                          max_file_bytes=MAX_FILE_BYTES, http_timeout=HTTP_TIMEOUT, kept_dirs=KEPT_DIRS,
-                          mode="r|gz")
+                          max_file_bytes=MAX_FILE_BYTES, kept_dirs=KEPT_DIRS, mode="r|gz")
 
 
 class ScriptsManifest(msgspec.Struct, frozen=True):
