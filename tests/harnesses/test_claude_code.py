@@ -8,14 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 
-import agentcompass
 from agentcompass._errors import ConfigError
 from agentcompass.harnesses.claude_code import ClaudeCode, ClaudeCodeTranscript
 from agentcompass.interfaces import ComponentContext
-from agentcompass.records import TaskDetail
 from tests.environments.conftest import (  # noqa: F401 - fixtures used by name
     _sweep_session_leftovers,
     base_image,
@@ -24,8 +21,7 @@ from tests.environments.conftest import (  # noqa: F401 - fixtures used by name
     docker_available,
     docker_run_id,
 )
-from tests.fixtures_scripted import running_scripted_server
-from tests.swebench.conftest import needs_host_py311
+from tests.harnesses import installed_helpers as helpers
 
 SCRIPTS = Path(__file__).parent / "scripts"
 SHELL_SCRIPT = SCRIPTS / "claude_code_shell_tasks.json"
@@ -34,33 +30,19 @@ SWEBENCH_SCRIPT = SCRIPTS / "claude_code_swebench_local.json"
 REAL_KEY = "sk-ant-agentcompass-test-REALKEY-7f3a9c51"
 
 
-def _details(run_dir: Path) -> list[TaskDetail]:
-    return [msgspec.json.decode(p.read_bytes(), type=TaskDetail) for p in sorted((run_dir / "details").glob("*.json"))]
-
-
 async def _launch(server_params: dict[str, Any], request: dict[str, Any],
                   harness_params: dict[str, Any] | None = None) -> tuple[Any, list[dict[str, Any]]]:
-    async with running_scripted_server(server_params, require_api_key=REAL_KEY) as server:
-        result = await agentcompass.async_launch({"requests": [{
-            "harness": {"id": "claude_code", "params": {"poll_interval_s": 0.5, **(harness_params or {})}},
-            "model": {"id": "scripted", "base_url": server.base_url, "api_key": REAL_KEY,
-                      "api_protocol": "anthropic-messages"},
-            "wrap_api_key": True, **request}], "progress": "none"})
-        bodies = list(server.recent_requests)
-    return result.outcomes[0], bodies
+    return await helpers.launch_scripted(server_params, request, api_key=REAL_KEY, api_protocol="anthropic-messages",
+                                 harness={"id": "claude_code",
+                                          "params": {"poll_interval_s": 0.5, **(harness_params or {})}})
 
 
 def _shell_request(tmp_path: Path, environment: dict[str, Any]) -> dict[str, Any]:
-    return {"benchmark": {"id": "shell_tasks", "params": {"sample_ids": ["python/fib"]}},
-            "environment": environment, "results_dir": str(tmp_path)}
+    return helpers.shell_request(tmp_path, environment, "python/fib")
 
 
 def _check_fib_attempt(out: Any) -> Any:
-    assert out.ok, out.error
-    assert out.metrics["pass@1"] == 1.0, out.errors_by_kind
-    (detail,) = _details(out.run_dir)
-    attempt = detail.attempts["1"]
-    assert attempt.correct is True and attempt.error_kind is None, attempt.error
+    attempt = helpers.solved_attempt(out)
     steps = attempt.trajectory.steps
     assert steps[0].tool_calls[0].name == "Bash" and "cat > fib.py" in (steps[0].action or "")
     assert steps[0].observation == "55" and steps[0].prompt_tokens > 0
@@ -69,14 +51,8 @@ def _check_fib_attempt(out: Any) -> Any:
     agent = attempt.artifacts["agent"]
     assert agent["exit_code"] == 0 and agent["program"] == "claude" and agent["num_turns"] >= 3
     assert attempt.meta["gateway"]["calls"] == 3  # every model call went through the gateway
-    run_text = "\n".join(p.read_text(errors="replace") for p in out.run_dir.rglob("*") if p.is_file())
-    assert REAL_KEY not in run_text
+    assert REAL_KEY not in helpers.run_text(out.run_dir)
     return attempt
-
-
-def _key_check(attempt: Any) -> str:
-    (obs,) = [s.observation for s in attempt.trajectory.steps if s.observation and "KEYCHECK" in s.observation]
-    return obs.strip().splitlines()[-1]
 
 
 @pytest.mark.timeout(300)
@@ -86,9 +62,8 @@ async def test_claude_code_solves_a_shell_task_in_a_local_workspace(tmp_path: Pa
                                 # the check's file search: the workspace only (not the host's whole disk)
                                 {"extra_env": {"SCAN_ROOT": "."}})
     attempt = _check_fib_attempt(out)
-    check = _key_check(attempt)
+    check, fields = helpers.key_check(attempt.trajectory.steps)
     assert check.startswith("KEYCHECK env=0 ps=0"), check
-    fields = dict(f.split("=", 1) for f in check.split()[1:])
     assert int(fields["ps_canary"]) >= 1 and int(fields["files_canary"]) >= 1, check  # the scans can see
     assert bodies and all(b["stream"] is True and b["model"] == "scripted" for b in bodies)
     assert any(t.get("name") == "Bash" for t in bodies[0]["tools"])
@@ -103,9 +78,8 @@ async def test_claude_code_solves_a_shell_task_in_docker_behind_the_model_policy
     attempt = _check_fib_attempt(out)
     # the agent's own Bash tool looked through every process's environment, the process list and the files of
     # the container (the mounted program included) while Claude Code ran: no real key; its envelope is there
-    check = _key_check(attempt)
+    check, fields = helpers.key_check(attempt.trajectory.steps)
     assert check.startswith("KEYCHECK env=0 ps=0 files=0 "), check
-    fields = dict(f.split("=", 1) for f in check.split()[1:])
     assert int(fields["envelope_in_env"]) >= 1, check
     # positive controls: a planted canary in a file and in a process's arguments is found by the same scans
     assert int(fields["ps_canary"]) >= 1 and int(fields["files_canary"]) >= 1, check
@@ -121,34 +95,22 @@ async def test_claude_code_in_an_image_without_glibc_is_unavailable_not_a_graded
         **_shell_request(tmp_path, {"id": "docker", "params": {"image": busybox_image, "network_policy": "model"}}),
         "run_id": docker_run_id})
     assert not out.ok and bodies == []
-    (detail,) = _details(out.run_dir)
+    (detail,) = helpers.details(out.run_dir)
     attempt = detail.attempts["1"]
     assert attempt.error_kind == "agent_unavailable" and attempt.correct is None, (attempt.error_kind, attempt.error)
     assert "cannot run in this environment" in (attempt.error or "")
     assert containers_of(docker_run_id) == []
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(900)
-@needs_host_py311
+@helpers.swebench_in_docker
 async def test_claude_code_resolves_a_swebench_local_instance_in_docker(tmp_path: Path, base_image: str,  # noqa: F811
                                                                        docker_run_id: str) -> None:  # noqa: F811
-    out, _ = await _launch({"script_file": str(SWEBENCH_SCRIPT), "bundled": False}, {
-        "benchmark": {"id": "swebench_local", "params": {"sample_ids": ["r1chardj0n3s__parse-178"]}},
-        "environment": {"id": "docker", "params": {"network_policy": "model", "cache_level": "instance"}},
-        "run_id": docker_run_id, "results_dir": str(tmp_path), "data_dir": str(tmp_path / "data")})
-    assert out.ok, out.error
-    (detail,) = _details(out.run_dir)
-    attempt = detail.attempts["1"]
-    assert attempt.correct is True, (attempt.error_kind, attempt.error, attempt.extra)
-    assert attempt.artifacts["patch"].startswith("diff --git")  # collected by the harness with git diff
+    out, _ = await _launch({"script_file": str(SWEBENCH_SCRIPT), "bundled": False},
+                           helpers.swebench_local_request(tmp_path, docker_run_id, "r1chardj0n3s__parse-178"))
+    attempt = helpers.resolved_attempt(out)
     assert attempt.trajectory.steps[0].tool_calls[0].name == "Bash"
     assert "git apply" in (attempt.trajectory.steps[0].action or "")
-    # the key scan inside the SWE-bench image too (with its positive controls)
-    (check,) = [s.observation for s in attempt.trajectory.steps if s.observation and "KEYCHECK" in s.observation]
-    fields = dict(f.split("=", 1) for f in check.strip().splitlines()[-1].split()[1:])
-    assert fields["env"] == fields["ps"] == fields["files"] == "0", check
-    assert int(fields["ps_canary"]) >= 1 and int(fields["files_canary"]) >= 1, check
+    helpers.clean_key_scan(attempt.trajectory.steps)  # the key scan inside the SWE-bench image too
     assert containers_of(docker_run_id) == []
 
 

@@ -10,11 +10,10 @@ from typing import Any
 import msgspec
 import pytest
 
-import agentcompass
 from agentcompass.harnesses.codex import TESTED_VERSION, Codex, CodexTranscript
 from agentcompass.harnesses.installed import AgentRun
 from agentcompass.interfaces import ComponentContext
-from agentcompass.records import Step, TaskDetail
+from agentcompass.records import Step
 from tests.environments.conftest import (  # noqa: F401 - fixtures used by name
     _sweep_session_leftovers,
     base_image,
@@ -22,8 +21,7 @@ from tests.environments.conftest import (  # noqa: F401 - fixtures used by name
     docker_available,
     docker_run_id,
 )
-from tests.fixtures_scripted import running_scripted_server
-from tests.swebench.conftest import needs_host_py311
+from tests.harnesses import installed_helpers as helpers
 
 SCRIPTS = Path(__file__).parent / "scripts"
 TRANSCRIPTS = Path(__file__).parent / "transcripts"
@@ -35,36 +33,23 @@ REAL_KEY = "sk-agentcompass-test-REALKEY-c0d3x915"
 FAMILY = "gpt-5.5"
 
 
-def _details(run_dir: Path) -> list[TaskDetail]:
-    return [msgspec.json.decode(p.read_bytes(), type=TaskDetail) for p in sorted((run_dir / "details").glob("*.json"))]
-
-
 async def _launch(script: Path, request: dict[str, Any], *, timeout: float = 240,
                   **server_options: Any) -> tuple[Any, list[dict[str, Any]]]:
-    async with running_scripted_server({"script_file": str(script), "bundled": False},
-                                       **{"require_api_key": REAL_KEY, **server_options}) as server:
-        result = await agentcompass.async_launch({"requests": [{
-            "harness": {"id": "codex", "params": {"model": FAMILY, "reasoning_effort": "low", "poll_interval_s": 0.5,
-                                                  "timeout": timeout}},
-            "model": {"id": "scripted", "base_url": server.base_url, "api_key": REAL_KEY,
-                      "api_protocol": "openai-responses"},
-            "wrap_api_key": True, **request}], "progress": "none"})
-        bodies = list(server.recent_requests)
-    return result.outcomes[0], bodies
+    return await helpers.launch_scripted({"script_file": str(script), "bundled": False}, request, api_key=REAL_KEY,
+                                 api_protocol="openai-responses",
+                                 harness={"id": "codex", "params": {"model": FAMILY, "reasoning_effort": "low",
+                                                                    "poll_interval_s": 0.5, "timeout": timeout}},
+                                 **server_options)
 
 
 def _shell_request(tmp_path: Path, environment: dict[str, Any]) -> dict[str, Any]:
-    return {"benchmark": {"id": "shell_tasks", "params": {"sample_ids": ["files/hello_world"]}},
-            "environment": environment, "results_dir": str(tmp_path)}
+    return helpers.shell_request(tmp_path, environment, "files/hello_world")
 
 
-def _check_hello_attempt(out: Any, bodies: list[dict[str, Any]]) -> str:
-    """The attempt solved the task with the converted trajectory in its detail file; the key check's line."""
-    assert out.ok, out.error
-    assert out.metrics["pass@1"] == 1.0, out.errors_by_kind
-    (detail,) = _details(out.run_dir)
-    attempt = detail.attempts["1"]
-    assert attempt.correct is True and attempt.error_kind is None, attempt.error
+def _check_hello_attempt(out: Any, bodies: list[dict[str, Any]]) -> tuple[str, dict[str, str]]:
+    """The attempt solved the task with the converted trajectory in its detail file; the key check's line and
+    fields."""
+    attempt = helpers.solved_attempt(out)
     steps = attempt.trajectory.steps
     assert [s.tool_calls[0].name if s.tool_calls else None for s in steps] == ["apply_patch", "shell", "shell", None]
     assert steps[0].reasoning == "Add the file with apply_patch, then check it."
@@ -83,18 +68,15 @@ def _check_hello_attempt(out: Any, bodies: list[dict[str, Any]]) -> str:
     tools = {t.get("name"): t.get("type") for t in bodies[0]["tools"]}
     assert tools["apply_patch"] == "custom" and tools["exec_command"] == "function" and "web_search" not in tools
     assert bodies[0]["reasoning"]["effort"] == "low"
-    run_text = "\n".join(p.read_text(errors="replace") for p in out.run_dir.rglob("*") if p.is_file())
-    assert REAL_KEY not in run_text
-    (check,) = [s.observation for s in steps if s.observation and "KEYCHECK" in s.observation]
-    return check.strip().splitlines()[-1]
+    assert REAL_KEY not in helpers.run_text(out.run_dir)
+    return helpers.key_check(steps)
 
 
 @pytest.mark.timeout(300)
 async def test_codex_solves_a_shell_task_in_a_local_workspace(tmp_path: Path) -> None:
     out, bodies = await _launch(SHELL_SCRIPT, _shell_request(tmp_path, {"id": "local"}))
-    check = _check_hello_attempt(out, bodies)
+    check, fields = _check_hello_attempt(out, bodies)
     assert check.startswith("KEYCHECK env=0 ps=0 files=0 "), check
-    fields = dict(f.split("=", 1) for f in check.split()[1:])
     assert fields["root"] == "." and fields["cmd_key"] == "0", check
     assert int(fields["ps_canary"]) >= 1 and int(fields["files_canary"]) >= 1, check  # the scans can see
 
@@ -108,41 +90,28 @@ async def test_codex_solves_a_shell_task_in_docker_behind_the_model_policy_and_n
     # Codex's own command looked through every process's environment, the process list and the container's files
     # (the mounted program included) while Codex ran: no real key; the codex process carries its envelope, the
     # command itself does not
-    check = _check_hello_attempt(out, bodies)
+    check, fields = _check_hello_attempt(out, bodies)
     assert check.startswith("KEYCHECK env=0 ps=0 files=0 "), check
-    fields = dict(f.split("=", 1) for f in check.split()[1:])
     assert fields["root"] == "/" and fields["cmd_key"] == "0" and int(fields["key_in_env"]) >= 1, check
     # positive controls: a planted canary in a file and in a process's arguments is found by the same scans
     assert int(fields["ps_canary"]) >= 1 and int(fields["files_canary"]) >= 1, check
     assert out.run_dir is not None
-    (detail,) = _details(out.run_dir)
+    (detail,) = helpers.details(out.run_dir)
     assert detail.attempts["1"].meta["environments"][0]["provider"] == "docker"
     assert containers_of(docker_run_id) == []
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(900)
-@needs_host_py311
+@helpers.swebench_in_docker
 async def test_codex_resolves_a_swebench_local_instance_in_docker(tmp_path: Path, base_image: str,  # noqa: F811
                                                                  docker_run_id: str) -> None:  # noqa: F811
     instance = msgspec.json.decode(SWEBENCH_SCRIPT.read_bytes())[0]["instance_id"]
-    out, _ = await _launch(SWEBENCH_SCRIPT, {
-        "benchmark": {"id": "swebench_local", "params": {"sample_ids": [instance]}},
-        "environment": {"id": "docker", "params": {"network_policy": "model", "cache_level": "instance"}},
-        "run_id": docker_run_id, "results_dir": str(tmp_path), "data_dir": str(tmp_path / "data")})
-    assert out.ok, out.error
-    (detail,) = _details(out.run_dir)
-    attempt = detail.attempts["1"]
-    assert attempt.correct is True, (attempt.error_kind, attempt.error, attempt.extra)
-    assert attempt.artifacts["patch"].startswith("diff --git")  # collected by the harness with git diff
+    out, _ = await _launch(SWEBENCH_SCRIPT, helpers.swebench_local_request(tmp_path, docker_run_id, instance))
+    attempt = helpers.resolved_attempt(out)
     first = attempt.trajectory.steps[0]
     assert first.tool_calls[0].name == "shell" and "git apply" in (first.action or "") and first.exit_code == 0
     assert attempt.trajectory.stop_reason == "completed" and attempt.final_answer == "The fix is applied."
-    # the key scan inside the SWE-bench image too (with its positive controls)
-    (check,) = [s.observation for s in attempt.trajectory.steps if s.observation and "KEYCHECK" in s.observation]
-    fields = dict(f.split("=", 1) for f in check.strip().splitlines()[-1].split()[1:])
-    assert fields["env"] == fields["ps"] == fields["files"] == "0" and fields["root"] == "/", check
-    assert int(fields["ps_canary"]) >= 1 and int(fields["files_canary"]) >= 1, check
+    check, fields = helpers.clean_key_scan(attempt.trajectory.steps)  # the key scan inside the SWE-bench image too
+    assert fields["root"] == "/", check
     assert containers_of(docker_run_id) == []
 
 
@@ -150,7 +119,7 @@ async def test_codex_resolves_a_swebench_local_instance_in_docker(tmp_path: Path
 async def test_a_model_refusing_the_key_ends_as_agent_error_with_codex_s_own_account(tmp_path: Path) -> None:
     out, _ = await _launch(SHELL_SCRIPT, _shell_request(tmp_path, {"id": "local"}),
                            require_api_key="sk-some-other-key")
-    (detail,) = _details(out.run_dir)
+    (detail,) = helpers.details(out.run_dir)
     attempt = detail.attempts["1"]
     assert attempt.correct is False and attempt.error_kind == "agent_error"
     assert attempt.error is not None and attempt.error.startswith("codex exited 1: codex turn failed: ")
@@ -177,7 +146,7 @@ async def test_in_docker_a_model_that_never_answers_ends_as_agent_timeout_and_th
 
 
 def _check_timed_out(out: Any) -> None:
-    (detail,) = _details(out.run_dir)
+    (detail,) = helpers.details(out.run_dir)
     attempt = detail.attempts["1"]
     assert attempt.correct is False and attempt.error_kind == "agent_timeout"
     assert attempt.trajectory.stop_reason == "agent_timeout"
