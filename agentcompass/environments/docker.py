@@ -181,6 +181,11 @@ def numeric_owner(user: str | None) -> tuple[int, int] | None:
     return uid, int(match.group(2)) if match.group(2) is not None else uid
 
 
+#: a build is tried this often when a layer it reused vanished under it (see ``_build``)
+_BUILD_TRIES = 3
+_VANISHED_LAYER = ("unknown parent image ID", "No such image", "layer does not exist")
+
+
 def _check_member_names(tar: bytes | IO[bytes]) -> None:
     """Refuse members with absolute names or ``..``, hard links to outside the target, and members beneath a link
     of the same archive (written through it): an archive's files land inside its target directory. A symlink may
@@ -767,8 +772,18 @@ class DockerProvider(EnvironmentProvider):
         started = time.monotonic()
         try:
             async with asyncio.timeout(self.build_timeout):
-                await self.docker.images.build(fileobj=io.BytesIO(tar_bytes), encoding="identity", tag=ref,
-                                               path_dockerfile=dockerfile, rm=True, forcerm=True)
+                for attempt in range(1, _BUILD_TRIES + 1):
+                    try:
+                        await self.docker.images.build(fileobj=io.BytesIO(tar_bytes), encoding="identity",
+                                                       tag=ref, path_dockerfile=dockerfile, rm=True, forcerm=True)
+                        break
+                    except aiodocker.DockerError as exc:
+                        # Another process removed an image whose layers this build's cache was reusing (two
+                        # runs building the same recipe; one ends and drops its image): building again works.
+                        if attempt == _BUILD_TRIES or not any(m in str(exc.message) for m in _VANISHED_LAYER):
+                            raise
+                        log.warning("building image %s: %s; building it again (try %d of %d)", ref, exc.message,
+                                    attempt + 1, _BUILD_TRIES)
         except TimeoutError as exc:
             raise EnvironmentError_(f"building image {ref} timed out after "
                                     f"{self.build_timeout:.0f}s") from exc
