@@ -65,8 +65,8 @@ def test_spawn_failures_under_process_table_pressure_end_classified_never_hang(t
     try:
         (cg / "pids.max").write_text("12\n")
         cmd = [sys.executable, "-m", "agentcompass.cli", "run", "shell_tasks", "shell_agent", "scripted",
-               "--benchmark-params", json.dumps({"categories": ["files"]}),
-               "--env-params", json.dumps({"base_dir": str(envs)}), "--task-concurrency", "9",
+               "--benchmark-params", json.dumps({"categories": ["files", "python"]}),
+               "--env-params", json.dumps({"base_dir": str(envs)}), "--task-concurrency", "16",
                "--max-retries", "1", "--run-id", "pressure", "--results-dir", str(tmp_path / "r"),
                "--progress", "none"]
         proc = subprocess.Popen(["sh", "-c", f'echo $$ > {cg}/cgroup.procs && exec "$@"', "sh", *cmd],
