@@ -121,6 +121,7 @@ from ..dependencies import DEFAULT_PIP_TIMEOUT_S, TIMEOUT_ENV, mask_credentials
 from ..interfaces import ComponentContext, Environment, HarnessResult, ModelClient, Mount, PreparedTask, RunContext
 from ..params import as_params
 from ..records import Step, Usage
+from ..swebench.dataset import default_data_dir
 from .base import Harness
 
 __all__ = ["MOUNT_ROOT", "AgentProgram", "AgentRun", "InstalledAgent", "InstalledAgentParams", "JsonLinesTranscript",
@@ -321,18 +322,9 @@ class JsonLinesTranscript(Transcript):
 # ----------------------------------------------------------------------------- the program on the host
 
 
-def _data_root(data_dir: str | None) -> Path:
-    if data_dir:
-        return Path(data_dir).expanduser()
-    env = os.environ.get("AGENTCOMPASS_DATA_DIR")
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".cache" / "agentcompass" / "data"
-
-
 def cache_root(data_dir: str | None) -> Path:
     """Where installed agents' programs are cached: ``<data_dir>/agents``."""
-    return _data_root(data_dir) / "agents"
+    return default_data_dir(data_dir) / "agents"
 
 
 def pip_install_command(program: AgentProgram, version: str | None) -> str:

@@ -20,8 +20,8 @@ from .._errors import EnvironmentError_
 from .._validate import MAX_COUNT, Count, Seconds
 from ..interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
 from ..params import as_params
-from ..records import Step, Usage
-from . import truncate_middle
+from ..records import Usage
+from . import model_turn, truncate_middle
 from .base import Harness
 
 _WHERE = "harness shell_agent"
@@ -124,18 +124,9 @@ class ShellAgent(Harness):
         format_errors = 0
         timeouts: list[str] = []
         for index in range(self.step_limit):
-            started = time.time()
-            resp = await model.complete(messages, **self.model_params)
-            usage.add(resp.usage)
-            if resp.usage.calls == 0:  # a client that does not count its calls
-                usage.calls += 1
-            content = resp.content or ""
-            messages.append({"role": "assistant", "content": content})
-            step = Step(index=index, content=content, reasoning=resp.reasoning,
-                        prompt_tokens=resp.usage.prompt_tokens,
-                        completion_tokens=resp.usage.completion_tokens,
-                        model_latency_s=resp.latency_s, finish_reason=resp.finish_reason, started_at=started)
+            step = await model_turn(model, messages, index, usage, self.model_params)
             trajectory.steps.append(step)
+            content = step.content or ""
             reply = ParsedReply(content)
             if reply.problem is not None:
                 format_errors += 1

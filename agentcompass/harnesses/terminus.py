@@ -23,7 +23,7 @@ from .._validate import MAX_COUNT, Count, Seconds
 from ..interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
 from ..params import as_params
 from ..records import Step, Usage
-from . import truncate_middle
+from . import model_turn, truncate_middle
 from ._terminus_reply import Reply, parse_reply
 from ._tmux_session import SessionGone, TmuxSession, is_key_names
 from .base import Harness
@@ -134,18 +134,9 @@ class Terminus(Harness):
             parse_errors = 0
             pending_completion = False
             for index in range(p.step_limit):
-                started = time.time()
-                resp = await model.complete(messages, **self.model_params)
-                usage.add(resp.usage)
-                if resp.usage.calls == 0:  # a client that does not count its calls
-                    usage.calls += 1
-                content = resp.content or ""
-                messages.append({"role": "assistant", "content": content})
-                step = Step(index=index, content=content, reasoning=resp.reasoning,
-                            prompt_tokens=resp.usage.prompt_tokens, completion_tokens=resp.usage.completion_tokens,
-                            model_latency_s=resp.latency_s, finish_reason=resp.finish_reason, started_at=started)
+                step = await model_turn(model, messages, index, usage, self.model_params)
                 trajectory.steps.append(step)
-                reply = parse_reply(content)
+                reply = parse_reply(step.content or "")
                 if reply.error is not None:
                     parse_errors += 1
                     step.observation = PARSE_ERROR.format(problem=reply.error)
