@@ -213,6 +213,9 @@ class RunContext(msgspec.Struct, omit_defaults=True):
     #: the try's live artifacts: a harness that keeps what it has learnt so far here (e.g. an installed agent's
     #: exit code and transcript tail) has it in the engine's partial result when the run is stopped.
     artifacts: dict[str, Any] = msgspec.field(default_factory=dict)
+    #: the benchmark's tools for this try (an ``agentcompass.tools.ToolSession``, from ``Benchmark.tool_session``);
+    #: None when the benchmark offers none. Typed ``Any``: a live object, never encoded.
+    tools: Any = None
 
 
 # ----------------------------------------------------------------------------- benchmarks

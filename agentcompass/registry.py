@@ -57,6 +57,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "oracle": "agentcompass.harnesses.oracle:Oracle",
         "claude_code": "agentcompass.harnesses.claude_code:ClaudeCode",
         "codex": "agentcompass.harnesses.codex:Codex",
+        "tool_agent": "agentcompass.harnesses.tool_agent:ToolAgent",
     },
     "environment": {
         "local": "agentcompass.environments.local:LocalProvider",

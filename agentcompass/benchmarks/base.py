@@ -21,8 +21,10 @@ if TYPE_CHECKING:
         MetricsAccumulator,
         PreparedTask,
         ReferenceSolution,
+        RunContext,
         TaskSpec,
     )
+    from ..tools import ToolSession
 
 #: the dimensions a benchmark measures (``Benchmark.dimension``): the summary and the report group by them.
 DIMENSIONS: tuple[str, ...] = ("tool_use", "web_research", "science", "coding", "productivity")
@@ -82,6 +84,12 @@ class Benchmark(abc.ABC):
     def reference_solution(self, task: TaskSpec) -> ReferenceSolution | None:
         """The task's known-good solution, for a harness that declares ``oracle = True`` (only such a harness
         ever gets it, in ``RunContext.solution``). Default: None (the benchmark has none)."""
+        return None
+
+    def tool_session(self, task: TaskSpec, ctx: RunContext) -> ToolSession | None:
+        """The tools of one try of ``task`` (its public form, no ground truth) for a tool-calling harness
+        (``tool_agent``), given to it in ``RunContext.tools``; closed by the engine after the agent's run.
+        Default: None (the benchmark offers no tools)."""
         return None
 
     def new_accumulator(self) -> MetricsAccumulator | None:

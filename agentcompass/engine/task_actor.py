@@ -70,6 +70,19 @@ class _VerifierOpenFailed(EnvironmentError_):
         self.kind = kind
 
 
+#: the longest a benchmark's tool session may take to close (a user-simulator client, a subprocess).
+_TOOLS_CLOSE_S = 30.0
+
+
+async def _close_tools(tools: Any, log: logging.Logger) -> None:
+    """Close a try's tool session, bounded; a failure to close is logged, never the attempt's outcome."""
+    try:
+        async with asyncio.timeout(_TOOLS_CLOSE_S):
+            await tools.aclose()
+    except Exception as exc:
+        log.warning("closing the benchmark's tools: %s", describe(exc))
+
+
 class _TaskLogger(logging.Logger):
     """A task attempt's logger. Its lines name the task, not the source line (run.log's format has no
     ``%(filename)s``/``%(lineno)d``), so it skips the stack walk ``findCaller`` makes for every record."""
@@ -324,6 +337,12 @@ class TaskActor:
             ctx = RunContext(request=rt.name, run_id=rt.run_id, task_id=task.task_id, attempt=attempt,
                              try_no=try_no, model_env=grant.host_env if grant is not None else {},
                              solution=solution)
+            try:  # the benchmark's tools for this try (tool-use benchmarks); it sees the task without ground truth
+                ctx.tools = rt.benchmark.tool_session(task.public(), ctx)
+            except Exception as exc:
+                log.error("tool session failed: %s", traceback.format_exc())
+                raise _Failure("run_error", kind_of(exc, "prepare_error"),
+                               f"opening the benchmark's tools: {describe(exc)}") from None
             agent_timeout = rt.timeouts.agent
             if prepared.agent_timeout_s is not None and prepared.agent_timeout_s < agent_timeout:
                 agent_timeout = prepared.agent_timeout_s
@@ -367,6 +386,8 @@ class TaskActor:
                 raise _Failure("run_error", kind_of(exc, "harness_crash"), describe(exc)) from None
             finally:
                 meta["agent_s"] = round(time.monotonic() - t0, 6)
+                if ctx.tools is not None:
+                    await _close_tools(ctx.tools, log)
             if result.error_kind and not policy(result.error_kind).grade:
                 raise _Failure("run_error", result.error_kind, result.error or result.error_kind, result)
             artifacts: dict[str, Any] = {}

@@ -1,0 +1,138 @@
+"""The ``tool_agent`` harness over a benchmark's ``ToolSession``: tool calls executed by the session on the host,
+results fed back, next user turns asked for, the session's record graded, the session closed on every path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+import agentcompass
+from agentcompass.interfaces import Benchmark, EvalContext, EvalResult, PreparedTask, RunContext, TaskSpec
+from agentcompass.records import TaskDetail
+from agentcompass.tools import RECORD_KEY, ToolError, ToolSession
+
+HERE = "tests.harnesses.test_tool_agent"
+CLOSED: list[str] = []
+
+
+class Ledger(ToolSession):
+    """A counter the model adds to with ``add``; two user turns (the second asks to add once more)."""
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+        self.total = 0
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.assistant_turns = 0
+        self.user_turns = 1
+
+    def tools(self) -> list[dict[str, Any]]:
+        return [{"type": "function", "function": {
+            "name": "add", "description": "add n to the counter",
+            "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}}]
+
+    def initial_messages(self) -> list[dict[str, Any]]:
+        return [{"role": "system", "content": "You keep a counter."},
+                {"role": "user", "content": f"ledger-task {self.task_id}: add 2 then 3"}]
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> str:
+        self.calls.append((name, arguments))
+        if name != "add":
+            raise ToolError(f"no tool {name!r}")
+        if not isinstance(arguments.get("n"), int):
+            raise ToolError("n must be an integer")
+        self.total += arguments["n"]
+        return f"total={self.total}"
+
+    async def on_assistant(self, message: dict[str, Any]) -> None:
+        self.assistant_turns += 1
+
+    async def next_user_message(self, messages: list[dict[str, Any]]) -> str | None:
+        if self.user_turns >= 2:
+            return None
+        self.user_turns += 1
+        return "now add 10"
+
+    def record(self) -> dict[str, Any]:
+        return {"total": self.total, "calls": [[n, a] for n, a in self.calls], "assistant_turns": self.assistant_turns}
+
+    async def aclose(self) -> None:
+        CLOSED.append(self.task_id)
+
+
+class LedgerTasks(Benchmark):
+    dimension = "tool_use"
+
+    def load_tasks(self) -> list[TaskSpec]:
+        return [TaskSpec(task_id="ledger-0", ground_truth=15), TaskSpec(task_id="ledger-1", ground_truth=15)]
+
+    def prepare(self, task: TaskSpec) -> PreparedTask:
+        return PreparedTask(task_id=task.task_id, prompt="(the tool session holds the conversation)")
+
+    def tool_session(self, task: TaskSpec, ctx: RunContext) -> ToolSession | None:
+        assert task.ground_truth is None  # the session never sees the answer
+        return Ledger(task.task_id)
+
+    async def evaluate(self, ctx: EvalContext) -> EvalResult:
+        record = ctx.result.artifacts[RECORD_KEY]
+        return EvalResult(correct=record["total"] == ctx.task.ground_truth, extra={"record": record})
+
+
+def _call(name: str, args: Any) -> dict[str, Any]:
+    return {"name": name, "arguments": args}
+
+
+SCRIPT: dict[str, Any] = {"bundled": False, "script": [
+    # right: two calls in one turn, an answer, then (second user turn) one more call and an answer
+    {"match": "ledger-task ledger-0:", "turns": [
+        {"tool_calls": [_call("add", {"n": 2}), _call("add", {"n": 3})]}, "done, 5",
+        {"tool_calls": [_call("add", {"n": 10})]}, "done, 15"]},
+    # wrong: a bad call (its error goes back as the tool result), an unknown tool, broken JSON, then gives up
+    {"match": "ledger-task ledger-1:", "turns": [
+        {"tool_calls": [_call("add", {"n": "two"})]}, {"tool_calls": [_call("sub", {"n": 1})]},
+        {"tool_calls": [_call("add", "{not json")]}, "I give up", "still no"]},
+]}
+
+
+def _details(run_dir: str) -> dict[str, TaskDetail]:
+    out = {}
+    for path in (Path(run_dir) / "details").glob("*.json"):
+        d = msgspec.json.decode(path.read_bytes(), type=TaskDetail)
+        out[d.task_id] = d
+    return out
+
+
+def test_tool_calls_run_in_the_session_and_its_record_is_graded(tmp_path: Path) -> None:
+    CLOSED.clear()
+    out = agentcompass.run_evaluation(f"{HERE}:LedgerTasks", "tool_agent", "scripted", "local", model_params=SCRIPT,
+                                      results_dir=str(tmp_path), progress="none")
+    assert out.status == "completed", out.error
+    details = _details(out.run_dir)
+    good, bad = details["ledger-0"].attempts["1"], details["ledger-1"].attempts["1"]
+    assert good.correct and good.extra["record"] == {
+        "total": 15, "calls": [["add", {"n": 2}], ["add", {"n": 3}], ["add", {"n": 10}]], "assistant_turns": 4}
+    assert not bad.correct and bad.extra["record"]["total"] == 0
+    assert bad.extra["record"]["calls"] == [["add", {"n": "two"}], ["sub", {"n": 1}]]  # broken JSON never reached it
+    steps = bad.trajectory.steps if bad.trajectory else []
+    assert "Error: n must be an integer" in (steps[0].observation or "")
+    assert "Error: no tool 'sub'" in (steps[1].observation or "")
+    assert "not valid JSON" in (steps[2].observation or "")
+    assert sorted(CLOSED) == ["ledger-0", "ledger-1"]  # every session closed
+
+
+def test_a_benchmark_without_tools_is_an_error_naming_the_harness(tmp_path: Path) -> None:
+    out = agentcompass.run_evaluation("shell_tasks", "tool_agent", "scripted", "local",
+                                      benchmark_params={"limit": 1}, results_dir=str(tmp_path), progress="none")
+    (detail,) = _details(out.run_dir).values()
+    attempt = detail.attempts["1"]
+    assert attempt.error_kind == "harness_crash" and "offers no tools" in (attempt.error or "")
+
+
+@pytest.mark.parametrize("bad", [{"step_limit": 0}, {"tool_output_limit": 5}])
+def test_bad_params_name_the_field(bad: dict[str, Any], tmp_path: Path) -> None:
+    with pytest.raises(agentcompass.ConfigError) as err:
+        agentcompass.run_evaluation(f"{HERE}:LedgerTasks", "tool_agent", "scripted", "local", harness_params=bad,
+                                    results_dir=str(tmp_path), progress="none")
+    assert next(iter(bad)) in str(err.value)
