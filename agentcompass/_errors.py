@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from typing import Any
 
 
 class AgentCompassError(Exception):
@@ -47,7 +48,12 @@ class ModelError(AgentCompassError):
 
 
 class EvalError(AgentCompassError):
-    """The verifier could not grade an attempt."""
+    """The verifier could not grade an attempt. ``extra`` (e.g. a judge's raw reply) is kept in the attempt's
+    ``extra`` when ``Benchmark.evaluate`` raises it (the attempt is an ``eval_error``)."""
+
+    def __init__(self, message: str = "", *, extra: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.extra: dict[str, Any] = dict(extra or {})
 
 
 class RunInsideLoopError(AgentCompassError, RuntimeError):

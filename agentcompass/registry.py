@@ -46,6 +46,13 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "task_dir_local": "agentcompass.benchmarks.task_dir:BundledTaskDir",
         "terminal_bench": "agentcompass.benchmarks.task_dir:TerminalBench",
         "skillsbench": "agentcompass.benchmarks.task_dir:SkillsBench",
+        "qa_local": "agentcompass.benchmarks.qa_local:QALocal",
+        "hle": "agentcompass.benchmarks.hle:HLE",
+        "browsecomp": "agentcompass.benchmarks.browsecomp:BrowseComp",
+        "simpleqa": "agentcompass.benchmarks.simpleqa:SimpleQA",
+        "sealqa": "agentcompass.benchmarks.sealqa:SealQA",
+        "frontierscience": "agentcompass.benchmarks.frontierscience:FrontierScience",
+        "gpqa_diamond": "agentcompass.benchmarks.gpqa_diamond:GPQADiamond",
     },
     "harness": {
         "none": "agentcompass.harnesses.none:NoneHarness",

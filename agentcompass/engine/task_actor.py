@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 
-from .._errors import EnvironmentError_, ModelError
+from .._errors import EnvironmentError_, EvalError, ModelError
 from ..analyzers import run_analyzers
 from ..interfaces import (
     Environment,
@@ -300,6 +300,8 @@ class TaskActor:
         except Exception as exc:
             log.error("evaluation failed: %s", traceback.format_exc())
             record.status, record.error_kind, record.error = "eval_error", kind_of(exc, "eval_error"), describe(exc)
+            if isinstance(exc, EvalError) and exc.extra:  # what grading saw (e.g. a judge's raw reply)
+                record.extra = dict(exc.extra)
             return record
         finally:
             meta["verify_s"] = round(time.monotonic() - t0, 6)

@@ -1,0 +1,286 @@
+"""Web search and page fetching for research agents: a pluggable ``SearchProvider`` and the tool session that
+offers ``web_search`` (and ``fetch_url``) to the ``tool_agent`` harness.
+
+Providers speak a real search API over httpx:
+
+- ``brave``: the Brave Search API (``GET {base_url}/res/v1/web/search?q=...&count=N``, the key in the
+  ``X-Subscription-Token`` header; results in ``web.results[].{title,url,description}``);
+- ``searxng``: a SearXNG instance's JSON API (``GET {base_url}/search?q=...&format=json``; results in
+  ``results[].{title,url,content}``), no key.
+
+The key is a secret: the benchmark returns it from ``Benchmark.secrets()``. A provider error (HTTP status, time
+out, a body that is not the API's JSON) goes back to the model as the tool's error, never ends the attempt.
+``fetch_url`` fetches http(s) pages (size- and time-bounded, HTML reduced to text) and refuses addresses on the
+host's own networks (loopback, private, link-local) unless ``allow_private_hosts``: the session runs on the
+engine's host, and an agent must not reach its services.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import html
+import ipaddress
+import re
+import socket
+import time
+from typing import Any, ClassVar, Literal
+from urllib.parse import urlsplit
+
+import httpx
+import msgspec
+
+from ._errors import ConfigError
+from ._validate import Count, Seconds
+from .tools import ToolError, ToolSession
+
+SearchProviderName = Literal["brave", "searxng"]
+ToolName = Literal["web_search", "fetch_url"]
+DEFAULT_BASE_URLS: dict[str, str] = {"brave": "https://api.search.brave.com"}
+#: bytes of a search API's answer read at most
+_MAX_SEARCH_BYTES = 4 << 20
+_SNIPPET_CHARS = 500
+
+
+class SearchSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, omit_defaults=True):
+    """The search tool's settings (benchmark param ``search``): ``provider`` (``brave`` or ``searxng``),
+    ``base_url`` (the API's root; Brave's public one by default), ``api_key`` (a secret), ``max_results`` per
+    query (default 5), ``timeout_s`` per request (default 20), ``fetch_max_bytes`` of one fetched page (default
+    2 MB), ``allow_private_hosts`` (let ``fetch_url`` reach loopback/private addresses; default false)."""
+
+    provider: SearchProviderName = "brave"
+    base_url: str | None = None
+    api_key: str | None = None
+    max_results: Count = 5
+    timeout_s: Seconds = 20.0
+    fetch_max_bytes: Count = 2_000_000
+    allow_private_hosts: bool = False
+
+    def secrets(self) -> tuple[str, ...]:
+        """The strings to mask everywhere (the key)."""
+        return (self.api_key,) if self.api_key else ()
+
+
+class SearchHit(msgspec.Struct, frozen=True):
+    """One search result."""
+
+    title: str
+    url: str
+    snippet: str = ""
+
+
+class SearchProvider(abc.ABC):
+    """A web search API. ``search`` raises ``ToolError`` (its message goes to the model) when the API fails."""
+
+    name: ClassVar[str] = ""
+
+    def __init__(self, settings: SearchSettings, client: httpx.AsyncClient) -> None:
+        self.settings = settings
+        self.client = client
+        base = settings.base_url or DEFAULT_BASE_URLS.get(self.name)
+        if not base:
+            raise ConfigError(f"search provider {self.name} needs search.base_url", field="search.base_url")
+        self.base_url = base.rstrip("/")
+
+    @abc.abstractmethod
+    async def search(self, query: str, max_results: int) -> list[SearchHit]:
+        """Up to ``max_results`` results for ``query``."""
+
+    async def _get_json(self, url: str, params: dict[str, Any], headers: dict[str, str]) -> Any:
+        try:
+            async with self.client.stream("GET", url, params=params, headers=headers) as resp:
+                body = bytearray()
+                async for chunk in resp.aiter_bytes():
+                    body += chunk
+                    if len(body) > _MAX_SEARCH_BYTES:
+                        raise ToolError(f"the {self.name} search answer is over {_MAX_SEARCH_BYTES} bytes")
+        except httpx.TimeoutException:
+            raise ToolError(f"the {self.name} search API did not answer within {self.settings.timeout_s:g}s") from None
+        except httpx.HTTPError as exc:
+            raise ToolError(f"the {self.name} search API is unreachable ({type(exc).__name__})") from None
+        if resp.status_code != 200:
+            raise ToolError(f"the {self.name} search API answered HTTP {resp.status_code}: "
+                            f"{bytes(body[:200]).decode('utf-8', 'replace')}")
+        try:
+            return msgspec.json.decode(bytes(body))
+        except msgspec.DecodeError:
+            raise ToolError(f"the {self.name} search API answered something that is not JSON") from None
+
+
+def _text(value: Any) -> str:
+    return _strip_tags(value)[:_SNIPPET_CHARS] if isinstance(value, str) else ""
+
+
+class BraveSearch(SearchProvider):
+    """The Brave Search API (web results)."""
+
+    name = "brave"
+
+    async def search(self, query: str, max_results: int) -> list[SearchHit]:
+        headers = {"Accept": "application/json"}
+        if self.settings.api_key:
+            headers["X-Subscription-Token"] = self.settings.api_key
+        data = await self._get_json(f"{self.base_url}/res/v1/web/search",
+                                    {"q": query, "count": min(max_results, 20)}, headers)
+        results = ((data or {}).get("web") or {}).get("results") if isinstance(data, dict) else None
+        if results is None:
+            return []
+        if not isinstance(results, list):
+            raise ToolError("the brave search answer has no list of web results")
+        return [SearchHit(title=_text(r.get("title")), url=str(r.get("url") or ""), snippet=_text(r.get("description")))
+                for r in results[:max_results] if isinstance(r, dict) and r.get("url")]
+
+
+class SearxngSearch(SearchProvider):
+    """A SearXNG instance's JSON API."""
+
+    name = "searxng"
+
+    async def search(self, query: str, max_results: int) -> list[SearchHit]:
+        headers = {"Accept": "application/json"}
+        if self.settings.api_key:
+            headers["Authorization"] = f"Bearer {self.settings.api_key}"
+        data = await self._get_json(f"{self.base_url}/search", {"q": query, "format": "json"}, headers)
+        results = data.get("results") if isinstance(data, dict) else None
+        if not isinstance(results, list):
+            raise ToolError("the searxng answer has no list of results")
+        return [SearchHit(title=_text(r.get("title")), url=str(r.get("url") or ""), snippet=_text(r.get("content")))
+                for r in results[:max_results] if isinstance(r, dict) and r.get("url")]
+
+
+PROVIDERS: dict[str, type[SearchProvider]] = {"brave": BraveSearch, "searxng": SearxngSearch}
+
+_TOOL_SPECS: dict[str, dict[str, Any]] = {
+    "web_search": {"type": "function", "function": {
+        "name": "web_search", "description": "Search the web. Returns the top results: title, URL and a snippet.",
+        "parameters": {"type": "object", "properties": {"query": {"type": "string", "description": "the query"}},
+                       "required": ["query"]}}},
+    "fetch_url": {"type": "function", "function": {
+        "name": "fetch_url", "description": "Fetch a web page (http or https) and return its text.",
+        "parameters": {"type": "object", "properties": {"url": {"type": "string", "description": "the URL"}},
+                       "required": ["url"]}}},
+}
+
+_SCRIPT = re.compile(r"<(script|style|noscript)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
+_TAG = re.compile(r"<[^>]+>")
+_BLANKS = re.compile(r"[ \t\r\f\v]+")
+_LINES = re.compile(r"\n\s*\n+")
+
+
+def _strip_tags(text: str) -> str:
+    text = _TAG.sub(" ", _SCRIPT.sub(" ", text))
+    return _LINES.sub("\n\n", _BLANKS.sub(" ", html.unescape(text))).strip()
+
+
+async def _refuse_private(host: str) -> None:
+    """ToolError when ``host`` is (or resolves to) a loopback, private, link-local or reserved address."""
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise ToolError(f"cannot resolve {host}: {exc}") from None
+    for info in infos:
+        addr = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
+        if addr.is_private or addr.is_loopback or addr.is_link_local or addr.is_reserved or addr.is_multicast \
+                or addr.is_unspecified:
+            raise ToolError(f"{host} is on a private network ({addr}); fetch_url only reaches public hosts")
+
+
+class WebToolSession(ToolSession):
+    """The conversation of one QA try: the question, and the configured web tools (none: one answer)."""
+
+    def __init__(self, messages: list[dict[str, Any]], tools: tuple[str, ...], settings: SearchSettings | None) -> None:
+        self._messages = messages
+        self._tools = tools
+        self.settings = settings or SearchSettings()
+        self.calls: list[dict[str, Any]] = []
+        self._client: httpx.AsyncClient | None = None
+        self._provider: SearchProvider | None = None
+
+    def tools(self) -> list[dict[str, Any]]:
+        return [_TOOL_SPECS[t] for t in self._tools]
+
+    def initial_messages(self) -> list[dict[str, Any]]:
+        return list(self._messages)
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            t = self.settings.timeout_s
+            self._client = httpx.AsyncClient(timeout=httpx.Timeout(t), follow_redirects=False,
+                                             headers={"User-Agent": "agentcompass-research-agent"})
+        return self._client
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> str:
+        if name not in self._tools:
+            raise ToolError(f"tool {name!r} is not available")
+        started = time.monotonic()
+        entry: dict[str, Any] = {"tool": name, "arguments": arguments}
+        self.calls.append(entry)
+        try:
+            if name == "web_search":
+                out, entry["results"] = await self._search(arguments)
+            else:
+                out = await self._fetch(arguments)
+                entry["chars"] = len(out)
+        except ToolError as exc:
+            entry["error"] = str(exc)
+            raise
+        finally:
+            entry["latency_s"] = round(time.monotonic() - started, 6)
+        return out
+
+    async def _search(self, arguments: dict[str, Any]) -> tuple[str, int]:
+        query = arguments.get("query")
+        if not isinstance(query, str) or not query.strip():
+            raise ToolError("web_search needs a non-empty string `query`")
+        if self._provider is None:
+            self._provider = PROVIDERS[self.settings.provider](self.settings, self._http())
+        hits = await self._provider.search(query.strip(), self.settings.max_results)
+        if not hits:
+            return "No results.", 0
+        lines = [f"[{i}] {h.title}\n{h.url}\n{h.snippet}".rstrip() for i, h in enumerate(hits, 1)]
+        return "\n\n".join(lines), len(hits)
+
+    async def _fetch(self, arguments: dict[str, Any]) -> str:
+        url = arguments.get("url")
+        if not isinstance(url, str) or not url.strip():
+            raise ToolError("fetch_url needs a string `url`")
+        url = url.strip()
+        for _ in range(5):  # redirects followed by hand: each hop's host is checked
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ToolError(f"fetch_url takes http(s) URLs, got {url!r}")
+            if not self.settings.allow_private_hosts:
+                await _refuse_private(parts.hostname)
+            try:
+                async with self._http().stream("GET", url) as resp:
+                    if resp.is_redirect and resp.headers.get("location"):
+                        url = str(resp.url.join(resp.headers["location"]))
+                        continue
+                    body = bytearray()
+                    async for chunk in resp.aiter_bytes():
+                        body += chunk
+                        if len(body) >= self.settings.fetch_max_bytes:
+                            break
+            except httpx.TimeoutException:
+                raise ToolError(f"{url} did not answer within {self.settings.timeout_s:g}s") from None
+            except httpx.HTTPError as exc:
+                raise ToolError(f"fetching {url} failed ({type(exc).__name__})") from None
+            if resp.status_code >= 400:
+                raise ToolError(f"{url} answered HTTP {resp.status_code}")
+            text = bytes(body[:self.settings.fetch_max_bytes]).decode(resp.encoding or "utf-8", "replace")
+            if "html" in resp.headers.get("content-type", "").lower() or text.lstrip()[:1] == "<":
+                text = _strip_tags(text)
+            return text or "(empty page)"
+        raise ToolError(f"{url}: too many redirects")
+
+    def record(self) -> dict[str, Any]:
+        return {"tools": list(self._tools), "calls": list(self.calls)}
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+
+__all__ = ["PROVIDERS", "BraveSearch", "SearchHit", "SearchProvider", "SearchSettings", "SearxngSearch",
+           "WebToolSession"]
