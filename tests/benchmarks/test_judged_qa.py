@@ -1,0 +1,220 @@
+"""The judge-graded QA family on the bundled offline set (``qa_local``): a scripted judge's verdicts counted as
+correct / incorrect / not attempted, a judge without a usable verdict (garbage, no reply in time) ending the
+attempt as ``eval_error`` with its raw reply kept, the deterministic match without a judge, the judge and the
+agent over HTTP on each protocol with the web search tool, and bad params refused naming the field."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+import agentcompass
+from agentcompass.models.scripted_server import ScriptedServer
+from agentcompass.records import AttemptRecord, TaskDetail
+
+from ..standins.search_api import SearchStandIn
+
+
+def _details(run_dir: str) -> dict[str, TaskDetail]:
+    out = {}
+    for path in (Path(run_dir) / "details").glob("*.json"):
+        d = msgspec.json.decode(path.read_bytes(), type=TaskDetail)
+        out[d.task_id] = d
+    return out
+
+
+def _attempts(run_dir: str) -> dict[str, AttemptRecord]:
+    return {tid: d.attempts["1"] for tid, d in _details(run_dir).items()}
+
+
+def _run(tmp_path: Path, agent: list[dict[str, Any]], judge: dict[str, Any] | None, ids: list[str],
+         harness: str = "openai_chat", **params: Any) -> agentcompass.EvaluationResult:
+    bench: dict[str, Any] = {"sample_ids": ids, **params}
+    if judge is not None:
+        bench["judge_model"] = judge
+    return agentcompass.run_evaluation("qa_local", harness, "scripted", "local",
+                                       model_params={"bundled": False, "script": agent},
+                                       benchmark_params=bench, results_dir=str(tmp_path), progress="none")
+
+
+AGENT = [
+    {"match": "chemical symbol of the element gold", "turns": ["The symbol is Au."]},
+    {"match": "capital city of Australia", "turns": ["Sydney"]},
+    {"match": "Berlin Wall fall", "turns": ["I don't know."]},
+    {"match": "Which of these is a noble gas", "turns": ["Argon is inert.\nAnswer: B"]},
+    {"match": "Explain why the sky appears blue", "turns": [
+        "Rayleigh scattering by air molecules, much stronger for short wavelengths."]},
+]
+
+# the judge's verdict depends on the answer it is shown (its prompt holds the agent's reply)
+JUDGE_SCRIPT = [
+    {"match": "Predicted answer: The symbol is Au.", "turns": ["A"]},
+    {"match": "Predicted answer: Sydney", "turns": ["B"]},
+    {"match": "Predicted answer: I don't know.", "turns": ["C"]},
+    {"match": "Answer: B", "turns": ["A"]},
+    {"match": "Rayleigh scattering by air molecules, much stronger", "turns": [
+        "Item 1: named, 4 points. Item 2: stated, 3 points. Item 3: sunset not explained, 0.\nVERDICT: 7"]},
+]
+
+IDS = ["qa-local-01", "qa-local-03", "qa-local-05", "qa-local-13", "qa-local-16"]
+
+
+def test_offline_set_with_a_scripted_judge_counts_correct_incorrect_and_not_attempted(tmp_path: Path) -> None:
+    judge = {"id": "scripted", "params": {"bundled": False, "fallback": "garbage", "script": JUDGE_SCRIPT}}
+    out = _run(tmp_path, AGENT, judge, IDS)
+    assert out.status == "completed", out.error
+    got = _attempts(out.run_dir)
+    assert {t: a.extra.get("grade") for t, a in got.items()} == {
+        "qa-local-01": "correct", "qa-local-03": "incorrect", "qa-local-05": "not_attempted",
+        "qa-local-13": "correct", "qa-local-16": "correct"}
+    rubric = got["qa-local-16"]
+    assert rubric.extra["points"] == 7.0 and rubric.score == pytest.approx(0.7) and rubric.correct
+    scoring = got["qa-local-03"].extra["scoring"]
+    assert scoring["method"] == "judge" and scoring["grader"] == "letter" and scoring["model"] == "scripted"
+    assert "Predicted answer: Sydney" in scoring["prompt"] and "Gold target: Canberra" in scoring["prompt"]
+    assert scoring["raw_verdict"] == "B" and scoring["usage"]["calls"] == 1 and "latency_s" in scoring
+    m = out.metrics
+    assert (m["correct"], m["incorrect"], m["not_attempted"], m["eval_errors"]) == (3, 1, 1, 0)
+    assert m["accuracy"] == pytest.approx(3 / 5) and m["not_attempted_rate"] == pytest.approx(1 / 5)
+    assert m["correct_given_attempted"] == pytest.approx(3 / 4)
+    assert m["f_score"] == pytest.approx(2 * 0.6 * 0.75 / (0.6 + 0.75))
+    summary = msgspec.json.decode((Path(out.run_dir) / "summary.json").read_bytes())
+    assert summary["dimension"] == "web_research"
+    assert summary["by_category"]["geography"]["incorrect"] == 1
+
+
+def test_a_judge_replying_garbage_ends_the_task_as_eval_error_with_its_raw_verdict(tmp_path: Path) -> None:
+    judge = {"id": "scripted", "params": {"bundled": False, "script": [
+        {"match": "Predicted answer: The symbol is Au.", "turns": ["A"]},
+        {"match": "Predicted answer: Sydney", "turns": ["Hmm, hard to say. Maybe? D."]},
+        {"match": "Rayleigh scattering", "turns": ["VERDICT: 12"]}]}}  # over the rubric's 10 points
+    out = _run(tmp_path, AGENT, judge, ["qa-local-01", "qa-local-03", "qa-local-16"])
+    assert out.status == "completed", out.error
+    got = _attempts(out.run_dir)
+    assert got["qa-local-01"].status == "completed" and got["qa-local-01"].correct
+    for tid, raw in (("qa-local-03", "Hmm, hard to say. Maybe? D."), ("qa-local-16", "VERDICT: 12")):
+        bad = got[tid]
+        assert bad.status == "eval_error" and bad.error_kind == "eval_error" and bad.correct is None
+        assert "JudgeError" in (bad.error or "") and "usable verdict" in (bad.error or "")
+        assert bad.extra["scoring"]["raw_verdict"] == raw
+        assert "expected" in bad.extra["scoring"]["error"]
+        assert bad.final_answer  # the agent's answer is kept too
+    m = out.metrics
+    assert (m["correct"], m["incorrect"], m["eval_errors"]) == (1, 0, 2)  # not counted as wrong answers
+
+
+def test_a_judge_that_does_not_answer_in_time_ends_the_task_as_eval_error(tmp_path: Path) -> None:
+    judge = {"id": "scripted", "params": {"bundled": False, "fallback": "A", "latency_s": 60}}
+    out = _run(tmp_path, AGENT, judge, ["qa-local-01"], judge_timeout=0.5)
+    assert out.status == "failed" and "eval_error x1" in (out.error or "")  # its only attempt could not be graded
+    bad = _attempts(out.run_dir)["qa-local-01"]
+    assert bad.status == "eval_error" and bad.correct is None
+    assert "judge_timeout=0.5s" in (bad.error or "")
+    scoring = bad.extra["scoring"]
+    assert scoring["raw_verdict"] is None and "no reply within judge_timeout" in scoring["error"]
+    assert "The symbol is Au." in scoring["prompt"]
+    assert out.metrics["eval_errors"] == 1 and out.metrics["incorrect"] == 0
+
+
+def test_without_a_judge_the_deterministic_match_grades(tmp_path: Path) -> None:
+    agent = [*AGENT, {"match": "most of Earth's atmosphere", "turns": ["Answer: nitrogen."]},
+             {"match": "Which organelle", "turns": ["Answer: B"]}]
+    out = _run(tmp_path, agent, None, ["qa-local-01", "qa-local-03", "qa-local-12", "qa-local-13", "qa-local-14"])
+    assert out.status == "completed", out.error
+    got = _attempts(out.run_dir)
+    # "The symbol is Au." is not the exact answer: the match is strict where a judge is lenient
+    assert {t: a.correct for t, a in got.items()} == {
+        "qa-local-01": False, "qa-local-03": False, "qa-local-12": True, "qa-local-13": True, "qa-local-14": False}
+    assert all(a.extra["scoring"]["method"] == "match" for a in got.values())
+
+
+@pytest.mark.parametrize(("params", "field"), [
+    ({"grading": "judge"}, "judge_model"),
+    ({"sample_ids": ["qa-local-16"]}, "judge_model"),  # a rubric item needs a judge
+    ({"judge_model": {"id": "scripted"}, "judge_prompt": "Grade {response}"}, "judge_prompt"),
+    ({"judge_model": {"id": "scripted", "bogus": 1}}, "judge_model"),
+    ({"sample_ids": ["qa-local-99"]}, "sample_ids"),
+    ({"tools": ["web_search"]}, "search"),
+    ({"tools": ["telnet"]}, "tools"),
+])
+def test_bad_params_name_the_field(params: dict[str, Any], field: str, tmp_path: Path) -> None:
+    with pytest.raises(agentcompass.ConfigError) as err:
+        agentcompass.run_evaluation("qa_local", "openai_chat", "scripted", "local", benchmark_params=params,
+                                    results_dir=str(tmp_path), progress="none")
+    assert field in str(err.value) or field in (err.value.field or "")
+
+
+def test_a_judged_benchmark_without_a_match_needs_a_judge(tmp_path: Path) -> None:
+    with pytest.raises(agentcompass.ConfigError) as err:  # refused before any download
+        agentcompass.run_evaluation("simpleqa", "openai_chat", "scripted", "local", results_dir=str(tmp_path),
+                                    progress="none")
+    assert "judge_model" in str(err.value)
+
+
+@contextmanager
+def _server(params: dict[str, Any], **options: Any) -> Iterator[ScriptedServer]:
+    """The scripted HTTP server on its own event loop in a thread (run_evaluation runs its own loop)."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="scripted-server", daemon=True)
+    thread.start()
+    server = ScriptedServer(params, **options)
+    asyncio.run_coroutine_threadsafe(server.start(), loop).result(30)
+    try:
+        yield server
+    finally:
+        asyncio.run_coroutine_threadsafe(server.stop(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(30)
+        loop.close()
+
+
+MODEL_KEY = "sk-agent-model-key-5551212"
+JUDGE_KEY = "sk-judge-key-8675309"
+
+
+@pytest.mark.parametrize("protocol", ["openai-chat", "openai-responses", "anthropic-messages"])
+def test_research_agent_searches_the_web_and_an_http_judge_grades_it(protocol: str, tmp_path: Path) -> None:
+    script = [
+        # the judge (same server; first: its prompt holds the question too)
+        {"match": "Predicted answer: Canberra", "turns": ["A"]},
+        # the agent: one search, then the answer from its results
+        {"match": "capital city of Australia", "turns": [
+            {"tool_calls": [{"name": "web_search", "arguments": {"query": "capital of Australia"}}]},
+            "Canberra"]},
+    ]
+    hits = {"capital of australia": [
+        ("Canberra - Wikipedia", "https://en.wikipedia.org/wiki/Canberra", "Canberra is the capital of Australia."),
+        ("Sydney", "https://example.org/sydney", "Sydney is the largest city.")]}
+    with _server({"bundled": False, "script": script}, require_api_key=None) as server, \
+            SearchStandIn(results=hits) as api:
+        base = server.base_url
+        judge = {"id": "scripted", "base_url": base, "api_key": JUDGE_KEY, "api_protocol": protocol}
+        out = agentcompass.run_evaluation(
+            "qa_local", "tool_agent", "scripted", "local", model_base_url=base, model_api_key=MODEL_KEY,
+            model_api_protocol=protocol,
+            benchmark_params={"sample_ids": ["qa-local-03"], "judge_model": judge, "tools": ["web_search"],
+                              "search": {"provider": "brave", "base_url": api.url, "api_key": api.key}},
+            results_dir=str(tmp_path), progress="none")
+        seen = list(api.requests)
+    assert out.status == "completed", out.error
+    attempt = _attempts(out.run_dir)["qa-local-03"]
+    assert attempt.correct and attempt.extra["grade"] == "correct"
+    assert attempt.extra["scoring"]["api_protocol"] == protocol and attempt.extra["scoring"]["raw_verdict"] == "A"
+    record = attempt.artifacts["tool_session"]
+    assert record["calls"][0]["tool"] == "web_search" and record["calls"][0]["results"] == 2
+    steps = attempt.trajectory.steps if attempt.trajectory else []
+    assert "Canberra is the capital of Australia." in (steps[0].observation or "")
+    ((path, query, headers),) = seen
+    assert path == "/res/v1/web/search" and query["q"] == ["capital of Australia"]
+    assert headers["x-subscription-token"] == api.key
+    for f in Path(out.run_dir).rglob("*"):  # neither key reaches the run directory
+        if f.is_file():
+            text = f.read_bytes()
+            assert JUDGE_KEY.encode() not in text and api.key.encode() not in text, f
