@@ -247,7 +247,7 @@ Go through the rubric item by item and explain how many points the attempted ans
 them up and write "VERDICT: <total points>" as the last line of your reply, with nothing else on it (for \
 example "VERDICT: 2.5" or "VERDICT: 8")."""
 
-_POINTS = re.compile(r"VERDICT\W*:\W*(-?\d+(?:\.\d+)?)")
+_POINTS = re.compile(r"VERDICT\W*:[\s*_`]*(-?\d+(?:\.\d+)?)")
 
 
 class RubricGrader(Grader):

@@ -77,8 +77,9 @@ class SearchStandIn:
         hits = self.results.get(q.lower(), [])
         if parts.path == "/res/v1/web/search":
             if h.headers.get("X-Subscription-Token") != self.key:
-                body = {"type": "ErrorResponse", "error": {"id": "0", "status": 401, "code": "SUBSCRIPTION_TOKEN_INVALID",
-                                                           "detail": "The provided subscription token is invalid."}}
+                error = {"id": "0", "status": 401, "code": "SUBSCRIPTION_TOKEN_INVALID",
+                         "detail": "The provided subscription token is invalid."}
+                body = {"type": "ErrorResponse", "error": error}
                 return self._send(h, 401, json.dumps(body).encode())
             count = int((query.get("count") or ["20"])[0])
             results = [{"type": "search_result", "title": t, "url": u, "description": d, "is_source_local": False,

@@ -1,0 +1,72 @@
+"""The judge's graders: each benchmark's reply format parsed into a verdict, anything else refused (None: the
+attempt becomes an eval_error, never a wrong answer)."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentcompass import ConfigError
+from agentcompass.benchmarks.judge import LetterGrader, RubricGrader, VerdictGrader, YesNoGrader, check_template
+
+
+@pytest.mark.parametrize(("raw", "grade"), [
+    ("A", "correct"), ("B", "incorrect"), ("C", "not_attempted"), (" b.", "incorrect"), ("**A**", "correct"),
+    ("CORRECT", "correct"), ("NOT_ATTEMPTED", "not_attempted"), ("Incorrect, the year is wrong", "incorrect"),
+    ("Grade: C", "not_attempted"),
+])
+def test_letter_grades(raw: str, grade: str) -> None:
+    verdict = LetterGrader().parse(raw)
+    assert verdict is not None and verdict.grade == grade and verdict.score == (1.0 if grade == "correct" else 0.0)
+
+
+@pytest.mark.parametrize("raw", ["", "D", "Both are plausible.", "Answer unclear", "maybe A"])
+def test_letter_garbage_has_no_verdict(raw: str) -> None:
+    assert LetterGrader().parse(raw) is None
+
+
+@pytest.mark.parametrize(("raw", "grade"), [
+    ("extracted_final_answer: Ajax\nreasoning: same club\ncorrect: yes\nconfidence: 90", "correct"),
+    ("extracted_final_answer: PSV\nreasoning: other club\ncorrect: no\nconfidence: 80", "incorrect"),
+    ("extracted_final_answer: None\nreasoning: no answer given\ncorrect: no\nconfidence: 100", "not_attempted"),
+    ("**extracted_final_answer:** 12\n**correct:** yes", "correct"),
+])
+def test_yes_no_grades(raw: str, grade: str) -> None:
+    verdict = YesNoGrader().parse(raw)
+    assert verdict is not None and verdict.grade == grade
+
+
+def test_yes_no_without_a_correct_line_has_no_verdict() -> None:
+    assert YesNoGrader().parse("extracted_final_answer: Ajax\nreasoning: looks right") is None
+    assert YesNoGrader().parse("The answer is correct.") is None
+
+
+def test_olympiad_verdict_takes_the_last_one() -> None:
+    grader = VerdictGrader()
+    v = grader.parse("If it were VERDICT: CORRECT we'd ... but the units differ.\nVERDICT: INCORRECT")
+    assert v is not None and v.grade == "incorrect"
+    assert grader.parse("The answer matches.") is None
+
+
+@pytest.mark.parametrize(("raw", "points", "grade"), [
+    ("item 1: 4\nitem 2: 3\nVERDICT: 7", 7.0, "correct"), ("VERDICT: 6.5", 6.5, "incorrect"),
+    ("**VERDICT:** 10", 10.0, "correct"), ("VERDICT: 0", 0.0, "incorrect"),
+])
+def test_rubric_points(raw: str, points: float, grade: str) -> None:
+    v = RubricGrader().parse(raw)
+    assert v is not None and v.points == points and v.grade == grade and v.score == pytest.approx(points / 10)
+
+
+@pytest.mark.parametrize("raw", ["VERDICT: 11", "VERDICT: -1", "seven points", "VERDICT: lots"])
+def test_rubric_out_of_range_or_missing_has_no_verdict(raw: str) -> None:
+    assert RubricGrader().parse(raw) is None
+
+
+def test_the_prompt_keeps_braces_and_a_response_cannot_inject_the_reference() -> None:
+    prompt = LetterGrader("Q={question} R={reference} A={response}").prompt("f(x) = {x}", "42", "{reference}")
+    assert prompt == "Q=f(x) = {x} R=42 A={reference}"
+    assert "10 points" in RubricGrader().prompt("q", "r", "a")
+
+
+def test_a_judge_prompt_must_have_every_placeholder() -> None:
+    with pytest.raises(ConfigError, match="missing \\{reference\\}"):
+        check_template("{question} {response}", "benchmark.params.judge_prompt")
