@@ -218,3 +218,21 @@ def test_research_agent_searches_the_web_and_an_http_judge_grades_it(protocol: s
         if f.is_file():
             text = f.read_bytes()
             assert JUDGE_KEY.encode() not in text and api.key.encode() not in text, f
+
+
+def test_judge_calls_are_retried_like_any_model_call(tmp_path: Path) -> None:
+    # every 2nd completion is a 429: the agent's call (1st) passes, the judge's first call (2nd) is refused and
+    # retried (3rd), so the attempt is graded, not an eval_error
+    script = [{"match": "Predicted answer: Canberra", "turns": ["A"]},
+              {"match": "capital city of Australia", "turns": ["Canberra"]}]
+    with _server({"bundled": False, "script": script}, fail_status=429, fail_every=2, retry_after=0) as server:
+        judge = {"id": "scripted", "base_url": server.base_url, "api_key": JUDGE_KEY}
+        out = agentcompass.run_evaluation(
+            "qa_local", "openai_chat", "scripted", "local", model_base_url=server.base_url, model_api_key=MODEL_KEY,
+            benchmark_params={"sample_ids": ["qa-local-03"], "judge_model": judge},
+            results_dir=str(tmp_path), progress="none")
+        served, answered = server.completions_served, server.requests_served
+    assert out.status == "completed", out.error
+    attempt = _attempts(out.run_dir)["qa-local-03"]
+    assert attempt.correct and attempt.extra["scoring"]["raw_verdict"] == "A"
+    assert (served, answered) == (2, 3)  # the agent's call, the judge's refused call and its retry
