@@ -236,3 +236,12 @@ def test_judge_calls_are_retried_like_any_model_call(tmp_path: Path) -> None:
     attempt = _attempts(out.run_dir)["qa-local-03"]
     assert attempt.correct and attempt.extra["scoring"]["raw_verdict"] == "A"
     assert (served, answered) == (2, 3)  # the agent's call, the judge's refused call and its retry
+
+
+def test_tool_agent_without_tools_answers_once(tmp_path: Path) -> None:
+    judge = {"id": "scripted", "params": {"bundled": False, "script": JUDGE_SCRIPT}}
+    out = _run(tmp_path, AGENT, judge, ["qa-local-01"], harness="tool_agent", system_prompt="Answer briefly.")
+    assert out.status == "completed", out.error
+    attempt = _attempts(out.run_dir)["qa-local-01"]
+    assert attempt.correct and attempt.artifacts["tool_session"] == {"tools": [], "calls": []}
+    assert attempt.trajectory is not None and len(attempt.trajectory.steps) == 1
