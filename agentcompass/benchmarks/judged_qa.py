@@ -122,7 +122,6 @@ class JudgedQA(Benchmark):
         self.p = p
         self.k = p.k or ctx.k or 1
         self.data_dir = ctx.data_dir
-        self.judge_timeout = p.judge_timeout
         if p.judge_prompt is not None:
             check_template(p.judge_prompt, "benchmark.params.judge_prompt")
         self.grading = self._grading(p)
@@ -151,9 +150,11 @@ class JudgedQA(Benchmark):
 
     @property
     def where(self) -> str:
+        """``benchmark <name>``, for errors."""
         return f"benchmark {self.name}"
 
     def _grading(self, p: JudgedQAParams) -> str:
+        """``judge`` or ``match`` for these params (see the module doc); a ConfigError when neither can grade."""
         if p.grading == "judge" or (p.grading == "auto" and p.judge_model is not None):
             if p.judge_model is None:
                 raise ConfigError(f"{self.where}: grading 'judge' needs judge_model ({{id, base_url, api_key, "
