@@ -116,7 +116,7 @@ C: NOT_ATTEMPTED
 
 Reply with the letter "A", "B" or "C" only, nothing else."""
 
-_LETTER = re.compile(r"^\W*(?:grade\W*)?(A|B|C)\b", re.IGNORECASE)
+_LETTER = re.compile(r"^\W*(?:(?i:grade|answer)\W*)?([ABC])\b")  # the letter upper case: "a lot..." is no grade
 _LETTER_WORD = re.compile(r"^\W*(NOT[_ ]ATTEMPTED|INCORRECT|CORRECT)\b", re.IGNORECASE)
 
 
@@ -131,7 +131,7 @@ class LetterGrader(Grader):
         text = raw.strip()
         m = _LETTER.match(text)
         if m:
-            grade = {"A": "correct", "B": "incorrect", "C": "not_attempted"}[m[1].upper()]
+            grade = {"A": "correct", "B": "incorrect", "C": "not_attempted"}[m[1]]
         elif (w := _LETTER_WORD.match(text)) is not None:
             grade = w[1].lower().replace(" ", "_")
         else:

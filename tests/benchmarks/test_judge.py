@@ -10,16 +10,16 @@ from agentcompass.benchmarks.judge import LetterGrader, RubricGrader, VerdictGra
 
 
 @pytest.mark.parametrize(("raw", "grade"), [
-    ("A", "correct"), ("B", "incorrect"), ("C", "not_attempted"), (" b.", "incorrect"), ("**A**", "correct"),
+    ("A", "correct"), ("B", "incorrect"), ("C", "not_attempted"), (" B.", "incorrect"), ("**A**", "correct"),
     ("CORRECT", "correct"), ("NOT_ATTEMPTED", "not_attempted"), ("Incorrect, the year is wrong", "incorrect"),
-    ("Grade: C", "not_attempted"),
+    ("Grade: C", "not_attempted"), ("Answer: A", "correct"),
 ])
 def test_letter_grades(raw: str, grade: str) -> None:
     verdict = LetterGrader().parse(raw)
     assert verdict is not None and verdict.grade == grade and verdict.score == (1.0 if grade == "correct" else 0.0)
 
 
-@pytest.mark.parametrize("raw", ["", "D", "Both are plausible.", "Answer unclear", "maybe A"])
+@pytest.mark.parametrize("raw", ["", "D", "Both are plausible.", "Answer unclear", "maybe A", "a lot depends on it"])
 def test_letter_garbage_has_no_verdict(raw: str) -> None:
     assert LetterGrader().parse(raw) is None
 
