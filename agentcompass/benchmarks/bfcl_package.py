@@ -1,0 +1,97 @@
+"""The ``bfcl-eval`` package BFCL's data and API classes come from, located (or installed without its dependencies).
+
+``bfcl-eval`` pulls in some forty packages (model SDKs, torch through sentence-transformers, faiss, a pinned
+numpy 1.26.4 that has no wheel for Python 3.13); the ``bfcl`` benchmark needs only its data files and the
+multi-turn API classes, which import nothing but ``mpmath``. So it is installed ``--no-deps`` into a cache
+directory of its own (``pip install --no-deps --target``), put on ``sys.path`` when used; an ``bfcl_eval``
+already importable in the running interpreter at the pinned version is used as is.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from .._errors import ConfigError
+
+#: the release whose data and checker our grading is tested against.
+BFCL_EVAL_VERSION = "2026.3.23"
+#: what the multi-turn API classes import besides the standard library.
+EXTRA_PACKAGES: tuple[str, ...] = ("mpmath==1.3.0",)
+#: the cache directory (``pip --target``) to use instead of ``~/.cache/agentcompass/bfcl-eval-<version>``.
+DIR_ENV = "AGENTCOMPASS_BFCL_DIR"
+_PIP_TIMEOUT_S = 600.0
+
+
+def cache_dir() -> Path:
+    """Where the ``--no-deps`` copy of bfcl-eval lives."""
+    env = os.environ.get(DIR_ENV)
+    if env:
+        return Path(env).expanduser()
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "agentcompass" / f"bfcl-eval-{BFCL_EVAL_VERSION}"
+
+
+def install_command(target: Path | None = None) -> list[str]:
+    """The pip command that installs bfcl-eval (no dependencies) and mpmath into ``target``."""
+    return [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--no-deps",
+            "--target", str(target or cache_dir()), f"bfcl-eval=={BFCL_EVAL_VERSION}", *EXTRA_PACKAGES]
+
+
+def _installed_here() -> bool:
+    if importlib.util.find_spec("bfcl_eval") is None or importlib.util.find_spec("mpmath") is None:
+        return False
+    try:
+        return importlib.metadata.version("bfcl-eval") == BFCL_EVAL_VERSION
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
+def _in_cache(target: Path) -> bool:
+    return (target / "bfcl_eval" / "data").is_dir() and (target / "mpmath").is_dir() and any(
+        target.glob(f"bfcl_eval-{BFCL_EVAL_VERSION}.dist-info"))
+
+
+def _use(target: Path) -> None:
+    if str(target) not in sys.path:
+        sys.path.append(str(target))
+    importlib.invalidate_caches()
+
+
+def ensure_bfcl_eval(*, auto_install: bool, field: str = "benchmark") -> Path:
+    """The ``bfcl_eval`` package directory, importable afterwards. Without it: installed into the cache when
+    ``auto_install``, else a ConfigError naming the command."""
+    if not _installed_here():
+        target = cache_dir()
+        if not _in_cache(target):
+            if not auto_install:
+                raise ConfigError(
+                    f"benchmark bfcl needs bfcl-eval=={BFCL_EVAL_VERSION} (its data and API classes), installed "
+                    f"without its ~40 dependencies: run `{shlex.join(install_command(target))}` or pass "
+                    "auto_install_dependencies=True.", field=field)
+            try:
+                done = subprocess.run(install_command(target), capture_output=True, text=True, timeout=_PIP_TIMEOUT_S,
+                                      check=False)
+            except subprocess.TimeoutExpired:
+                raise ConfigError(f"installing bfcl-eval into {target} took over {_PIP_TIMEOUT_S:.0f}s",
+                                  field=field) from None
+            if done.returncode != 0 or not _in_cache(target):
+                raise ConfigError(f"installing bfcl-eval into {target} failed: {done.stderr[-2000:]}", field=field)
+        _use(target)
+    spec = importlib.util.find_spec("bfcl_eval")
+    if spec is None or spec.origin is None:
+        raise ConfigError("bfcl_eval is not importable after locating it", field=field)
+    return Path(spec.origin).parent
+
+
+def data_dir(package: Path) -> Path:
+    """The package's data directory (question files, possible answers, multi-turn function docs)."""
+    return package / "data"
+
+
+__all__ = ["BFCL_EVAL_VERSION", "DIR_ENV", "cache_dir", "data_dir", "ensure_bfcl_eval", "install_command"]
