@@ -46,7 +46,14 @@ def official_checkers() -> types.SimpleNamespace:
 
 
 def official_single_turn(functions: list[dict[str, Any]], answer: Any, possible: Any, category: str) -> bool:
-    """bfcl-eval's verdict on one single-turn answer, through the steps its eval runner takes for an FC model."""
+    """bfcl-eval's verdict on one single-turn answer (see ``official_single_turn_verdict``)."""
+    return bool(official_single_turn_verdict(functions, answer, possible, category)["valid"])
+
+
+def official_single_turn_verdict(functions: list[dict[str, Any]], answer: Any, possible: Any,
+                                 category: str) -> dict[str, Any]:
+    """bfcl-eval's verdict (valid, error_type) on one single-turn answer, through the steps its eval runner takes
+    for an OpenAI function-calling model: the handler's ``decode_ast``, the format check, ``ast_checker``."""
     ck = official_checkers()
     # the FC handlers' decode_ast: [{name: json}] -> [{name: dict}]; a text answer iterates its characters and fails
     try:
@@ -58,16 +65,19 @@ def official_single_turn(functions: list[dict[str, Any]], answer: Any, possible:
         decoded = None
     if "relevance" in category:
         called = decoded is not None and not _is_empty_output(decoded)
-        return (not called) if "irrelevance" in category else called
+        if "irrelevance" in category:
+            return {"valid": not called} if not called else {"valid": False,
+                                                             "error_type": "irrelevance_error:decoder_success"}
+        return {"valid": True} if called else {"valid": False, "error_type": "relevance_error:decoder_failed"}
     if decoded is None:
-        return False
+        return {"valid": False, "error_type": "ast_decoder:decoder_failed"}
     if not _is_function_calling_format(decoded):
-        return False
+        return {"valid": False, "error_type": "ast_decoder:decoder_wrong_output_format"}
     language = {"java": ck.Language.JAVA, "javascript": ck.Language.JAVASCRIPT}.get(language_of(category),
                                                                                    ck.Language.PYTHON)
     result = ck.ast_checker(copy.deepcopy(functions), decoded, copy.deepcopy(possible), language, category,
-                            ORACLE_MODEL.replace("/", "_"))
-    return bool(result["valid"])
+                            ORACLE_MODEL)
+    return {"valid": bool(result["valid"]), **({} if result["valid"] else {"error_type": result["error_type"]})}
 
 
 def _is_function_calling_format(decoded: Any) -> bool:
@@ -88,11 +98,17 @@ _RUNS = [0]
 
 
 def official_multi_turn(entry: dict[str, Any], turns: list[list[list[list[str]]]], truth: list[list[str]]) -> bool:
+    """bfcl-eval's verdict on a multi-turn record (see ``official_multi_turn_verdict``)."""
+    return bool(official_multi_turn_verdict(entry, turns, truth)["valid"])
+
+
+def official_multi_turn_verdict(entry: dict[str, Any], turns: list[list[list[list[str]]]],
+                                truth: list[list[str]]) -> dict[str, Any]:
     """bfcl-eval's verdict on a multi-turn record: its FC decode (``name(k=repr(v))``) and ``multi_turn_checker``
     (whose API instances live in its module globals by model name: each call gets a fresh name)."""
     ck = official_checkers()
     if len(turns) != len(truth):
-        return False
+        return {"valid": False, "error_type": "multi_turn:force_terminated"}
     decoded_turns = []
     for turn in turns:
         steps = []
@@ -109,9 +125,14 @@ def official_multi_turn(entry: dict[str, Any], turns: list[list[list[list[str]]]
         decoded_turns.append(steps)
     _RUNS[0] += 1
     prompt = copy.deepcopy(entry)
-    result = ck.multi_turn_checker(decoded_turns, truth, prompt, entry["id"].rsplit("_", 1)[0],
-                                   f"oracle_{os.getpid()}_{_RUNS[0]}")
-    return bool(result["valid"])
+    name = f"oracle_{os.getpid()}_{_RUNS[0]}"
+    try:
+        result = ck.multi_turn_checker(decoded_turns, truth, prompt, entry["id"].rsplit("_", 1)[0], name)
+    finally:  # its instances stay in its module's globals under that name
+        module = sys.modules[ck.multi_turn_checker.__module__.replace("multi_turn_checker", "multi_turn_utils")]
+        for key in [k for k in vars(module) if k.startswith(name)]:
+            delattr(module, key)
+    return {"valid": bool(result["valid"]), **({} if result["valid"] else {"error_type": result["error_type"]})}
 
 
 def _java_literal(value: Any) -> str:
@@ -221,4 +242,5 @@ def all_rows(categories: tuple[str, ...] = CATEGORIES) -> list[tuple[str, dict[s
 
 
 __all__ = ["ORACLE_MODEL", "all_rows", "bfcl_data", "is_multi_turn", "multi_turn_reference", "official_checkers",
-           "official_multi_turn", "official_single_turn", "reference_calls"]
+           "official_multi_turn", "official_multi_turn_verdict", "official_single_turn",
+           "official_single_turn_verdict", "reference_calls"]

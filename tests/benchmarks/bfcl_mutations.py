@@ -10,7 +10,7 @@ import random
 from typing import Any
 
 SINGLE_KINDS = ("wrong_value", "drop_param", "extra_param", "extra_call", "drop_call", "wrong_type", "swap_order",
-                "rename", "text", "bad_json", "none")
+                "rename", "text", "bad_json", "restyle", "none")
 MULTI_KINDS = ("wrong_value", "drop_call", "extra_call", "swap_order", "wrong_type", "skip_step", "bad_json", "none")
 
 
@@ -29,6 +29,17 @@ def wrong_value(value: Any, rng: random.Random) -> Any:
     if isinstance(value, dict):
         return {**value, "unexpected_key": 1} if rng.random() < 0.5 else {}
     return "x"
+
+
+def restyle(value: Any) -> Any:
+    """Strings (also inside lists and dicts) in upper case with a space and a dash added."""
+    if isinstance(value, str):
+        return f" {value.upper()}-"
+    if isinstance(value, list):
+        return [restyle(v) for v in value]
+    if isinstance(value, dict):
+        return {k: restyle(v) for k, v in value.items()}
+    return value
 
 
 def wrong_type(value: Any) -> Any:
@@ -63,6 +74,9 @@ def _mutate_calls(calls: list[dict[str, Any]], kind: str, rng: random.Random, ot
     elif kind == "wrong_type" and args:
         key = rng.choice(sorted(args))
         args[key] = wrong_type(args[key])
+    elif kind == "restyle" and args:  # BFCL forgives case, spaces and some punctuation in strings
+        key = rng.choice(sorted(args))
+        args[key] = restyle(args[key])
     elif kind == "drop_param" and args:
         del args[rng.choice(sorted(args))]
     elif kind == "extra_param":
@@ -91,7 +105,7 @@ def mutate_single_turn(turns: list[Any], entry: dict[str, Any], rng: random.Rand
                        kind: str | None = None) -> list[Any]:
     """A single-turn script (one turn) with one mutation of its answer."""
     first = turns[0]
-    names = [f["name"].replace(".", "_") for f in entry["function"]]
+    names = [f["name"].replace(".", "_") for f in entry["function"]] or ["some_function"]
     if isinstance(first, str):  # an irrelevance question: calling anything is wrong, any text is right
         if (kind or rng.choice(["call", "text"])) == "call":
             return [{"tool_calls": [{"name": names[0], "arguments": "{}"}]}]
@@ -139,5 +153,5 @@ def record_of(script: list[Any], n_turns: int) -> list[list[list[list[str]]]]:
     return turns
 
 
-__all__ = ["MULTI_KINDS", "SINGLE_KINDS", "mutate_multi_turn", "mutate_single_turn", "record_of", "wrong_type",
-           "wrong_value"]
+__all__ = ["MULTI_KINDS", "SINGLE_KINDS", "mutate_multi_turn", "mutate_single_turn", "record_of", "restyle",
+           "wrong_type", "wrong_value"]

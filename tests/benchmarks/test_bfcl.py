@@ -52,7 +52,8 @@ def _reference_turns(task: TaskSpec) -> list[Any] | None:
     if "irrelevance" in category:
         return [REFUSAL]
     if "relevance" in category:
-        return [{"tool_calls": [_call(entry["function"][0]["name"].replace(".", "_"), {})]}]
+        name = entry["function"][0]["name"].replace(".", "_") if entry["function"] else "some_function"
+        return [{"tool_calls": [_call(name, {})]}]
     calls = reference_calls(entry, task.ground_truth, category)
     if calls is None:
         return None
