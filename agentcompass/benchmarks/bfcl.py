@@ -172,7 +172,7 @@ class BFCL(Benchmark):
     def load_tasks(self) -> list[TaskSpec]:
         """The selected questions, category by category in the package's order."""
         wanted = set(self.p.task_ids) if self.p.task_ids is not None else None
-        out = []
+        out: list[TaskSpec] = []
         for category in self.categories:
             rows = list(load_category(self.data, category))
             if wanted is not None:

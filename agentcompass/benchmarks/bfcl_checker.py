@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, cast
 
 from .bfcl_java_js import JAVA_TYPES, JS_TYPES, java_value, js_value
 
@@ -171,10 +171,11 @@ def _type_check(param: str, value: Any, options: list[Any], described: str, expe
     if type(value) is expected:
         if nested is None:
             return {"valid": True, "error": [], "is_variable": is_variable}
+        items: list[Any] = cast(list[Any], value)  # nested types are the item types of arrays and tuples
         for option in options:
             ok = True
             if type(option) is list:
-                for item in value:
+                for item in items:
                     if not _type_check(param, item, option, str(nested), nested, None)["valid"]:
                         ok = False
                         break

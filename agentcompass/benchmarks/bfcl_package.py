@@ -9,6 +9,8 @@ already importable in the running interpreter at the pinned version is used as i
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import importlib.metadata
 import importlib.util
 import os
@@ -16,6 +18,7 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from .._errors import ConfigError
 
@@ -63,6 +66,32 @@ def _use(target: Path) -> None:
     importlib.invalidate_caches()
 
 
+@contextlib.contextmanager
+def _install_lock(target: Path) -> Any:
+    """One installer at a time per cache directory (test workers, concurrent runs), across processes."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _install(target: Path, field: str) -> None:
+    with _install_lock(target):
+        if _in_cache(target):  # another process installed it while this one waited
+            return
+        try:
+            done = subprocess.run(install_command(target), capture_output=True, text=True, timeout=_PIP_TIMEOUT_S,
+                                  check=False)
+        except subprocess.TimeoutExpired:
+            raise ConfigError(f"installing bfcl-eval into {target} took over {_PIP_TIMEOUT_S:.0f}s",
+                              field=field) from None
+        if done.returncode != 0 or not _in_cache(target):
+            raise ConfigError(f"installing bfcl-eval into {target} failed: {done.stderr[-2000:]}", field=field)
+
+
 def ensure_bfcl_eval(*, auto_install: bool, field: str = "benchmark") -> Path:
     """The ``bfcl_eval`` package directory, importable afterwards. Without it: installed into the cache when
     ``auto_install``, else a ConfigError naming the command."""
@@ -74,14 +103,7 @@ def ensure_bfcl_eval(*, auto_install: bool, field: str = "benchmark") -> Path:
                     f"benchmark bfcl needs bfcl-eval=={BFCL_EVAL_VERSION} (its data and API classes), installed "
                     f"without its ~40 dependencies: run `{shlex.join(install_command(target))}` or pass "
                     "auto_install_dependencies=True.", field=field)
-            try:
-                done = subprocess.run(install_command(target), capture_output=True, text=True, timeout=_PIP_TIMEOUT_S,
-                                      check=False)
-            except subprocess.TimeoutExpired:
-                raise ConfigError(f"installing bfcl-eval into {target} took over {_PIP_TIMEOUT_S:.0f}s",
-                                  field=field) from None
-            if done.returncode != 0 or not _in_cache(target):
-                raise ConfigError(f"installing bfcl-eval into {target} failed: {done.stderr[-2000:]}", field=field)
+            _install(target, field)
         _use(target)
     spec = importlib.util.find_spec("bfcl_eval")
     if spec is None or spec.origin is None:
@@ -92,6 +114,16 @@ def ensure_bfcl_eval(*, auto_install: bool, field: str = "benchmark") -> Path:
 def data_dir(package: Path) -> Path:
     """The package's data directory (question files, possible answers, multi-turn function docs)."""
     return package / "data"
+
+
+def main() -> None:
+    """``python -m agentcompass.benchmarks.bfcl_package``: install bfcl-eval into the cache now (CI does this when
+    it builds its venvs, so the tests never reach PyPI)."""
+    print(ensure_bfcl_eval(auto_install=True))
+
+
+if __name__ == "__main__":
+    main()
 
 
 __all__ = ["BFCL_EVAL_VERSION", "DIR_ENV", "cache_dir", "data_dir", "ensure_bfcl_eval", "install_command"]

@@ -59,7 +59,7 @@ def official_single_turn_verdict(functions: list[dict[str, Any]], answer: Any, p
     try:
         decoded = []
         for invoked in answer:
-            name = list(invoked.keys())[0]
+            name = next(iter(invoked.keys()))
             decoded.append({name: json.loads(invoked[name])})
     except Exception:
         decoded = None

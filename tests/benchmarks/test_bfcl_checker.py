@@ -87,10 +87,9 @@ def test_our_multi_turn_checker_agrees_with_bfcl_evals_on_every_question_and_mut
             (kind, mutate_multi_turn(script, rng, kind))
             for kind in rng.sample(["wrong_value", "drop_call", "extra_call", "swap_order", "wrong_type",
                                     "skip_step", "bad_json"], 2)]
-        variants.append(("short", script[:-3] + ["stop"] if len(script) > 3 else script))
-        for kind, variant in variants:
-            n_turns = len(truth) - (1 if kind == "short" and len(script) > 3 else 0)
-            record = record_of(variant, len(truth))[:n_turns] if kind == "short" else record_of(variant, len(truth))
+        records = [(kind, record_of(variant, len(truth))) for kind, variant in variants]
+        records.append(("short", record_of(script, len(truth))[:-1]))  # stopped before the last user turn
+        for kind, record in records:
             ours = check_multi_turn(entry, record, truth)
             theirs = official_multi_turn_verdict(entry, record, truth)
             tally[(kind, bool(theirs["valid"]))] += 1
