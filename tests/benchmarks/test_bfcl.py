@@ -145,6 +145,25 @@ def test_wrong_answers_score_as_bfcl_evals_checker_scores_them(tmp_path: Path) -
     assert 0 < sum(got.values()) < len(got)  # the mutations made some answers wrong, not all
 
 
+def _native_tools(body: dict[str, Any], protocol: str) -> list[tuple[str, dict[str, Any]]]:
+    """(name, parameters schema) of the tools in a request body, in the protocol's own shape."""
+    tools = body.get("tools") or []
+    if protocol == "openai-chat":
+        return [(t["function"]["name"], t["function"]["parameters"]) for t in tools if t.get("type") == "function"]
+    if protocol == "openai-responses":
+        return [(t["name"], t["parameters"]) for t in tools if t.get("type") == "function"]
+    return [(t["name"], t["input_schema"]) for t in tools]
+
+
+def _schema_types(schema: Any) -> list[str]:
+    if isinstance(schema, dict):
+        own = [schema["type"]] if isinstance(schema.get("type"), str) else []
+        return own + [t for k, v in schema.items() if k != "type" for t in _schema_types(v)]
+    if isinstance(schema, list):
+        return [t for v in schema for t in _schema_types(v)]
+    return []
+
+
 @pytest.mark.parametrize("protocol", ["openai-chat", "openai-responses", "anthropic-messages"])
 async def test_native_tool_calls_on_each_protocol(protocol: str, tmp_path: Path) -> None:
     bfcl_data()
@@ -165,14 +184,12 @@ async def test_native_tool_calls_on_each_protocol(protocol: str, tmp_path: Path)
     details = _details(out.run_dir)
     assert all(d.attempts["1"].correct for d in details.values()), {
         i: d.attempts["1"].extra for i, d in details.items()}
-    # the functions went out as the protocol's native tools, with BFCL's types converted
-    tool_bodies = [b for b in bodies if b.get("tools")]
-    assert tool_bodies
-    names = {(t.get("function") or t).get("name") for b in tool_bodies for t in b["tools"]}
-    assert "calculate_triangle_area" in names or len(names) > 1
-    assert "mkdir" in names  # the multi-turn file system's tools
-    if protocol == "anthropic-messages":
-        assert all("input_schema" in t for b in tool_bodies for t in b["tools"])
+    # the functions went out as the protocol's native tools, with BFCL's types converted to JSON Schema
+    sent = {name: schema for b in bodies for name, schema in _native_tools(b, protocol)}
+    offered = {f["name"].replace(".", "_") for t in tasks for f in t.input["entry"]["function"]}
+    assert offered <= set(sent), offered - set(sent)
+    types = {v for schema in sent.values() for v in _schema_types(schema)}
+    assert types and types <= {"object", "string", "integer", "number", "boolean", "array"}, types
     # the multi-turn question went through all its user turns
     mt = details["multi_turn_base_0"].attempts["1"]
     assert mt.trajectory is not None and mt.trajectory.stop_reason == "answered"
