@@ -177,6 +177,7 @@ class MultiTurnSession(ToolSession):
                  held_out: dict[str, list[dict[str, Any]]]) -> None:
         self.entry = entry
         self.functions = with_language_hint(functions, entry["id"])
+        self._tools: list[dict[str, Any]] | None = None
         self.held_out = held_out  # BFCL offers held-out docs as they are (no hint)
         self.state = ApiState(entry.get("initial_config", {}), entry["involved_classes"],
                               is_long_context(entry["id"]))
@@ -187,7 +188,9 @@ class MultiTurnSession(ToolSession):
         self.stopped = False  # force-quit and called again: nothing more is executed
 
     def tools(self) -> list[dict[str, Any]]:
-        return to_tools(self.functions)
+        if self._tools is None:
+            self._tools = to_tools(self.functions)
+        return self._tools
 
     def initial_messages(self) -> list[dict[str, Any]]:
         return [dict(m) for m in self.entry["question"][0]]
@@ -217,6 +220,7 @@ class MultiTurnSession(ToolSession):
         self.steps_in_turn = 0
         if str(self.turn) in self.held_out:
             self.functions = self.functions + copy.deepcopy(self.held_out[str(self.turn)])
+            self._tools = None
             return ADDITIONAL_FUNCTIONS_PROMPT
         return "\n".join(str(m.get("content", "")) for m in self.entry["question"][self.turn])
 
