@@ -158,7 +158,8 @@ class BFCL(Benchmark):
             raise ConfigError(f"{_WHERE}: give 'limit' or 'sample', not both", field="benchmark.params.sample")
         self.categories = categories
         self.p = p
-        self.package = ensure_bfcl_eval(auto_install=ctx.auto_install_dependencies, field="benchmark")
+        self.package = ensure_bfcl_eval(auto_install=ctx.auto_install_dependencies, field="benchmark",
+                                        cancelled=ctx.cancelled)
         self.data = data_dir(self.package)
         if p.task_ids is not None:
             known = {e["id"] for c in self.categories for e, _ in load_category(self.data, c)}

@@ -15,8 +15,12 @@ import importlib.metadata
 import importlib.util
 import os
 import shlex
+import signal
 import subprocess
 import sys
+import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -78,23 +82,36 @@ def _install_lock(target: Path) -> Any:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _install(target: Path, field: str) -> None:
+def _install(target: Path, field: str, cancelled: threading.Event | None) -> None:
     with _install_lock(target):
         if _in_cache(target):  # another process installed it while this one waited
             return
-        try:
-            done = subprocess.run(install_command(target), capture_output=True, text=True, timeout=_PIP_TIMEOUT_S,
-                                  check=False)
-        except subprocess.TimeoutExpired:
-            raise ConfigError(f"installing bfcl-eval into {target} took over {_PIP_TIMEOUT_S:.0f}s",
-                              field=field) from None
-        if done.returncode != 0 or not _in_cache(target):
-            raise ConfigError(f"installing bfcl-eval into {target} failed: {done.stderr[-2000:]}", field=field)
+        with tempfile.TemporaryFile() as err:
+            proc = subprocess.Popen(install_command(target), stdout=subprocess.DEVNULL, stderr=err,
+                                    start_new_session=True)
+            try:
+                deadline = time.monotonic() + _PIP_TIMEOUT_S
+                while proc.poll() is None:
+                    if cancelled is not None and cancelled.is_set():
+                        raise ConfigError("installing bfcl-eval was cancelled", field=field)
+                    if time.monotonic() > deadline:
+                        raise ConfigError(f"installing bfcl-eval into {target} took over {_PIP_TIMEOUT_S:.0f}s",
+                                          field=field)
+                    time.sleep(0.2)
+            finally:
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+            err.seek(0)
+            tail = err.read()[-2000:].decode(errors="replace")
+        if proc.returncode != 0 or not _in_cache(target):
+            raise ConfigError(f"installing bfcl-eval into {target} failed: {tail}", field=field)
 
 
-def ensure_bfcl_eval(*, auto_install: bool, field: str = "benchmark") -> Path:
+def ensure_bfcl_eval(*, auto_install: bool, field: str = "benchmark",
+                     cancelled: threading.Event | None = None) -> Path:
     """The ``bfcl_eval`` package directory, importable afterwards. Without it: installed into the cache when
-    ``auto_install``, else a ConfigError naming the command."""
+    ``auto_install`` (given up when ``cancelled`` is set), else a ConfigError naming the command."""
     if not _installed_here():
         target = cache_dir()
         if not _in_cache(target):
@@ -103,7 +120,7 @@ def ensure_bfcl_eval(*, auto_install: bool, field: str = "benchmark") -> Path:
                     f"benchmark bfcl needs bfcl-eval=={BFCL_EVAL_VERSION} (its data and API classes), installed "
                     f"without its ~40 dependencies: run `{shlex.join(install_command(target))}` or pass "
                     "auto_install_dependencies=True.", field=field)
-            _install(target, field)
+            _install(target, field, cancelled)
         _use(target)
     spec = importlib.util.find_spec("bfcl_eval")
     if spec is None or spec.origin is None:

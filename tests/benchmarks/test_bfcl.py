@@ -6,7 +6,10 @@ refused naming the field."""
 from __future__ import annotations
 
 import json
+import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -225,3 +228,19 @@ def test_sample_is_per_category_and_repeatable() -> None:
     assert sum(i.startswith("simple_python_") for i in one) == 5 and sum(i.startswith("live_simple_") for i in one) == 5
     full = BFCL({}, ctx).load_tasks()
     assert len(full) == 4441  # 3,641 single-turn + 800 multi-turn questions of bfcl-eval 2026.3.23
+
+
+def test_without_bfcl_eval_the_error_names_the_install_command(tmp_path: Path) -> None:
+    # a fresh interpreter whose cache directory is empty (this one already has the package on sys.path)
+    code = ("import agentcompass\n"
+            "try:\n"
+            "    agentcompass.run_evaluation('bfcl', 'tool_agent', 'scripted', 'local', progress='none',\n"
+            f"                                results_dir={str(tmp_path / 'runs')!r})\n"
+            "except agentcompass.ConfigError as exc:\n"
+            "    print('ERROR', exc)\n")
+    env = {**os.environ, "AGENTCOMPASS_BFCL_DIR": str(tmp_path / "empty")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env,
+                          cwd=str(tmp_path))
+    assert "ERROR" in done.stdout, done.stdout + done.stderr
+    assert "pip install" in done.stdout and "--no-deps" in done.stdout and "bfcl-eval==2026.3.23" in done.stdout
+    assert not (tmp_path / "empty").exists()  # nothing was installed without auto_install_dependencies
