@@ -53,6 +53,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "sealqa": "agentcompass.benchmarks.sealqa:SealQA",
         "frontierscience": "agentcompass.benchmarks.frontierscience:FrontierScience",
         "gpqa_diamond": "agentcompass.benchmarks.gpqa_diamond:GPQADiamond",
+        "bfcl": "agentcompass.benchmarks.bfcl:BFCL",
     },
     "harness": {
         "none": "agentcompass.harnesses.none:NoneHarness",

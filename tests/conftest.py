@@ -81,8 +81,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group("docker"))
 
 
+def _preinstall_bfcl_eval(items: list[pytest.Item]) -> None:
+    """bfcl-eval (the bfcl tests' data and oracle checker), installed ``--no-deps`` into its cache once, before any
+    bfcl test (and its timeout) starts; a file lock makes one xdist worker install it and the others wait."""
+    if not any("bfcl" in item.nodeid for item in items):
+        return
+    from agentcompass.benchmarks.bfcl_package import ensure_bfcl_eval
+
+    try:
+        ensure_bfcl_eval(auto_install=True)
+    except Exception as exc:  # the tests that need it report it again, each naming the install command
+        print(f"\nbfcl-eval could not be installed for the bfcl tests: {exc}", file=sys.stderr)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Build the images the selected tests need, before any test (and its timeout) starts."""
+    if not session.config.option.collectonly:
+        _preinstall_bfcl_eval(session.items)
     if session.config.option.collectonly or not os.path.exists(DOCKER_SOCKET):
         return  # without a daemon the docker fixtures skip (or fail, in CI) on their own
     from agentcompass.environments.docker_images import build_base_image

@@ -1,0 +1,231 @@
+"""BFCL's multi-turn categories: the stateful APIs the model works against, its session and our state checker.
+
+Each question names the API classes it involves (a file system, a trading bot, a travel agency...) and their
+starting state; the classes themselves come from the ``bfcl-eval`` package. The session runs the model's calls
+live against one set of instances and feeds the user turns in order (a ``miss_func`` question's held-out
+functions are offered at their turn with BFCL's "I have updated some more functions" message); more than 20
+steps with calls in one turn force-quit the question, as BFCL's inference does.
+
+Grading re-executes, as BFCL's checker does, in fresh instances: after each turn whose ground truth has calls, the
+model's instances must equal the ground truth's on every public attribute, and every result the ground truth's
+calls of that turn produced must be among the results of all the model's calls so far (as a multiset, any
+order); a turn whose ground truth is empty is not checked; a question the model did not take through all turns
+fails as force-terminated; a step whose arguments do not decode is dropped, as BFCL drops it.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import importlib
+import inspect
+import json
+from typing import Any, ClassVar
+
+from ..tools import ToolError, ToolSession
+from .bfcl_schema import to_tools, with_language_hint
+
+#: steps with calls in one turn before BFCL force-quits the question.
+MAX_STEPS_PER_TURN = 20
+ADDITIONAL_FUNCTIONS_PROMPT = "I have updated some more functions you can choose from. What about now?"
+_BACKEND = "bfcl_eval.eval_checker.multi_turn_eval.func_source_code"
+#: the API classes of the multi-turn categories and their modules in bfcl-eval.
+API_MODULES: dict[str, str] = {
+    "GorillaFileSystem": f"{_BACKEND}.gorilla_file_system", "MathAPI": f"{_BACKEND}.math_api",
+    "MessageAPI": f"{_BACKEND}.message_api", "TwitterAPI": f"{_BACKEND}.posting_api",
+    "TicketAPI": f"{_BACKEND}.ticket_api", "TradingBot": f"{_BACKEND}.trading_bot",
+    "TravelAPI": f"{_BACKEND}.travel_booking", "VehicleControlAPI": f"{_BACKEND}.vehicle_control"}
+STATELESS = ("MathAPI",)
+#: names BFCL's executor refuses to call.
+_REFUSED = ("kill", "exit", "quit", "remove", "unlink", "popen", "Popen", "run")
+
+
+def is_long_context(task_id: str) -> bool:
+    """Whether the question loads its APIs with BFCL's long-context padding."""
+    category = task_id.rsplit("_", 1)[0]
+    return "long_context" in category or "composite" in category
+
+
+class ApiState:
+    """One set of API instances for a question, loaded with its starting state."""
+
+    def __init__(self, initial_config: dict[str, Any], classes: list[str], long_context: bool) -> None:
+        self.instances: dict[str, Any] = {}
+        self.methods: dict[str, Any] = {}
+        for name in classes:
+            if name not in API_MODULES:
+                raise ValueError(f"unknown BFCL API class {name!r}")
+            instance = getattr(importlib.import_module(API_MODULES[name]), name)()
+            if name not in STATELESS:
+                instance._load_scenario(copy.deepcopy(initial_config.get(name, {})), long_context=long_context)
+            self.instances[name] = instance
+            for method, bound in inspect.getmembers(instance, predicate=inspect.ismethod):
+                if not method.startswith("_"):
+                    self.methods[method] = bound
+
+    def execute(self, name: str, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> str:
+        """Call one method; its result as BFCL turns it into text (errors included)."""
+        try:
+            if name in _REFUSED:
+                raise Exception(f"Function call {name} is not allowed.")
+            if name not in self.methods:
+                raise NameError(f"name {name!r} is not defined")
+            result = self.methods[name](*args, **(kwargs or {}))
+        except Exception as exc:  # the model's call failing is a result it sees, as in BFCL
+            return f"Error during execution: {exc}"
+        if type(result) is str:
+            return result
+        if type(result) is dict:
+            try:
+                return json.dumps(result)
+            except (TypeError, ValueError):
+                return str(result)
+        return str(result)
+
+    def public_state(self, class_name: str) -> dict[str, Any]:
+        """The attributes the state check compares."""
+        return {k: v for k, v in vars(self.instances[class_name]).items() if not k.startswith("_")}
+
+
+def parse_call(text: str) -> tuple[str, tuple[Any, ...], dict[str, Any]]:
+    """A ground-truth call ``name(arg, key=value)`` (literal arguments) as (name, args, kwargs)."""
+    node = ast.parse(text.strip(), mode="eval").body
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
+        raise ValueError(f"not a call: {text!r}")
+    return (node.func.id, tuple(ast.literal_eval(a) for a in node.args),
+            {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg is not None})
+
+
+def _decoded_steps(turn: list[list[list[str]]]) -> list[list[tuple[str, dict[str, Any]]]]:
+    """The turn's steps as BFCL decodes them: a step whose arguments are not a JSON object is dropped."""
+    out = []
+    for step in turn:
+        try:
+            calls = []
+            for name, raw in step:
+                args = json.loads(raw)
+                if not isinstance(args, dict):
+                    raise ValueError("arguments are not an object")
+                calls.append((name, args))
+        except ValueError:
+            continue
+        if calls:
+            out.append(calls)
+    return out
+
+
+def _unordered_subset(expected: list[str], got: list[str]) -> list[str]:
+    pool = list(got)
+    missing = []
+    for item in expected:
+        try:
+            pool.remove(item)
+        except ValueError:
+            missing.append(item)
+    return missing
+
+
+def check_multi_turn(entry: dict[str, Any], turns: list[list[list[list[str]]]],
+                     ground_truth: list[list[str]]) -> dict[str, Any]:
+    """The verdict on the model's calls (per turn, per step, ``[name, arguments_json]``) against the ground truth."""
+    if len(turns) != len(ground_truth):
+        return {"valid": False, "error_type": "multi_turn:force_terminated",
+                "error_message": f"Model was force-terminated during inference phase. The length of the model result "
+                                 f"turns ({len(turns)}) does not match the length of the ground truth turns "
+                                 f"({len(ground_truth)})."}
+    long_context = is_long_context(entry["id"])
+    config, classes = entry.get("initial_config", {}), entry["involved_classes"]
+    model = ApiState(config, classes, long_context)
+    truth = ApiState(config, classes, long_context)
+    all_model_results: list[str] = []
+    for index, (turn, expected) in enumerate(zip(turns, ground_truth, strict=True)):
+        steps = _decoded_steps(turn)
+        for step in steps:
+            all_model_results.extend(model.execute(name, (), args) for name, args in step)
+        expected_results = [truth.execute(*parse_call(call)) for call in expected]
+        if not expected:
+            continue
+        if not steps:
+            return {"valid": False, "error_type": "multi_turn:empty_turn_model_response",
+                    "error_message": f"Model response list is empty for turn {index}"}
+        for class_name in truth.instances:
+            want, have = truth.public_state(class_name), model.instances[class_name]
+            differences = {k: {"model": getattr(have, k), "ground_truth": v} for k, v in want.items()
+                           if getattr(have, k) != v}
+            if differences:
+                return {"valid": False, "error_type": "multi_turn:instance_state_mismatch",
+                        "error_message": f"Model instance for {class_name} does not match the state with ground "
+                                         "truth instance.", "differences": _jsonable(differences)}
+        missing = _unordered_subset(expected_results, all_model_results)
+        if missing:
+            return {"valid": False, "error_type": "multi_turn:execution_response_mismatch",
+                    "error_message": f"Model response execution results so far does not contain all the ground "
+                                     f"truth response execution results for turn {index}.", "missing_items": missing}
+    return {"valid": True}
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+class MultiTurnSession(ToolSession):
+    """One multi-turn question: tools over live API instances, user turns in order (see the module doc)."""
+
+    executes_tools: ClassVar[bool] = True
+
+    def __init__(self, entry: dict[str, Any], functions: list[dict[str, Any]],
+                 held_out: dict[str, list[dict[str, Any]]]) -> None:
+        self.entry = entry
+        self.functions = with_language_hint(functions, entry["id"])
+        self._tools: list[dict[str, Any]] | None = None
+        self.held_out = held_out  # BFCL offers held-out docs as they are (no hint)
+        self.state = ApiState(entry.get("initial_config", {}), entry["involved_classes"],
+                              is_long_context(entry["id"]))
+        self.turn = 0
+        self.turns: list[list[list[list[str]]]] = [[]]
+        self.steps_in_turn = 0
+        self.force_quit = False
+        self.stopped = False  # force-quit and called again: nothing more is executed
+
+    def tools(self) -> list[dict[str, Any]]:
+        if self._tools is None:
+            self._tools = to_tools(self.functions)
+        return self._tools
+
+    def initial_messages(self) -> list[dict[str, Any]]:
+        return [dict(m) for m in self.entry["question"][0]]
+
+    async def on_assistant(self, message: dict[str, Any]) -> None:
+        calls = message.get("tool_calls") or []
+        if not calls:
+            return
+        if self.force_quit:
+            self.stopped = True
+            return
+        self.turns[-1].append([[c["function"]["name"], c["function"]["arguments"]] for c in calls])
+        self.steps_in_turn += 1
+        if self.steps_in_turn > MAX_STEPS_PER_TURN:
+            self.force_quit = True
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> str:
+        if self.stopped:
+            raise ToolError(f"the model was forced to quit after {MAX_STEPS_PER_TURN} steps in this turn")
+        return self.state.execute(name, (), arguments)
+
+    async def next_user_message(self, messages: list[dict[str, Any]]) -> str | None:
+        if self.force_quit or self.turn + 1 >= len(self.entry["question"]):
+            return None
+        self.turn += 1
+        self.turns.append([])
+        self.steps_in_turn = 0
+        if str(self.turn) in self.held_out:
+            self.functions = self.functions + copy.deepcopy(self.held_out[str(self.turn)])
+            self._tools = None
+            return ADDITIONAL_FUNCTIONS_PROMPT
+        return "\n".join(str(m.get("content", "")) for m in self.entry["question"][self.turn])
+
+    def record(self) -> dict[str, Any]:
+        return {"turns": self.turns, "force_quit": self.force_quit}
+
+
+__all__ = ["API_MODULES", "ApiState", "MultiTurnSession", "check_multi_turn", "parse_call"]
