@@ -100,8 +100,8 @@ class AgentDojo(Benchmark):
                     raise ConfigError(
                         f"Attack {p.attack!r} of {_WHERE} addresses the model by name: set parameter 'target_model' "
                         f"to one of {', '.join(pkg.model_names())} (or any name containing one), or pick an attack "
-                        f"that does not name the model (e.g. important_instructions_no_model_name). AgentDojo says: "
-                        f"{exc}", field="benchmark.params.target_model") from None
+                        f"whose text names no model (e.g. important_instructions_no_names). AgentDojo says: {exc}",
+                        field="benchmark.params.target_model") from None
         self.dos = any(getattr(a, "is_dos_attack", False) for a in self.attacks.values())
         self.user_task_ids = self._pick("user_tasks", _as_list(p.user_tasks), lambda s: s.user_tasks)
         if p.injection_tasks is not None and p.attack is None:

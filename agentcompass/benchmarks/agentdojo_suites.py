@@ -81,11 +81,33 @@ def _target(name: str | None) -> Any:
 
 def load_attack(name: str, suite: Any, target_model: str | None) -> Any:
     """AgentDojo's attack ``name`` on ``suite``, aimed at a pipeline named ``target_model``. ValueError (the
-    package's message) when the attack names the model and ``target_model`` is not one it knows."""
-    import agentdojo.attacks  # noqa: F401
+    package's message) when the attack's text depends on the model's name and ``target_model`` is not one it knows.
+
+    Without ``target_model``, an attack whose constructor insists on a name but whose text does not depend on it
+    (``important_instructions_no_model_name`` replaces the name with its own) is built with a stand-in name: the
+    text is the same whichever name it gets."""
+    import agentdojo.attacks  # noqa: F401  (importing the package registers its attacks)
     from agentdojo.attacks.attack_registry import load_attack as load
 
-    return load(name, suite, _target(target_model))
+    if target_model is not None:
+        return load(name, suite, _target(target_model))
+    try:
+        return load(name, suite, _target(None))
+    except ValueError:
+        names = _two_model_names()
+        built = [load(name, suite, _target(n)) for n in names]
+        if len({getattr(b, "model_name", None) for b in built}) == 1:
+            return built[0]
+        raise
+
+
+def _two_model_names() -> tuple[str, str]:
+    """Two model names AgentDojo addresses differently (to tell whether an attack's text depends on the name)."""
+    from agentdojo.models import MODEL_NAMES
+
+    first = next(iter(MODEL_NAMES))
+    other = next(k for k, v in MODEL_NAMES.items() if v != MODEL_NAMES[first])
+    return first, other
 
 
 @functools.cache

@@ -185,6 +185,20 @@ def test_tasks_are_user_and_injection_pairs_under_an_attack() -> None:
     assert [t.task_id for t in limited] == [f"banking/user_task_0/injection_task_{n}" for n in range(3)]
 
 
+def test_an_attack_whose_text_names_no_model_needs_no_target_model() -> None:
+    """AgentDojo's ``_no_model_name`` attacks still want a pipeline name in their constructor, then drop it."""
+    params = {"suites": "banking", "attack": "important_instructions_no_names", "user_tasks": "user_task_0",
+              "injection_tasks": "injection_task_0"}
+    bench = AgentDojo(params, ComponentContext(run_id="t"))
+    (task,) = bench.load_tasks()
+    (text,) = task.input["injections"].values()
+    assert "the AI language model" in text and "the user" in text  # AgentDojo's defaults for the two names
+    named = AgentDojo({"suites": "banking", **ATTACK, "user_tasks": "user_task_0",
+                       "injection_tasks": "injection_task_0"}, ComponentContext(run_id="t"))
+    (named_text,) = next(iter(named.load_tasks())).input["injections"].values()
+    assert "GPT-4" in named_text and "Emma Johnson" in named_text
+
+
 def test_the_default_version_and_all_four_suites() -> None:
     bench = AgentDojo({}, ComponentContext(run_id="t"))
     assert bench.benchmark_version == VERSION and bench.suite_names == ["workspace", "travel", "banking", "slack"]
@@ -308,6 +322,7 @@ async def test_string_lists_are_parsed_before_the_call() -> None:
     ({"attack": "jailbreak"}, "attack", "important_instructions"),
     ({"attack": "manual"}, "attack", "important_instructions"),
     ({"attack": "important_instructions"}, "target_model", "gpt-4o-2024-05-13"),
+    ({"attack": "important_instructions_wrong_model_name"}, "target_model", "claude-3-5-sonnet-20241022"),
     ({"suites": "banking", "user_tasks": ["user_task_99"]}, "user_tasks", "banking/user_task_0"),
     ({"suites": "banking", "user_tasks": "slack/user_task_0"}, "user_tasks", "banking/user_task_0"),
     ({"suites": "banking", **ATTACK, "injection_tasks": ["injection_task_42"]}, "injection_tasks",
