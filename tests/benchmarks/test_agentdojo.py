@@ -16,11 +16,12 @@ import pytest
 import agentcompass
 from agentcompass.benchmarks.agentdojo import AgentDojo
 from agentcompass.benchmarks.agentdojo_grading import grade
+from agentcompass.benchmarks.agentdojo_metrics import AgentDojoAccumulator
 from agentcompass.benchmarks.agentdojo_session import AgentDojoSession
 from agentcompass.interfaces import ComponentContext
 from agentcompass.models.scripted_server import ScriptedServer
 from agentcompass.models.scripted_wire import PROTOCOLS
-from agentcompass.records import TaskDetail
+from agentcompass.records import AttemptRecord, TaskDetail
 
 pytest.importorskip("agentdojo")
 
@@ -208,6 +209,30 @@ def test_the_default_version_and_all_four_suites() -> None:
                        ComponentContext(run_id="t"))
     assert [t.task_id for t in picked.load_tasks()] == ["banking/user_task_1", "slack/user_task_1",
                                                         "slack/user_task_2"]
+
+
+def test_errored_attempts_count_as_not_useful_and_have_no_security_verdict() -> None:
+    def attempt(utility: bool | None, security: bool | None) -> AttemptRecord:
+        if utility is None:
+            return AttemptRecord(status="run_error", error="model down", error_kind="model_error")
+        extra: dict[str, Any] = {"utility": utility, "security": security}
+        return AttemptRecord(status="completed", correct=utility, extra=extra)
+
+    acc = AgentDojoAccumulator(k=2, attack="important_instructions")
+    acc.add(TaskDetail(task_id="banking/a/i", k=2, category="banking",
+                       attempts={"1": attempt(True, True), "2": attempt(None, None)}))
+    acc.add(TaskDetail(task_id="slack/b/i", k=2, category="slack",
+                       attempts={"1": attempt(False, False), "2": attempt(True, False)}))
+    metrics, by_suite = acc.result()
+    assert metrics["utility"] == metrics["utility_under_attack"] == 2 / 4  # the errored attempt counts as not done
+    assert metrics["attack_success_rate"] == 1 / 3 and metrics["attack_graded"] == 3  # ...and has no verdict
+    assert metrics["pass@2"] == 1.0 and metrics["tasks"] == 2
+    assert by_suite["banking"]["utility"] == 0.5 and by_suite["banking"]["attack_success_rate"] == 1.0
+    assert by_suite["slack"]["utility"] == 0.5 and by_suite["slack"]["attack_success_rate"] == 0.0
+    plain = AgentDojoAccumulator(k=1, attack=None)
+    plain.add(TaskDetail(task_id="banking/a", k=1, category="banking", attempts={"1": attempt(True, None)}))
+    metrics, _ = plain.result()
+    assert metrics["utility"] == 1.0 and "attack_success_rate" not in metrics
 
 
 # ----------------------------------------------------------------------------- grading against AgentDojo's own runner
