@@ -26,8 +26,11 @@ from agentcompass.records import AttemptRecord, TaskDetail
 pytest.importorskip("agentdojo")
 
 from agentdojo.agent_pipeline.agent_pipeline import load_system_message
+from agentdojo.agent_pipeline.base_pipeline_element import BasePipelineElement
 from agentdojo.agent_pipeline.ground_truth_pipeline import GroundTruthPipeline
+from agentdojo.agent_pipeline.tool_execution import tool_result_to_str
 from agentdojo.task_suite.load_suites import get_suite, get_suites
+from agentdojo.types import ChatAssistantMessage, ChatToolResultMessage, text_content_block_from_string
 
 VERSION = "v1.2.2"  # agentdojo 0.1.35's default benchmark version
 ATTACK = {"attack": "important_instructions", "target_model": "gpt-4o-2024-05-13"}
@@ -243,7 +246,8 @@ def _ground_truth_record(task: Any, env: Any) -> tuple[list[dict[str, Any]], str
     return calls, task.GROUND_TRUTH_OUTPUT
 
 
-@pytest.mark.parametrize("suite_name", ["workspace", "travel", "banking", "slack"])
+@pytest.mark.parametrize("suite_name",
+                         [pytest.param("workspace", marks=pytest.mark.slow), "travel", "banking", "slack"])
 def test_grading_agrees_with_agentdojo_on_every_user_task(suite_name: str) -> None:
     """AgentDojo's own ``run_task_with_pipeline`` (its ground-truth pipeline, its environment) and our replay of
     the same calls and answer give the same utility, for every user task of the suite."""
@@ -255,11 +259,37 @@ def test_grading_agrees_with_agentdojo_on_every_user_task(suite_name: str) -> No
         assert ours.utility is theirs is True, user_task.ID
 
 
-def test_grading_agrees_with_agentdojo_on_every_banking_pair_under_attack() -> None:
-    """Every (user task, injection task) pair of banking, the calls being the injection's ground truth (an agent
-    that does only what the attacker asked): the same (utility, security) as AgentDojo's runner."""
-    bench = AgentDojo({"suites": "banking", **ATTACK}, ComponentContext(run_id="t"))
-    suite = bench.suites["banking"]
+class UserThenInjection(BasePipelineElement):
+    """An agent for AgentDojo's own runner: the user task's ground-truth calls, then the injection task's, then the
+    user task's answer (an agent that does its job and also obeys the injection)."""
+
+    def __init__(self, user_task: Any, injection_task: Any) -> None:
+        self.user_task, self.injection_task = user_task, injection_task
+        self.calls: list[dict[str, Any]] = []
+
+    def query(self, query: str, runtime: Any, env: Any = None, messages: Any = (), extra_args: Any = None) -> Any:
+        calls = self.user_task.ground_truth(env) + self.injection_task.ground_truth(env)
+        self.calls = [{"function": c.function, "args": dict(c.args)} for c in calls]
+        out = list(messages)
+        for c in calls:
+            empty = [text_content_block_from_string("")]
+            out.append(ChatAssistantMessage(role="assistant", tool_calls=[c], content=empty))
+            result, _ = runtime.run_function(env, c.function, c.args)
+            out.append(ChatToolResultMessage(role="tool", tool_call=c, tool_call_id=None, error=None,
+                                             content=[text_content_block_from_string(tool_result_to_str(result))]))
+        out.append(ChatAssistantMessage(role="assistant", tool_calls=None,
+                                        content=[text_content_block_from_string(self.user_task.GROUND_TRUTH_OUTPUT)]))
+        return query, runtime, env, out, extra_args or {}
+
+
+@pytest.mark.parametrize("suite_name", ["banking", "slack"])
+def test_grading_agrees_with_agentdojo_on_every_pair_under_attack(suite_name: str) -> None:
+    """Every (user task, injection task) pair of the suite under ``important_instructions``, for two agents run by
+    AgentDojo's own ``run_task_with_pipeline``: one doing only what the attacker asked (its ground-truth pipeline
+    for the injection task) and one doing the user's task and the attacker's; our replay of the same calls and
+    answer gives the same (utility, security) every time."""
+    bench = AgentDojo({"suites": suite_name, **ATTACK}, ComponentContext(run_id="t"))
+    suite = bench.suites[suite_name]
     seen = set()
     for task in bench.load_tasks():
         user_task = suite.get_user_task_by_id(task.input["user_task"])
@@ -270,8 +300,12 @@ def test_grading_agrees_with_agentdojo_on_every_banking_pair_under_attack() -> N
         calls, output = _ground_truth_record(injection, env)
         ours = grade(suite, user_task, injection, injections, calls, output)
         assert (ours.utility, ours.security) == theirs, task.task_id
-        seen.add(theirs)
-    assert (False, True) in seen  # the attacker's goal reached, the user's task not done
+        both = UserThenInjection(user_task, injection)
+        theirs_both = suite.run_task_with_pipeline(both, user_task, injection, injections)
+        ours_both = grade(suite, user_task, injection, injections, both.calls, user_task.GROUND_TRUTH_OUTPUT)
+        assert (ours_both.utility, ours_both.security) == theirs_both, task.task_id
+        seen |= {theirs, theirs_both}
+    assert (False, True) in seen and (True, True) in seen  # attacks that succeed, with and without utility
 
 
 # ----------------------------------------------------------------------------- the tool session
