@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import msgspec
 
@@ -34,6 +34,8 @@ from .agentdojo_session import AgentDojoSession
 from .base import Benchmark
 
 _WHERE = "benchmark agentdojo"
+#: a selection: one id or more (an empty list would select nothing; leaving the param out selects all)
+Ids = Annotated[list[str], msgspec.Meta(min_length=1)]
 
 
 class AgentDojoParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -44,12 +46,12 @@ class AgentDojoParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     ``user_tasks`` / ``injection_tasks`` (ids such as ``user_task_3`` or ``banking/user_task_3``; default all),
     ``limit`` (the first N tasks), ``k`` (attempts per task)."""
 
-    suites: list[str] | str | None = None
+    suites: Ids | str | None = None
     benchmark_version: str | None = None
     attack: str | None = None
     target_model: str | None = None
-    user_tasks: list[str] | str | None = None
-    injection_tasks: list[str] | str | None = None
+    user_tasks: Ids | str | None = None
+    injection_tasks: Ids | str | None = None
     limit: Count | None = None
     k: Attempts | None = None
 

@@ -388,6 +388,7 @@ async def test_string_lists_are_parsed_before_the_call() -> None:
      "banking/injection_task_0"),
     ({"injection_tasks": ["injection_task_0"]}, "injection_tasks", "attack"),
     ({"limit": 0}, "limit", "limit"),
+    ({"user_tasks": []}, "user_tasks", "got []"),
     ({"suite": "banking"}, "suite", "suite"),
 ])
 def test_bad_params_name_the_field_and_what_is_allowed(params: dict[str, Any], field: str, named: str) -> None:
