@@ -35,6 +35,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
     "benchmark": {
         "shell_tasks": "agentcompass.benchmarks.shell_tasks:ShellTasks",
         "humaneval": "agentcompass.benchmarks.humaneval:HumanEval",
+        "agentdojo": "agentcompass.benchmarks.agentdojo:AgentDojo",
         "swebench": "agentcompass.benchmarks.swebench:SWEBench",
         "swebench_verified": "agentcompass.benchmarks.swebench:SWEBenchVerified",
         "swebench_lite": "agentcompass.benchmarks.swebench:SWEBenchLite",
