@@ -320,6 +320,33 @@ class SecondNode:
             return False
         return status == 200 and body == b"OK"
 
+    # -- the daemon's own failures (node loss)
+
+    def daemon_pid(self) -> int | None:
+        """The pid of the node's running dockerd, or None."""
+        entry = next((p for p in self._recorded() if p["what"] == "dockerd"), None)
+        return int(entry["pid"]) if entry and self._same_process(entry) else None
+
+    def kill_daemon(self) -> None:
+        """SIGKILL the node's dockerd by its pid, as a crash would: its containerd dies with it (parent-death
+        signal), container shims, containers and fuse-overlayfs mounts live on, the socket stops answering."""
+        pid = self.daemon_pid()
+        if pid is None:
+            raise RuntimeError(f"the dockerd of node {self.name} is not running")
+        self._stop_pid(pid, process_start_time(pid), group=False, timeout=0)
+        self._forget(pid)
+
+    def restart_daemon(self) -> None:
+        """Stop the node's dockerd (by its pid, if it still runs) and start it again on the same namespace,
+        data-root and exec-root; returns once ``/_ping`` answers. Its containers are still listed afterwards
+        (running ones stopped by the restart: no live-restore)."""
+        with self._lock():
+            pid = self.daemon_pid()
+            if pid is not None:
+                self._stop_pid(pid, process_start_time(pid), group=False, timeout=STOP_TIMEOUT_S)
+                self._forget(pid)
+            self._start_dockerd()
+
     # -- processes in the namespace
 
     def exec(self, argv: Sequence[str], *, env: dict[str, str] | None = None, **popen: Any) -> subprocess.Popen[Any]:
@@ -517,6 +544,7 @@ class SecondNode:
         self.data_root.mkdir(parents=True, exist_ok=True)
         config = self.root / "daemon.json"
         config.write_text(json.dumps(self._config(), indent=1))
+        self._clear_stale_pidfiles()
         with open(self.log_path, "ab") as log:
             proc = subprocess.Popen(self._in_ns([
                 find_dockerd(), "--config-file", str(config),
@@ -534,6 +562,20 @@ class SecondNode:
                 raise RuntimeError(f"dockerd of node {self.name} did not answer /_ping within "
                                    f"{self.start_timeout:.0f}s: {self._log_tail()}")
             time.sleep(0.2)
+
+    def _clear_stale_pidfiles(self) -> None:
+        """Remove the pidfiles of a killed daemon and of its containerd (only called when the recorded daemon
+        is gone). Their pids may still be unreaped zombies (orphans wait for pid 1), which dockerd takes for
+        running processes: "pid file found", or worse, it waits on the dead containerd and gives up with
+        "timeout waiting for containerd to start"."""
+        (self.root / "dockerd.pid").unlink(missing_ok=True)
+        pidfile = self.exec_root / "containerd" / "containerd.pid"
+        with contextlib.suppress(OSError, ValueError):
+            pid = int(pidfile.read_text().strip())
+            if _cmdline(pid).startswith("containerd ") and str(self.exec_root) in _cmdline(pid):
+                # it dies with its daemon (parent-death signal); a live one would be an orphan of ours
+                self._stop_pid(pid, process_start_time(pid), group=False, timeout=TERM_GRACE_S)
+        pidfile.unlink(missing_ok=True)
 
     def _log_tail(self) -> str:
         try:

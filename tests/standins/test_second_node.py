@@ -176,20 +176,26 @@ def node_traces(node: SecondNode) -> list[str]:
 
 
 @pytest.mark.slow
-def test_stop_leaves_no_process_namespace_veth_mount_cgroup_or_rule_even_after_the_daemon_was_killed(
+def test_a_killed_daemon_restarts_with_its_containers_and_stop_then_leaves_nothing(
         second_docker_node: SecondNode, node_image: str) -> None:
     """A node of its own (the session's stays up): a container and a process in the namespace running, the
-    daemon SIGKILLed (so containerd dies, its shim, the container and fuse-overlayfs live on), then stop()."""
+    daemon SIGKILLed (its containerd dies, its shim, the container and fuse-overlayfs live on), restarted (the
+    container is still listed), SIGKILLed again, then stop() finds and kills what the crash left."""
     with claimed_node() as node:
         assert node_traces(node) and not any("iptables" in t for t in node_traces(node))
         # the daemon's rules live in the namespace's own tables
         assert "DOCKER" in node.run(["iptables-save"]).stdout
         assert node.load_images([node_image]) == [node_image]
         cid = node.docker("run", "-d", node_image, "sleep", "600").strip()
+        node.kill_daemon()
+        assert not node.is_running() and node.daemon_pid() is None
+        node.restart_daemon()
+        assert node.is_running()
+        assert cid in node.docker("ps", "-aq", "--no-trunc").split()
+        node.docker("start", cid)
         container_pid = int(node.docker("inspect", "-f", "{{.State.Pid}}", cid).strip())
         sleeper = node.exec(["sleep", "600"])
-        dockerd = next(p for p in json.loads(node.state_path.read_text())["procs"] if p["what"] == "dockerd")
-        os.kill(dockerd["pid"], 9)
+        node.kill_daemon()
         forced = node.stop()
         assert any("stray" in f for f in forced), forced  # shim, container, fuse-overlayfs: found and killed
         assert sleeper.poll() is not None
