@@ -393,16 +393,22 @@ class SecondNode:
         return status == 200
 
     def load_images(self, refs: Sequence[str], *, timeout: float = LOAD_TIMEOUT_S) -> list[str]:
-        """Copy images from the host daemon into the node (``docker save | docker -H <node> load``), skipping
-        those it has; returns the refs it copied. No registry, no internet. (A registry on ``host_address``
-        works too: the node trusts plain HTTP there.)"""
+        """Copy images from the host daemon into the node (``docker save | docker -H <node> load``) with every
+        tag they have on the host, skipping those the node has; returns the refs it copied. No registry, no
+        internet. (A registry on ``host_address`` works too: the node trusts plain HTTP there.)"""
         copied = []
         deadline = time.monotonic() + timeout
         host_env = {k: v for k, v in os.environ.items() if k != "DOCKER_HOST"}
         for ref in refs:
-            if self.has_image(ref):
+            status, body = unix_get(HOST_DOCKER_SOCKET, f"/images/{ref}/json")
+            if status != 200:
+                raise RuntimeError(f"the host daemon has no image {ref}")
+            # every tag of the image, so the node knows it by the same names (the docker provider's default
+            # forwarder image is the base image's plain tag, tests use its content tag)
+            tags = [ref, *(t for t in json.loads(body).get("RepoTags") or [] if t != ref)]
+            if all(self.has_image(t) for t in tags):
                 continue
-            save = subprocess.Popen(["docker", "save", ref], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            save = subprocess.Popen(["docker", "save", *tags], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     stdin=subprocess.DEVNULL, env=host_env)
             assert save.stdout is not None
             load = subprocess.Popen(["docker", "-H", self.docker_host, "load", "-q"], stdin=save.stdout,

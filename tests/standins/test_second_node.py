@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 import urllib.request
+import uuid
 from pathlib import Path
 
 import pytest
@@ -29,23 +30,28 @@ from tests.standins.second_node import (
 pytestmark = pytest.mark.docker_images("busybox")
 
 
-def busybox_image() -> str:
-    """The busybox base image on the host daemon (built before the session by tests/conftest.py)."""
+def host_image(name: str) -> str:
+    """Base image ``name`` on the host daemon (built before the session by tests/conftest.py)."""
     from agentcompass.environments.docker_images import build_base_image, content_tag
     from tests.conftest import PREBUILT, image_spec
 
-    tag, method = image_spec("busybox")
-    built = PREBUILT.get("busybox")
+    tag, method = image_spec(name)
+    built = PREBUILT.get(name)
     if isinstance(built, BaseException):
         pytest.fail(f"building {tag} before the session failed: {built}")
     if built is None:
-        asyncio.run(asyncio.wait_for(build_base_image(tag, method=method), 600))  # type: ignore[arg-type]
+        asyncio.run(asyncio.wait_for(build_base_image(tag, method=method), 3600))  # type: ignore[arg-type]
     return content_tag(tag, method)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def base_image_on_host() -> str:
+    return host_image("base")
 
 
 @pytest.fixture(scope="module")
 def node_image(second_docker_node: SecondNode) -> str:
-    image = busybox_image()
+    image = host_image("busybox")
     second_docker_node.load_images([image])
     return image
 
@@ -214,3 +220,85 @@ def test_a_clean_stop_of_a_running_node_leaves_nothing(second_docker_node: Secon
         assert node.stop() == []  # nothing needed forcing
         assert sleeper.poll() is not None
         assert node_traces(node) == []
+
+
+_MODEL_MODE_ON_THE_NODE = """
+import asyncio, json, socket, sys
+from agentcompass.environments.docker import DockerProvider
+from agentcompass.interfaces import ComponentContext, EnvOpenSpec, NetworkPolicy
+
+PROBE = '''
+import socket, sys
+try:
+    s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=float(sys.argv[3]))
+    print("OK", s.recv(64).decode().strip())
+except Exception as e:
+    print("FAIL", type(e).__name__)
+'''
+
+async def main(image, run_id, model_host, model_port):
+    provider = DockerProvider({"image": image}, ComponentContext(run_id=run_id))
+    out = {}
+    try:
+        out["host_address"] = await provider.host_address()
+        route = await provider.ensure_model_route(model_host, model_port)
+        env = await provider.open(EnvOpenSpec(run_id=run_id, task_id="t", network=NetworkPolicy(mode="model")))
+        try:
+            async def reach(host, port):
+                res = await env.exec(["python3", "-c", PROBE, host, str(port), "3"], timeout=40)
+                return res.stdout.strip()
+            out["via_route"] = await reach(*route)
+            out["direct"] = await reach(model_host, model_port)
+        finally:
+            await env.close()
+    finally:
+        await provider.aclose()
+    print(json.dumps(out))
+
+asyncio.run(asyncio.wait_for(main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])), 240))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.docker_images("base")
+def test_the_docker_provider_in_the_namespace_enforces_the_model_policy_on_the_node(
+        second_docker_node: SecondNode, base_image_on_host: str) -> None:
+    """What a Ray node actor does: our docker provider run inside the namespace (DOCKER_HOST = the node) opens
+    a ``model``-mode sandbox on the node's daemon, whose model route (a relay on the node's bridge gateway)
+    reaches a model server on the host end, while the server's own address is unreachable from the sandbox."""
+    node = second_docker_node
+    node.load_images([base_image_on_host])
+    run_id = f"pytest-second-node-{uuid.uuid4().hex[:8]}"
+    with socket.socket() as model:
+        model.bind((node.host_address, 0))
+        model.listen(8)
+        model.settimeout(1)
+        port = model.getsockname()[1]
+        stop = threading.Event()
+
+        def greet() -> None:
+            while not stop.is_set():
+                try:
+                    conn, _ = model.accept()
+                except OSError:
+                    continue
+                with conn:
+                    conn.sendall(b"model on the host\n")
+
+        thread = threading.Thread(target=greet, daemon=True)
+        thread.start()
+        try:
+            res = node.run([sys.executable, "-c", _MODEL_MODE_ON_THE_NODE, base_image_on_host, run_id,
+                            node.host_address, str(port)], timeout=300, check=False)
+        finally:
+            stop.set()
+            thread.join(10)
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["host_address"] == node.bip.split("/")[0]  # the node's bridge gateway, not the host's docker0
+    assert out["via_route"] == "OK model on the host"
+    assert out["direct"].startswith("FAIL")
+    label = f"label=agentcompass.run_id={run_id}"
+    assert node.docker("ps", "-aq", "--filter", label).split() == []
+    assert node.docker("network", "ls", "-q", "--filter", label).split() == []
+    assert host_cli("ps", "-aq", "--filter", label).split() == []
