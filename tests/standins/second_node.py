@@ -184,7 +184,8 @@ class SecondNode:
 
     name: str = "node2"
     index: int = 0
-    #: also serve the Docker API on tcp://<address>:<tcp_port> (unauthenticated; reachable from this host only)
+    #: also serve the Docker API on tcp://<address>:<tcp_port> (unauthenticated; reachable from this host only;
+    #: dockerd 20.10 then deliberately delays its start by 15 s)
     tcp_port: int | None = None
     #: default: the host daemon's driver
     storage_driver: str | None = None
@@ -436,7 +437,7 @@ class SecondNode:
     @contextlib.contextmanager
     def _lock(self) -> Iterator[None]:
         """A host file lock per node name around start/stop (two processes never set up one node at once)."""
-        path = Path(f"/run/agentcompass-{self.name}.lock")
+        path = Path(f"/run/agentcompass-{self.name}.lock")  # left in place: removing it would race a waiter
         with open(path, "a") as fh:
             deadline = time.monotonic() + LOCK_TIMEOUT_S
             while True:
@@ -735,13 +736,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     node = SecondNode(name=args.name, index=args.index, tcp_port=args.tcp_port)
     if args.action == "start":
-        node.start()
-        node.load_images(args.load)
+        try:
+            node.start()
+            node.load_images(args.load)
+        except RuntimeError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
         print(f"DOCKER_HOST={node.docker_host}\nNODE_NS={node.ns}\nNODE_ADDRESS={node.address}\n"
               f"NODE_HOST_ADDRESS={node.host_address}" + (f"\nNODE_DOCKER_TCP={node.docker_tcp}" if node.docker_tcp
                                                           else ""))
     elif args.action == "stop":
-        for line in node.stop():
+        try:
+            forced = node.stop()
+        except RuntimeError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        for line in forced:
             print(line)
     else:
         running = node.is_running()
