@@ -29,11 +29,14 @@ What this machine showed (Debian 12, docker.io 20.10.24, cgroup v1, fuse-overlay
 * Storage: the same driver as the host daemon (asked from its ``/info``; fuse-overlayfs here, needs
   ``/dev/fuse``), data-root ``/var/lib/agentcompass-<name>``.
 * iptables: the node's dockerd writes its rules (docker0 NAT, isolation chains, the ``model`` policy's
-  internal networks) into the namespace's own netfilter tables, which vanish with the namespace; the host
-  needs no rule at all (host <-> node traffic is INPUT/OUTPUT on the host's veth end, never FORWARD, so the
-  host's ``FORWARD DROP`` policy does not matter; node containers are MASQUERADEd to the node address by the
-  node's dockerd). No internet from the node. The host's iptables is nf_tables with stale legacy tables
-  (``iptables -S`` warns); the namespace starts clean.
+  internal networks) into the namespace's own netfilter tables, which vanish with the namespace. Host <-> node
+  traffic is INPUT/OUTPUT on the host's veth end, never FORWARD, and node containers are MASQUERADEd to the
+  node address by the node's dockerd, so the host needs no NAT or forwarding. No internet from the node: the
+  host's ``FORWARD DROP`` policy would silently drop it (a DNS lookup in the namespace then waits 10 s, a
+  pull 20 s), so the host gets one rule, ``FORWARD -i <host veth> -j REJECT`` (admin-prohibited: an
+  immediate "no route to host"), commented with the namespace's name and removed by stop(). The host's
+  iptables is nf_tables with stale legacy tables (``iptables -S`` warns); the namespace starts clean. The
+  node's ``/etc/resolv.conf`` is the host's (nsenter keeps the mounts); its nameserver is unreachable.
 * Addresses: the veth pair takes ``10.214.<index>.0/30``, the node's docker0 ``10.215.<index>.1/24``, its
   user networks ``10.216.0.0/16``: none collides with the host's docker0 (172.17/16), the host daemon's
   user networks (172.18+), or the docker provider's ``model`` networks (``10.213.0.0/16``, see
@@ -524,6 +527,15 @@ class SecondNode:
         _run(["ip", "-n", self.ns, "link", "set", self.ns_veth, "up"])
         _run(["ip", "-n", self.ns, "link", "set", "lo", "up"])
         _run(["ip", "-n", self.ns, "route", "add", "default", "via", self.host_address])
+        if shutil.which("iptables"):
+            _run(["iptables", "-w", "10", "-I", *self._reject_rule()])
+
+    def _reject_rule(self) -> list[str]:
+        """The host's one rule for the node: anything the node sends beyond this host is refused at once
+        (otherwise the host's FORWARD DROP policy swallows it, and every DNS lookup or pull waits for its
+        timeout: 20 s for a pull from docker.io instead of 5)."""
+        return ["FORWARD", "-i", self.host_veth, "-m", "comment", "--comment", self.ns, "-j", "REJECT",
+                "--reject-with", "icmp-admin-prohibited"]
 
     def _config(self) -> dict[str, Any]:
         hosts = [self.docker_host] + ([self.docker_tcp] if self.docker_tcp else [])
@@ -636,6 +648,10 @@ class SecondNode:
         for point in self._mounts():
             forced.append(f"umount {point}")
             _run(["umount", "-l", point], check=False)
+        if shutil.which("iptables"):
+            for _ in range(10):  # each -D removes one copy; a start that failed half-way may have left none
+                if _run(["iptables", "-w", "10", "-D", *self._reject_rule()], check=False).returncode:
+                    break
         if self.netns_path.exists():
             _run(["ip", "netns", "del", self.ns])
         if Path(f"/sys/class/net/{self.host_veth}").exists():

@@ -4,6 +4,8 @@ leaves nothing behind (tests/standins/second_node.py)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import json
 import os
 import random
@@ -143,6 +145,45 @@ def test_the_host_reaches_a_server_started_in_the_namespace(second_docker_node: 
     assert proc.pid not in node.netns_pids()
 
 
+_CONNECT = """
+import socket, sys, time
+started = time.monotonic()
+try:
+    with socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=15) as s:
+        print("OK", s.recv(64).decode().strip())
+except OSError as e:
+    print("FAIL", e.errno, round(time.monotonic() - started, 1))
+"""
+
+
+def test_the_node_reaches_every_host_address_and_is_refused_beyond_the_host(second_docker_node: SecondNode) -> None:
+    node = second_docker_node
+    addresses = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global"], capture_output=True,
+                               text=True, timeout=10, check=True).stdout.split("\n")
+    other = next(line.split()[3].split("/")[0] for line in addresses
+                 if line.strip() and line.split()[1] != node.host_veth and "10.214." not in line)
+    with socket.socket() as server:
+        server.bind(("0.0.0.0", 0))
+        server.listen(1)
+        server.settimeout(30)
+        port = server.getsockname()[1]
+
+        def greet() -> None:
+            with contextlib.suppress(OSError):
+                conn, _ = server.accept()
+                with conn:
+                    conn.sendall(b"host\n")
+
+        thread = threading.Thread(target=greet, daemon=True)
+        thread.start()
+        # another of the host's addresses (not the veth end) through the default route
+        assert node.run([sys.executable, "-c", _CONNECT, other, str(port)]).stdout.strip() == "OK host"
+        thread.join(10)
+    # TEST-NET-3: beyond this host; refused at once (EHOSTUNREACH), not left to time out
+    out = node.run([sys.executable, "-c", _CONNECT, "203.0.113.1", "80"]).stdout.split()
+    assert out[:2] == ["FAIL", str(errno.EHOSTUNREACH)], out
+
+
 def host_rules() -> str:
     """The host's iptables rules (nf_tables and, when present, legacy), without counters."""
     out = []
@@ -188,7 +229,9 @@ def test_a_killed_daemon_restarts_with_its_containers_and_stop_then_leaves_nothi
     daemon SIGKILLed (its containerd dies, its shim, the container and fuse-overlayfs live on), restarted (the
     container is still listed), SIGKILLed again, then stop() finds and kills what the crash left."""
     with claimed_node() as node:
-        assert node_traces(node) and not any("iptables" in t for t in node_traces(node))
+        # the host's only rule for the node: refuse what it sends beyond this host
+        [rule] = [r for r in host_rules().splitlines() if node.host_veth in r]
+        assert "REJECT" in rule and node.ns in rule
         # the daemon's rules live in the namespace's own tables
         assert "DOCKER" in node.run(["iptables-save"]).stdout
         assert node.load_images([node_image]) == [node_image]
