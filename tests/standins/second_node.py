@@ -59,6 +59,7 @@ import fcntl
 import http.client
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -70,6 +71,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+REPO = Path(__file__).resolve().parents[2]
 HOST_DOCKER_SOCKET = "/var/run/docker.sock"
 HOST_DOCKER_PIDFILE = "/var/run/docker.pid"
 NETNS_DIR = Path("/run/netns")
@@ -382,6 +384,42 @@ class SecondNode:
         killed = self._stop_pid(pid, start, group=group, timeout=timeout)
         self._forget(pid)
         return killed
+
+    def share_host_port(self, port: int, *, timeout: float = 20.0) -> list[subprocess.Popen[Any]]:
+        """Make ``127.0.0.1:<port>`` in the namespace reach the host's ``127.0.0.1:<port>`` (a registry, a
+        model server bound to loopback), so one address (an image ref ``127.0.0.1:<port>/...``, which every
+        daemon trusts over plain HTTP) works on both daemons. A relay in the namespace forwards to the host
+        end, where a host-side relay forwards to loopback (unless the service already listens there, e.g. on
+        0.0.0.0). Returns the relays started; stop() stops them by pid."""
+        relays = []
+        try:
+            with socket.create_connection((self.host_address, port), timeout=2):
+                pass
+        except OSError:
+            relays.append(self._relay([self.host_address, str(port), "127.0.0.1", str(port)], in_ns=False,
+                                      timeout=timeout))
+        relays.append(self._relay(["127.0.0.1", str(port), self.host_address, str(port)], in_ns=True,
+                                  timeout=timeout))
+        return relays
+
+    def _relay(self, args: list[str], *, in_ns: bool, timeout: float) -> subprocess.Popen[Any]:
+        argv = [sys.executable, "-m", "tests.standins.tcp_relay", *args]
+        env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        log = self.root / f"relay-{'ns' if in_ns else 'host'}-{args[1]}.log"
+        with open(log, "ab") as err:
+            popen: dict[str, Any] = {"stdout": subprocess.PIPE, "stderr": err, "cwd": REPO}
+            if in_ns:
+                proc = self.exec(argv, env=env, **popen)
+            else:
+                proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, start_new_session=True, **popen)
+                self._record(proc, what=" ".join(argv)[:200], group=True)
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], timeout)
+        if not ready or proc.stdout.readline().strip() != b"ready":
+            self.stop_process(proc)
+            raise RuntimeError(f"relay {' '.join(args)} did not start within {timeout:.0f}s: "
+                               f"{log.read_text(errors='replace')[-2000:]}")
+        return proc
 
     def netns_pids(self) -> list[int]:
         """Pids of every process whose network namespace is the node's (``ip netns pids``)."""

@@ -345,3 +345,28 @@ def test_the_docker_provider_in_the_namespace_enforces_the_model_policy_on_the_n
     assert node.docker("ps", "-aq", "--filter", label).split() == []
     assert node.docker("network", "ls", "-q", "--filter", label).split() == []
     assert host_cli("ps", "-aq", "--filter", label).split() == []
+
+
+def test_a_registry_on_host_loopback_serves_both_daemons_by_one_ref(second_docker_node: SecondNode,
+                                                                     node_image: str, tmp_path: Path) -> None:
+    """``share_host_port``: the node pulls ``127.0.0.1:<port>/<name>`` from a registry listening on the host's
+    loopback (Debian's docker-registry), the same ref the host daemon pushed; each daemon trusts 127.0.0.0/8."""
+    from tests.environments.registry import start_registry
+
+    node = second_docker_node
+    registry = start_registry(tmp_path)
+    ref = f"{registry.host}/agentcompass-test/second-node:{uuid.uuid4().hex[:8]}"
+    try:
+        host_cli("tag", node_image, ref)
+        host_cli("push", ref)
+        relays = node.share_host_port(int(registry.host.rsplit(":", 1)[1]))
+        assert relays and all(r.poll() is None for r in relays)
+        node.docker("pull", ref, timeout=120)
+        assert node.has_image(ref)
+        node.docker("rmi", ref)
+        for relay in relays:
+            node.stop_process(relay)
+        assert all(r.poll() is not None for r in relays)
+    finally:
+        subprocess.run(["docker", "rmi", ref], capture_output=True, timeout=60)
+        registry.stop()
