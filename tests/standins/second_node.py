@@ -1,14 +1,17 @@
 """A second Docker "node" on this machine: Debian's ``dockerd`` in its own network namespace with its own address.
 
-    node = SecondNode().start()          # or the ``second_docker_node`` fixture (tests/conftest.py)
-    node.docker_host                     # unix:///run/agentcompass-node2/docker.sock
+    node = SecondNode().start()          # the fixture ``second_docker_node`` gives one per session (a slot)
+    node.docker_host                     # unix:///run/agentcompass-node2/docker.sock (fixture: .../slot<i>/...)
     node.address, node.host_address      # 10.214.0.2 (in the namespace), 10.214.0.1 (the host end)
-    node.load_images(["agentcompass/base:busybox-<hash>"])   # docker save | docker -H <node> load
-    proc = node.exec([sys.executable, "-m", "ray", ...])     # runs inside the namespace, DOCKER_HOST set
+    node.load_images([ref])              # docker save | docker -H <node> load, with every host tag of ref
+    proc = node.exec([sys.executable, "-m", "ray", ...])     # inside the namespace, DOCKER_HOST = the node
     node.stop_process(proc)              # SIGTERM then SIGKILL to its process group, by its pid
-    node.stop()                          # idempotent: processes, mounts, namespace, veth, directories
+    node.run(argv) / node.docker(*args)  # to completion, in the namespace / the CLI against the node
+    node.share_host_port(port)           # 127.0.0.1:port in the namespace -> the host's 127.0.0.1:port
+    node.kill_daemon(); node.restart_daemon()                # node loss and return (containers kept)
+    node.stop()                          # idempotent: processes, mounts, cgroups, namespace, veth, rule, dirs
 
-    python -m tests.standins.second_node start [--load IMAGE ...]  |  stop  |  status
+    python -m tests.standins.second_node start [--name N --index I --tcp-port P --load IMAGE ...] | stop | status
 
 What this machine showed (Debian 12, docker.io 20.10.24, cgroup v1, fuse-overlayfs, no systemd):
 
@@ -65,6 +68,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -196,6 +200,8 @@ class SecondNode:
     storage_driver: str | None = None
     start_timeout: float = START_TIMEOUT_S
     _procs: dict[int, subprocess.Popen[Any]] = field(default_factory=dict, init=False, repr=False)
+    #: the state file is read-modified-written by exec() and stop_process(), possibly from several threads
+    _state_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not (self.name.isascii() and self.name.isalnum() and self.name.islower() and 1 <= len(self.name) <= 10):
@@ -279,8 +285,11 @@ class SecondNode:
         return NETNS_DIR / self.ns
 
     def env(self, base: dict[str, str] | None = None) -> dict[str, str]:
-        """``base`` (default os.environ) with DOCKER_HOST pointing at the node's daemon."""
-        return dict(os.environ if base is None else base, DOCKER_HOST=self.docker_host)
+        """os.environ with DOCKER_HOST pointing at the node's daemon; or ``base`` with that DOCKER_HOST unless
+        ``base`` has its own."""
+        if base is None:
+            return dict(os.environ, DOCKER_HOST=self.docker_host)
+        return {"DOCKER_HOST": self.docker_host, **base}
 
     # -- lifecycle
 
@@ -356,8 +365,8 @@ class SecondNode:
     # -- processes in the namespace
 
     def exec(self, argv: Sequence[str], *, env: dict[str, str] | None = None, **popen: Any) -> subprocess.Popen[Any]:
-        """Start ``argv`` inside the node's network namespace (its own session, DOCKER_HOST set to the node
-        unless ``env`` says otherwise); recorded, and stopped by its pid in stop() if still running."""
+        """Start ``argv`` inside the node's network namespace, in a session of its own, with :meth:`env`
+        (DOCKER_HOST = the node); recorded, and stopped by its pid in stop() if still running."""
         if not self.netns_path.exists():
             raise RuntimeError(f"node {self.name} is not started (no {self.netns_path})")
         popen.setdefault("stdin", subprocess.DEVNULL)
@@ -379,8 +388,14 @@ class SecondNode:
         """SIGTERM ``proc``'s process group (its pid), SIGKILL after ``timeout``; True if it had to kill."""
         pid = proc if isinstance(proc, int) else proc.pid
         entry = next((p for p in self._recorded() if p["pid"] == pid), None)
-        group = bool(entry["group"]) if entry else True
-        start = entry["start"] if entry else process_start_time(pid)
+        if entry is not None:
+            group, start = bool(entry["group"]), entry["start"]
+        else:
+            start = process_start_time(pid)
+            try:
+                group = os.getpgid(pid) == pid
+            except ProcessLookupError:
+                group = False
         killed = self._stop_pid(pid, start, group=group, timeout=timeout)
         self._forget(pid)
         return killed
@@ -507,14 +522,16 @@ class SecondNode:
         tmp.replace(self.state_path)
 
     def _record(self, proc: subprocess.Popen[Any], *, what: str, group: bool) -> None:
-        self._procs[proc.pid] = proc
-        self._save([*self._recorded(), {"pid": proc.pid, "start": process_start_time(proc.pid), "what": what,
-                                        "group": group}])
+        with self._state_lock:
+            self._procs[proc.pid] = proc
+            self._save([*self._recorded(), {"pid": proc.pid, "start": process_start_time(proc.pid), "what": what,
+                                            "group": group}])
 
     def _forget(self, pid: int) -> None:
-        self._procs.pop(pid, None)
-        if self.state_path.exists():
-            self._save([p for p in self._recorded() if p["pid"] != pid])
+        with self._state_lock:
+            self._procs.pop(pid, None)
+            if self.state_path.exists():
+                self._save([p for p in self._recorded() if p["pid"] != pid])
 
     @staticmethod
     def _same_process(entry: dict[str, Any]) -> bool:
