@@ -79,6 +79,8 @@ REPO = Path(__file__).resolve().parents[2]
 HOST_DOCKER_SOCKET = "/var/run/docker.sock"
 HOST_DOCKER_PIDFILE = "/var/run/docker.pid"
 NETNS_DIR = Path("/run/netns")
+#: the programs a node's dockerd starts outside its namespace's process list (matched by name prefix)
+DAEMON_HELPERS = ("dockerd", "containerd", "fuse-overlayfs", "docker-proxy", "runc")
 START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 30.0
 #: how long a stopped process gets between SIGTERM and SIGKILL
@@ -658,17 +660,23 @@ class SecondNode:
             return "(no log)"
 
     def _strays(self) -> list[int]:
-        """Processes left in the namespace, or naming the node's directories (containerd shims outlive
-        containerd): all descendants of what this node started."""
+        """What the node started and left running: processes in its namespace, in its cgroup (its containers,
+        in namespaces of their own), and the daemon's helpers naming its directories (containerd shims outlive
+        containerd, fuse-overlayfs outlives a killed daemon). Only those helper programs: a shell that merely
+        names the directory is not the node's."""
         marks = (str(self.root) + "/", str(self.data_root) + "/")
         me = os.getpid()
         pids = set(self.netns_pids())
-        for top in self._cgroup_tops():  # the node's containers (their own namespaces, any command line)
+        for top in self._cgroup_tops():
             for procs in top.rglob("cgroup.procs"):
                 with contextlib.suppress(OSError):
                     pids.update(int(p) for p in procs.read_text().split())
         for entry in os.listdir("/proc"):
-            if entry.isdigit() and int(entry) != me and any(m in _cmdline(int(entry)) for m in marks):
+            if not entry.isdigit() or int(entry) == me:
+                continue
+            cmdline = _cmdline(int(entry))
+            program = os.path.basename(cmdline.split(" ", 1)[0])
+            if program.startswith(DAEMON_HELPERS) and any(m in cmdline for m in marks):
                 pids.add(int(entry))
         return sorted(p for p in pids if not _is_zombie_or_gone(p))
 
