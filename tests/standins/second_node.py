@@ -28,7 +28,17 @@ What this machine showed (Debian 12, docker.io 20.10.24, cgroup v1, fuse-overlay
   (the host daemon's is under ``/var/run/docker/containerd``; there is no system ``/run/containerd/
   containerd.sock``, which dockerd would otherwise share). The node also gets its own containerd namespaces
   and its own cgroup parent, so nothing collides even with a shared containerd. Shims outlive containerd by
-  design; stop() kills leftovers whose command line names the node's directories.
+  design, and a SIGKILLed dockerd leaves its shims, containers and fuse-overlayfs processes running (its
+  containerd dies with it: parent-death signal): stop() kills, by pid, what is left in the namespace, in the
+  node's cgroup parent, or is one of the daemon's helper programs naming the node's directories.
+* Restarting a killed daemon: its pidfile and its containerd's name pids that are zombies until pid 1 reaps
+  them; dockerd takes them for live processes ("pid file found", or it waits on the dead containerd and
+  fails with "timeout waiting for containerd to start"), so restart_daemon() removes both pidfiles first.
+  The restarted daemon still lists the old containers (stopped: no live-restore).
+* Identity: the engine ID in ``/info`` comes from ``/etc/docker/key.json`` unless ``deprecated-key-path``
+  points elsewhere; without it the node has the host daemon's ID. The node also carries the daemon label
+  ``agentcompass.node=<name>``. Its hostname (``/info`` Name) is the host's: same UTS namespace.
+* ``tcp_port`` (the API on tcp://<address>:<port>, no TLS) makes dockerd 20.10 wait 15 s before starting.
 * Storage: the same driver as the host daemon (asked from its ``/info``; fuse-overlayfs here, needs
   ``/dev/fuse``), data-root ``/var/lib/agentcompass-<name>``.
 * iptables: the node's dockerd writes its rules (docker0 NAT, isolation chains, the ``model`` policy's
