@@ -46,6 +46,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "task_dir_local": "agentcompass.benchmarks.task_dir:BundledTaskDir",
         "terminal_bench": "agentcompass.benchmarks.task_dir:TerminalBench",
         "skillsbench": "agentcompass.benchmarks.task_dir:SkillsBench",
+        "tau2": "agentcompass.benchmarks.tau2:Tau2",
     },
     "harness": {
         "none": "agentcompass.harnesses.none:NoneHarness",

@@ -39,6 +39,16 @@ class ToolSession(abc.ABC):
     def initial_messages(self) -> list[dict[str, Any]]:
         """The conversation's start: an optional system message and the first user message (OpenAI chat shape)."""
 
+    async def start(self) -> None:
+        """Open the conversation before ``initial_messages`` is read, for a start that needs I/O (a simulated
+        user's first message is a model call). Default: nothing."""
+        return None  # nothing to open by default
+
+    def finished(self) -> bool:
+        """True once the episode is over by the session's own rules (a simulated user ended it, a step or error
+        budget is spent): the harness makes no further model turn. Default: False."""
+        return False
+
     async def call(self, name: str, arguments: dict[str, Any]) -> str:
         """Execute one tool call; the text is the tool result the model sees. Raise ``ToolError`` for a call the
         model got wrong (unknown tool, bad arguments): its message is the result. Default: refuses every call."""
