@@ -34,6 +34,7 @@ from ..interfaces import (
     RunContext,
     TaskSpec,
 )
+from ..models.adaptive import AdaptiveLimiter
 from ..models.endpoint import ModelEndpoint
 from ..params import as_params
 from ..tools import RECORD_KEY, ToolSession
@@ -100,6 +101,7 @@ class Tau2(Benchmark):
                                   f"e.g. {next(iter(sorted(known)), 'airline/0')!r}.",
                                   field="benchmark.params.task_ids")
         self.source = data_source()
+        self._user_limiter: AdaptiveLimiter | None = None
 
     def _all_tasks(self) -> list[TaskSpec]:
         out = []
@@ -133,10 +135,13 @@ class Tau2(Benchmark):
     def tool_session(self, task: TaskSpec, ctx: RunContext) -> ToolSession | None:
         """A fresh environment and user simulator for this try."""
         domain = task.input["domain"]
+        um = self._user_model()
+        if self._user_limiter is None and um.base_url:
+            self._user_limiter = AdaptiveLimiter(um.base_url, max(um.max_concurrency, 1))
         return Tau2Session(domain=domain, task_id=task.input["tau2_id"], scenario=task.input["scenario"],
-                           initial_state=task.input.get("initial_state"), user_model=self._user_model(),
+                           initial_state=task.input.get("initial_state"), user_model=um,
                            system_prompt=agent_system_prompt(domain), max_steps=self.max_steps,
-                           max_errors=self.max_errors)
+                           max_errors=self.max_errors, user_limiter=self._user_limiter)
 
     def _user_model(self) -> ModelEndpoint:
         assert self.user_model is not None

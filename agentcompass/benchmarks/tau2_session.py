@@ -20,7 +20,9 @@ import json
 from typing import Any
 
 from ..interfaces import ModelClient
+from ..models.adaptive import AdaptiveLimiter
 from ..models.endpoint import ModelEndpoint, open_endpoint
+from ..models.retry import RetryingModelClient
 from ..tools import ToolError, ToolSession
 from .tau2_domain import is_user_stop, new_environment, tau2, tool_schemas, user_system_prompt
 
@@ -36,7 +38,8 @@ class Tau2Session(ToolSession):
     """The tools and the simulated user of one try (see the module doc)."""
 
     def __init__(self, *, domain: str, task_id: str, scenario: str, initial_state: dict[str, Any] | None,
-                 user_model: ModelEndpoint, system_prompt: str, max_steps: int, max_errors: int) -> None:
+                 user_model: ModelEndpoint, system_prompt: str, max_steps: int, max_errors: int,
+                 user_limiter: AdaptiveLimiter | None = None) -> None:
         self.domain = domain
         self.task_id = task_id
         self.scenario = scenario
@@ -45,6 +48,7 @@ class Tau2Session(ToolSession):
         self.system_prompt = system_prompt
         self.max_steps = max_steps
         self.max_errors = max_errors
+        self.user_limiter = user_limiter
         self.messages: list[dict[str, Any]] = []  # tau2's trajectory
         self.termination: str | None = None
         self.steps = 0
@@ -64,7 +68,10 @@ class Tau2Session(ToolSession):
     async def start(self) -> None:
         """A fresh environment, then tau2's greeting and the simulated user's first message."""
         self._env = await asyncio.to_thread(self._open_environment)
-        self._client = open_endpoint(self.user_model)
+        client = open_endpoint(self.user_model)
+        if self.user_limiter is not None and isinstance(client, RetryingModelClient):
+            client.limiter = self.user_limiter  # one concurrency limit for the endpoint across every try
+        self._client = client
         greeting = tau2().first_agent_message
         self.messages.append({"role": "assistant", "content": greeting})
         self._user_history = [{"role": "system", "content": user_system_prompt(self.scenario)}]
