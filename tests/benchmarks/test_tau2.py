@@ -227,3 +227,88 @@ def test_pass_hat_k_is_the_chance_that_k_drawn_tries_all_succeed() -> None:
     assert math.isclose(metrics["pass^2"], (math.comb(2, 2) / math.comb(3, 2) + 1) / 2)
     assert math.isclose(metrics["pass^3"], 0.5)
     assert math.isclose(metrics["avg_reward"], 5 / 6) and by["airline"]["pass^3"] == 0.5
+
+
+# --- differential: the same scripted conversation through tau2's own Orchestrator --------------------------------
+
+def _tau2_orchestrated(task_id: str, agent: dict[str, Any], user: dict[str, Any], max_steps: int) -> Any:
+    """tau2's ``Orchestrator`` on the task with agent and user replaying the scripts' turns, graded by tau2."""
+    from tau2.agent.base import LocalAgent
+    from tau2.data_model.message import AssistantMessage, ToolCall, UserMessage
+    from tau2.orchestrator.orchestrator import Orchestrator
+    from tau2.user.base import BaseUser
+    from tau2.user.user_simulator import UserSimulator
+
+    from agentcompass.benchmarks.tau2_domain import domain_tasks, new_environment, tau2
+
+    t = tau2()
+    domain, tid = task_id.split("/")
+    task = next(x for x in domain_tasks(domain, "base") if x.id == tid)
+
+    class ReplayAgent(LocalAgent[list[Any]]):
+        def __init__(self) -> None:
+            super().__init__(tools=[], domain_policy="")
+            self.turn = 0
+
+        def get_init_state(self, message_history: Any = None) -> list[Any]:
+            return []
+
+        def generate_next_message(self, message: Any, state: list[Any]) -> tuple[Any, list[Any]]:
+            self.turn += 1  # turn 0 is the greeting, as in the scripted model's count
+            turns = agent["turns"]
+            turn = turns[min(self.turn, len(turns) - 1)]
+            if isinstance(turn, str):
+                return AssistantMessage(role="assistant", content=turn), state
+            calls = [ToolCall(id=f"call_{self.turn}_{i}", name=c["name"], arguments=c["arguments"])
+                     for i, c in enumerate(turn["tool_calls"])]
+            return AssistantMessage(role="assistant", tool_calls=calls), state
+
+    class ReplayUser(BaseUser):
+        def __init__(self) -> None:
+            super().__init__(instructions=str(task.user_scenario))
+            self.turn = 0
+
+        def get_init_state(self, message_history: Any = None) -> Any:
+            return None
+
+        def generate_next_message(self, message: Any, state: Any) -> tuple[Any, Any]:
+            turns = user["turns"]
+            text = turns[min(self.turn, len(turns) - 1)]
+            self.turn += 1
+            return UserMessage(role="user", content=text), state
+
+        @classmethod
+        def is_stop(cls, message: Any) -> bool:
+            return bool(UserSimulator.is_stop(message))
+
+    sim = Orchestrator(domain=domain, agent=ReplayAgent(), user=ReplayUser(), environment=new_environment(domain),
+                       task=task, max_steps=max_steps).run()
+    reward = t.evaluate_simulation(simulation=sim, task=task, evaluation_type=t.EvaluationType.ALL, solo_mode=False,
+                                   domain=domain)
+    return sim, reward
+
+
+def _shape(messages: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    return [(m["role"], m.get("content"), tuple((c["name"], str(c["arguments"])) for c in m.get("tool_calls") or ()),
+             bool(m.get("error"))) for m in messages]
+
+
+@pytest.mark.parametrize(("task_id", "agent", "user", "max_steps"), [
+    ("airline/19", _olivia_agent("Z7GOZK"), OLIVIA_USER, 200),
+    ("airline/19", _olivia_agent("K67C4W"), OLIVIA_USER, 200),
+    ("airline/19", _olivia_agent("Z7GOZK"), OLIVIA_USER, 3),
+    ("airline/19", _olivia_agent("Z7GOZK"), OLIVIA_USER, 6),
+    ("retail/36", _daiki_agent(tells_price=False), DAIKI_USER, 200),
+], ids=["airline-golden", "airline-wrong", "budget-3", "budget-6", "retail-untold"])
+def test_the_session_conversation_and_reward_equal_tau2s_own_orchestrator(
+        task_id: str, agent: dict[str, Any], user: dict[str, Any], max_steps: int, tmp_path: Path) -> None:
+    _, details = _run(tmp_path, task_id, agent, _user(user), max_steps=max_steps)
+    a = details[task_id].attempts["1"]
+    record = a.artifacts["tool_session"]
+    sim, reward = _tau2_orchestrated(task_id, agent, user, max_steps)
+    theirs = [m.model_dump(mode="json") for m in sim.messages]
+    assert _shape(record["messages"]) == _shape(theirs)
+    assert [m.get("content") for m in record["messages"] if m["role"] == "tool"] == \
+        [m["content"] for m in theirs if m["role"] == "tool"]
+    assert record["termination_reason"] == sim.termination_reason.value
+    assert a.score == reward.reward
