@@ -9,6 +9,7 @@ The agent's turn 0 is tau2's greeting, already in its conversation: its script s
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -233,15 +234,15 @@ def test_pass_hat_k_is_the_chance_that_k_drawn_tries_all_succeed() -> None:
 
 def _tau2_orchestrated(task_id: str, agent: dict[str, Any], user: dict[str, Any], max_steps: int) -> Any:
     """tau2's ``Orchestrator`` on the task with agent and user replaying the scripts' turns, graded by tau2."""
+    from agentcompass.benchmarks.tau2_domain import domain_tasks, new_environment, tau2
+
+    t = tau2()  # the quiet import first: it keeps litellm's import off the network
     from tau2.agent.base import LocalAgent
     from tau2.data_model.message import AssistantMessage, ToolCall, UserMessage
     from tau2.orchestrator.orchestrator import Orchestrator
     from tau2.user.base import BaseUser
     from tau2.user.user_simulator import UserSimulator
 
-    from agentcompass.benchmarks.tau2_domain import domain_tasks, new_environment, tau2
-
-    t = tau2()
     domain, tid = task_id.split("/")
     task = next(x for x in domain_tasks(domain, "base") if x.id == tid)
 
@@ -312,3 +313,62 @@ def test_the_session_conversation_and_reward_equal_tau2s_own_orchestrator(
         [m["content"] for m in theirs if m["role"] == "tool"]
     assert record["termination_reason"] == sim.termination_reason.value
     assert a.score == reward.reward
+
+
+def _normal(messages: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """OpenAI chat messages without what differs only in spelling (None vs empty content, argument formatting)."""
+    out = []
+    for m in messages:
+        calls = tuple((c["function"]["name"], json.loads(c["function"]["arguments"] or "{}"), c["id"])
+                      for c in m.get("tool_calls") or ())
+        out.append((m["role"], m.get("content") or "", calls, m.get("tool_call_id")))
+    return out
+
+
+async def test_the_model_requests_equal_those_of_tau2s_own_agent_and_user_simulator(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # tau2's LLMAgent and UserSimulator in its Orchestrator, their LLM calls answered by the same scripted policy:
+    # every request (system prompts, conversation, tools) must be the one our session and harness sent
+    from agentcompass.benchmarks.tau2_domain import domain_tasks, new_environment, tau2
+
+    tau2()  # the quiet import first: it keeps litellm's import off the network
+    import tau2.agent.llm_agent as tau2_agent
+    import tau2.user.user_simulator as tau2_user
+    from tau2.data_model.message import AssistantMessage, ToolCall
+    from tau2.orchestrator.orchestrator import Orchestrator
+    from tau2.utils.llm_utils import to_litellm_messages
+
+    from agentcompass.models.scripted import ScriptedPolicy
+
+    script = {"bundled": False, "script": [_daiki_agent(tells_price=True), DAIKI_USER]}
+    policy = ScriptedPolicy(script)
+    theirs: list[tuple[list[dict[str, Any]], Any]] = []
+
+    def generate(model: Any, messages: list[Any], tools: Any = None, **kwargs: Any) -> Any:
+        wire = to_litellm_messages(messages)
+        theirs.append((wire, [t.openai_schema for t in tools] if tools else None))
+        r = policy.respond(wire)
+        calls = [ToolCall(id=c.id, name=c.name, arguments=json.loads(c.arguments)) for c in r.tool_calls]
+        return AssistantMessage(role="assistant", content=r.content or None, tool_calls=calls or None)
+
+    monkeypatch.setattr(tau2_agent, "generate", generate)
+    monkeypatch.setattr(tau2_user, "generate", generate)
+    task = next(x for x in domain_tasks("retail", "base") if x.id == "36")
+    env = new_environment("retail")
+    agent = tau2().LLMAgent(tools=env.get_tools(), domain_policy=env.get_policy(), llm="scripted")
+    user = tau2().UserSimulator(tools=None, instructions=str(task.user_scenario), llm="scripted")
+    sim = Orchestrator(domain="retail", agent=agent, user=user, environment=env, task=task, max_steps=200).run()
+    assert sim.termination_reason.value == "user_stop"
+
+    async with running_scripted_server(script, record_requests=64) as server:
+        um = {"id": "scripted", "base_url": server.base_url, "api_protocol": "openai-chat"}
+        out = await asyncio.to_thread(
+            agentcompass.run_evaluation, "tau2", "tool_agent", "scripted", "local",
+            model_base_url=server.base_url, benchmark_params={"task_ids": ["retail/36"], "user_model": um},
+            results_dir=str(tmp_path), progress="none")
+        ours = [(b["messages"], b.get("tools")) for b in server.recent_requests]
+    assert out.status == "completed" and out.metrics["pass^1"] == 1.0
+    assert len(ours) == len(theirs) == 8  # 5 agent turns and 3 user turns
+    for (our_msgs, our_tools), (their_msgs, their_tools) in zip(ours, theirs, strict=True):
+        assert _normal(our_msgs) == _normal(their_msgs)
+        assert our_tools == their_tools
