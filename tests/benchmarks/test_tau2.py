@@ -372,3 +372,20 @@ async def test_the_model_requests_equal_those_of_tau2s_own_agent_and_user_simula
     for (our_msgs, our_tools), (their_msgs, their_tools) in zip(ours, theirs, strict=True):
         assert _normal(our_msgs) == _normal(their_msgs)
         assert our_tools == their_tools
+
+
+def test_calls_the_harness_did_not_execute_are_left_out_of_the_graded_conversation(tmp_path: Path) -> None:
+    agent = _olivia_agent("Z7GOZK")
+    turns = list(agent["turns"])
+    turns[1] = {"tool_calls": [_call("get_user_details", {"user_id": "olivia_gonzalez_2305"}),
+                               _call("cancel_reservation", {"reservation_id": "K67C4W"})]}
+    out = agentcompass.run_evaluation(
+        "tau2", "tool_agent", "scripted", "local",
+        model_params={"bundled": False, "script": [{**agent, "turns": turns}]},
+        harness_params={"parallel_tool_calls": False},
+        benchmark_params={"task_ids": ["airline/19"], "user_model": _user(OLIVIA_USER)},
+        results_dir=str(tmp_path), progress="none")
+    a = _details(out.run_dir)["airline/19"].attempts["1"]
+    first = a.artifacts["tool_session"]["messages"][2]
+    assert [c["name"] for c in first["tool_calls"]] == ["get_user_details"]  # the wrong cancel never ran
+    assert a.correct is True and a.score == 1.0
