@@ -55,6 +55,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "frontierscience": "agentcompass.benchmarks.frontierscience:FrontierScience",
         "gpqa_diamond": "agentcompass.benchmarks.gpqa_diamond:GPQADiamond",
         "bfcl": "agentcompass.benchmarks.bfcl:BFCL",
+        "tau2": "agentcompass.benchmarks.tau2:Tau2",
     },
     "harness": {
         "none": "agentcompass.harnesses.none:NoneHarness",

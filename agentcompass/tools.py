@@ -6,8 +6,10 @@ only ever sees the messages and tool results the session gives it, and never the
 offers ``tools()`` through the model's native tool calling (all three protocols take OpenAI-shaped tools), passes
 every assistant turn to ``on_assistant``, executes each tool call with ``call`` when ``executes_tools``, and asks
 ``next_user_message`` for the next user turn when the model answers without a tool call (a multi-turn question's
-next part, a simulated user's reply); None ends the episode. ``record()`` is the JSON-able account the benchmark
-grades from (the harness puts it in ``HarnessResult.artifacts["tool_session"]``).
+next part, a simulated user's reply); None ends the episode. ``start()`` runs before ``initial_messages()`` (a
+start that needs I/O), and ``finished()`` lets the session end the episode before the next model turn (a budget
+spent). ``record()`` is the JSON-able account the benchmark grades from (the harness puts it in
+``HarnessResult.artifacts["tool_session"]``).
 """
 
 from __future__ import annotations
@@ -38,6 +40,16 @@ class ToolSession(abc.ABC):
     @abc.abstractmethod
     def initial_messages(self) -> list[dict[str, Any]]:
         """The conversation's start: an optional system message and the first user message (OpenAI chat shape)."""
+
+    async def start(self) -> None:
+        """Open the conversation before ``initial_messages`` is read, for a start that needs I/O (a simulated
+        user's first message is a model call). Default: nothing."""
+        return None  # nothing to open by default
+
+    def finished(self) -> bool:
+        """True once the episode is over by the session's own rules (a simulated user ended it, a step or error
+        budget is spent): the harness makes no further model turn. Default: False."""
+        return False
 
     async def call(self, name: str, arguments: dict[str, Any]) -> str:
         """Execute one tool call; the text is the tool result the model sees. Raise ``ToolError`` for a call the

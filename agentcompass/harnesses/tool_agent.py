@@ -84,9 +84,13 @@ class ToolAgent(Harness):
         usage = Usage()
         traj = ctx.trajectory
         traj.started_at = time.time()
+        await session.start()
         messages = list(session.initial_messages())
         stop = "step_limit"
         for index in range(self.p.step_limit):
+            if session.finished():
+                stop = "session_finished"
+                break
             started = time.time()
             tools = session.tools()
             resp = await model.complete(messages, tools=tools or None, **self.p.model_params)
