@@ -1,0 +1,83 @@
+"""ray_docker on one machine: a local Ray cluster (started by the provider) over the host's daemon. The two-node
+runs, with node loss, are in test_ray_docker_two_nodes.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import msgspec
+import pytest
+
+import agentcompass
+from agentcompass._errors import ConfigError
+from agentcompass.environments.ray_docker import RayDockerProvider
+from agentcompass.interfaces import ComponentContext
+from agentcompass.records import TaskDetail
+
+from .conftest import containers_of, networks_of
+
+SAMPLE = ["files/hello_world", "text/uppercase", "python/fizzbuzz", "text/reverse_lines"]
+
+
+def _details(run_dir: Path) -> dict[str, TaskDetail]:
+    out = {}
+    for p in (run_dir / "details").glob("*.json"):
+        d = msgspec.json.decode(p.read_bytes(), type=TaskDetail)
+        out[d.task_id] = d
+    return out
+
+
+@pytest.mark.parametrize(("params", "field"), [
+    ({"docker_host": "tcp://10.0.0.1:2375"}, "environment.params.docker_host"),
+    ({"node_capacity": 0}, "node_capacity"),
+    ({"heartbeat_interval": -1}, "heartbeat_interval"),
+    ({"pids": 10, "pids_limit": 10}, "environment.params.pids"),
+])
+def test_bad_params_are_refused_naming_the_field(params: dict[str, object], field: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        RayDockerProvider(params, ComponentContext())
+    assert field in (info.value.field or "") + str(info.value)
+
+
+@pytest.mark.slow
+def test_shell_tasks_on_a_local_ray_cluster_grade_as_on_docker_and_name_the_node(
+        base_image: str, docker_run_id: str, tmp_path: Path, scripted_url: str) -> None:
+    common = dict(model_base_url=scripted_url, benchmark_params={"sample_ids": SAMPLE, "k": 2},
+                  task_concurrency=4, progress="none")
+    out = agentcompass.run_evaluation(
+        "shell_tasks", "shell_agent", "scripted", "ray_docker",
+        environment_params={"network_policy": "model", "local_cpus": 2}, run_id=docker_run_id,
+        results_dir=str(tmp_path / "ray"), **common)  # type: ignore[arg-type]
+    assert out.status == "completed" and out.counts.errors == 0, (out.error, out.errors_by_kind)
+    ref = agentcompass.run_evaluation(
+        "shell_tasks", "shell_agent", "scripted", "docker", environment_params={"network_policy": "model"},
+        run_id=docker_run_id + "-ref", results_dir=str(tmp_path / "docker"), **common)  # type: ignore[arg-type]
+    assert out.metrics == ref.metrics
+    assert out.run_dir is not None
+    details = _details(out.run_dir)
+    assert sorted(details) == sorted(SAMPLE)
+    nodes = {e["node"] for d in details.values() for a in d.attempts.values() for e in a.meta["environments"]}
+    assert len(nodes) == 1  # one node: the local cluster's
+    summary = json.loads((out.run_dir / "summary.json").read_text())
+    [node] = nodes
+    assert summary["nodes"][node]["attempts"] == 2 * len(SAMPLE)
+    assert containers_of(docker_run_id) == [] and networks_of(docker_run_id) == []
+
+
+@pytest.mark.slow
+def test_a_sandbox_on_a_node_calls_the_model_through_the_relayed_gateway(
+        base_image: str, docker_run_id: str, tmp_path: Path, scripted_url: str) -> None:
+    out = agentcompass.run_evaluation(
+        "shell_tasks", "tests.engine.gateway_components:GatewayCallHarness", "scripted", "ray_docker",
+        model_base_url=scripted_url, harness_params={"prompt": "Task: files/hello_world\n"},
+        benchmark_params={"sample_ids": ["files/hello_world"]},
+        environment_params={"network_policy": "model", "local_cpus": 2}, run_id=docker_run_id,
+        results_dir=str(tmp_path), progress="none")
+    assert out.ok, out.error
+    assert out.run_dir is not None
+    a = _details(out.run_dir)["files/hello_world"].attempts["1"]
+    assert (a.final_answer or "").startswith("STATUS 200 "), a.final_answer
+    assert "127.0.0.1" not in a.artifacts["env"]  # the sandbox got the forwarder's alias, not the host's loopback
+    assert a.meta["gateway"]["calls"] == 1
+    assert containers_of(docker_run_id) == [] and networks_of(docker_run_id) == []
