@@ -21,13 +21,14 @@ from pathlib import Path
 import pytest
 
 from agentcompass.models.scripted_server import spawn_server_process, stop_process
+from tests.standins.second_node import SecondNode, second_docker_node_fixture
 
 REPO = Path(__file__).resolve().parent.parent
 DOCKER_SOCKET = "/var/run/docker.sock"
 #: fixture name -> the base image it provides (see tests/environments/conftest.py)
 IMAGE_FIXTURES = {"base_image": "base", "busybox_image": "busybox"}
 #: any of these in a test's fixture closure means the test talks to the Docker daemon
-DOCKER_FIXTURES = {"docker_available", *IMAGE_FIXTURES}
+DOCKER_FIXTURES = {"docker_available", "second_docker_node", *IMAGE_FIXTURES}
 #: whole budget of the pre-session builds (debootstrap on a loaded machine took 397 s; the build's own
 #: steps are bounded inside ``build_base_image``)
 PREBUILD_TIMEOUT_S = 3600.0
@@ -50,6 +51,13 @@ def scripted_url() -> Iterator[str]:
         yield url
     finally:
         stop_process(proc)
+
+
+@pytest.fixture(scope="session")
+def second_docker_node() -> Iterator[SecondNode]:
+    """A second Docker daemon in its own network namespace and address (tests/standins/second_node.py), for
+    the whole session; stopped by its pids, its namespace, veth and directories removed, afterwards."""
+    yield from second_docker_node_fixture()
 
 
 # ----------------------------------------------------------------------------- docker images and grouping
