@@ -78,7 +78,9 @@ def _is_loopback(host: str) -> bool:
 
 
 class NodeLost(EnvironmentError_):
-    """A call went to a node that is lost (the engine books ``env_lost``)."""
+    """A call went to a node that is lost: ``env_lost`` in every phase (an open included), retryable."""
+
+    kind = "env_lost"
 
 
 class NodeHandle:

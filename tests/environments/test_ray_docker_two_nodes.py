@@ -1,0 +1,138 @@
+"""ray_docker over two nodes on one machine: a Ray head on the host (the host's Docker daemon) and a Ray worker
+node inside a second Docker daemon's network namespace (tests/standins/second_node.py, ray_cluster.py).
+
+One run of 20 shell_tasks with k=2 under the ``model`` network policy; the worker node's raylet is SIGKILLed
+mid-run. The run completes on the head node with the lost attempts retried, each task committed once, and the
+metrics equal a single-daemon ``docker`` run. When the worker node comes back, the sweep of its new node actor
+leaves no labelled container or network on either daemon."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgspec
+import pytest
+
+import agentcompass
+from agentcompass.environments.docker_api import DEFAULT_BASE_IMAGE
+from agentcompass.environments.ray_docker import RayDockerProvider
+from agentcompass.interfaces import ComponentContext
+from agentcompass.records import AttemptFinished, EnvOpened, ProgressEvent, TaskDetail
+from tests.standins.ray_cluster import AUTH_ENV, RayCluster
+from tests.standins.second_node import SecondNode
+
+from .conftest import containers_of, networks_of
+
+TASKS = 20
+K = 2
+
+
+@pytest.fixture
+def ray_cluster(second_docker_node: SecondNode, base_image: str,
+                monkeypatch: pytest.MonkeyPatch) -> Iterator[RayCluster]:
+    second_docker_node.load_images([base_image, DEFAULT_BASE_IMAGE])
+    for key, value in AUTH_ENV.items():  # this process is the cluster's driver (the coordinator)
+        monkeypatch.setenv(key, value)
+    cluster = RayCluster(second_docker_node)
+    try:
+        yield cluster.start_head().start_worker()
+    finally:
+        cluster.stop()
+
+
+class _Killer:
+    """Kills the worker node's raylet once two attempts finished on that node (its other attempts in flight)."""
+
+    def __init__(self, cluster: RayCluster) -> None:
+        self.cluster = cluster
+        self.node = cluster.node.address
+        self.task_node: dict[str, str] = {}
+        self.finished_on_node = 0
+        self.killed_pid: int | None = None
+        self.in_flight_at_kill = 0
+        self._open: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, event: ProgressEvent) -> None:
+        with self._lock:
+            if isinstance(event, EnvOpened) and event.node is not None and event.role == "agent":
+                self.task_node[event.task_id] = event.node
+                self._open[event.node] = self._open.get(event.node, 0) + 1
+            elif isinstance(event, AttemptFinished) and self.task_node.get(event.task_id) == self.node:
+                self._open[self.node] -= 1
+                self.finished_on_node += 1
+                if self.finished_on_node == 2 and self.killed_pid is None:
+                    self.in_flight_at_kill = self._open[self.node]
+                    self.killed_pid = self.cluster.kill_worker_raylet()
+
+
+def _node_labelled(node: SecondNode, run_id: str) -> list[str]:
+    label = f"label=agentcompass.run_id={run_id}"
+    return node.docker("ps", "-aq", "--filter", label).split() + node.docker("network", "ls", "-q", "--filter",
+                                                                           label).split()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_two_nodes_share_the_run_and_a_lost_node_s_attempts_are_retried_on_the_other(
+        ray_cluster: RayCluster, docker_run_id: str, tmp_path: Path, scripted_url: str) -> None:
+    killer = _Killer(ray_cluster)
+    common = dict(model_base_url=scripted_url, benchmark_params={"limit": TASKS, "k": K}, task_concurrency=6,
+                  max_retries=3, progress="none")
+    out = agentcompass.run_evaluation(
+        "shell_tasks", "shell_agent", "scripted", "ray_docker",
+        environment_params={"network_policy": "model", "address": ray_cluster.address,
+                            "gateway_host": ray_cluster.node.host_address, "node_capacity": 4,
+                            "heartbeat_interval": 1, "node_timeout": 5},
+        run_id=docker_run_id, results_dir=str(tmp_path / "ray"), on_progress=killer,
+        **common)  # type: ignore[arg-type]
+    assert killer.killed_pid is not None, "the worker node never finished two attempts"
+    assert out.status == "completed" and out.counts.errors == 0, (out.error, out.errors_by_kind)
+    assert out.run_dir is not None
+
+    # every task committed exactly once, every attempt's tries numbered once
+    files = sorted((out.run_dir / "details").glob("*.json"))
+    details = [msgspec.json.decode(p.read_bytes(), type=TaskDetail) for p in files]
+    assert len(details) == TASKS == len({d.task_id for d in details})
+    for d in details:
+        assert sorted(d.attempts) == [str(i) for i in range(1, K + 1)]
+        for a in d.attempts.values():
+            assert [t.try_no for t in a.tries] == list(range(1, len(a.tries) + 1))
+
+    # both nodes ran attempts; the lost ones were retried (env_lost) and finished on the head
+    node2, head = ray_cluster.node.address, ray_cluster.node.host_address
+    ran = {e["node"] for d in details for a in d.attempts.values() for e in a.meta["environments"]}
+    assert ran == {head, node2}
+    lost = [a for d in details for a in d.attempts.values() if any(t.error_kind == "env_lost" for t in a.tries)]
+    assert lost, "no attempt was lost with the node"
+    assert all(a.meta["environments"][-1]["node"] == head for a in lost)
+    summary = json.loads((out.run_dir / "summary.json").read_text())
+    assert set(summary["nodes"]) == {head, node2}
+    assert sum(n["attempts"] for n in summary["nodes"].values()) == TASKS * K
+
+    # the same tasks on one daemon grade the same
+    ref = agentcompass.run_evaluation(
+        "shell_tasks", "shell_agent", "scripted", "docker", environment_params={"network_policy": "model"},
+        run_id=docker_run_id + "-ref", results_dir=str(tmp_path / "docker"), **common)  # type: ignore[arg-type]
+    assert out.metrics == ref.metrics
+
+    # the node comes back: the sweep of its new node actor removes what the lost one left
+    assert ray_cluster.wait_worker_gone() == []
+    ray_cluster.start_worker()
+
+    async def sweep() -> list[str]:
+        provider = RayDockerProvider({"address": ray_cluster.address, "gateway_host": head},
+                                     ComponentContext(run_id="sweep"))
+        try:
+            await provider.start()
+            return sorted(h.name for h in provider.handles() if h.alive)
+        finally:
+            await provider.aclose()
+
+    assert asyncio.run(sweep()) == sorted([head, node2])
+    assert containers_of(docker_run_id) == [] and networks_of(docker_run_id) == []
+    assert _node_labelled(ray_cluster.node, docker_run_id) == []
