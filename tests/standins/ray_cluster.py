@@ -13,6 +13,7 @@ line) are killed by pid too. Every wait has a deadline.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -77,9 +78,13 @@ def _zombie(pid: int) -> bool:
 class RayCluster:
     """A Ray head on the host and a worker node in ``node``'s namespace."""
 
-    def __init__(self, node: SecondNode, *, cpus: int = 2) -> None:
+    def __init__(self, node: SecondNode, *, cpus: int = 2, head_resources: dict[str, float] | None = None,
+                 worker_resources: dict[str, float] | None = None) -> None:
         self.node = node
         self.cpus = cpus
+        #: custom resources of each node (``ray start --resources``), e.g. to pick nodes with ``node_resource``
+        self.head_resources = head_resources or {}
+        self.worker_resources = worker_resources or {}
         self.port = _free_port(node.host_address)
         self.temp_dir = tempfile.mkdtemp(prefix="acray")  # short: Ray's socket paths live under it
         self.head: subprocess.Popen[Any] | None = None
@@ -89,15 +94,16 @@ class RayCluster:
     def address(self) -> str:
         return f"{self.node.host_address}:{self.port}"
 
-    def _common(self) -> list[str]:
+    def _common(self, resources: dict[str, float]) -> list[str]:
+        extra = ["--resources", json.dumps(resources)] if resources else []
         return ["--num-cpus", str(self.cpus), "--object-store-memory", str(OBJECT_STORE_BYTES),
-                "--disable-usage-stats", "--block"]
+                "--disable-usage-stats", "--block", *extra]
 
     def start_head(self) -> RayCluster:
         env = {**{k: v for k, v in os.environ.items() if k not in ("DOCKER_HOST", "RAY_ADDRESS")}, **AUTH_ENV}
         self.head = subprocess.Popen(
             [RAY, "start", "--head", "--node-ip-address", self.node.host_address, "--port", str(self.port),
-             "--include-dashboard", "false", "--temp-dir", self.temp_dir, *self._common()],
+             "--include-dashboard", "false", "--temp-dir", self.temp_dir, *self._common(self.head_resources)],
             env=env, start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL)
         self._wait_nodes(1)
@@ -107,7 +113,8 @@ class RayCluster:
         """Start (or start again) the worker node in the namespace; wait until the cluster has two live nodes."""
         env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, **AUTH_ENV}
         self.worker = self.node.exec(
-            [RAY, "start", "--address", self.address, "--node-ip-address", self.node.address, *self._common()],
+            [RAY, "start", "--address", self.address, "--node-ip-address", self.node.address,
+             *self._common(self.worker_resources)],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self._wait_nodes(2)
         return self
@@ -120,8 +127,6 @@ class RayCluster:
                              stdin=subprocess.DEVNULL)
         if out.returncode != 0:
             return []
-        import json
-
         return list(json.loads(out.stdout.strip().splitlines()[-1]))
 
     def _wait_nodes(self, n: int) -> None:
