@@ -3,6 +3,7 @@ runs, with node loss, are in test_ray_docker_two_nodes.py."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -81,3 +82,47 @@ def test_a_sandbox_on_a_node_calls_the_model_through_the_relayed_gateway(
     assert "127.0.0.1" not in a.artifacts["env"]  # the sandbox got the forwarder's alias, not the host's loopback
     assert a.meta["gateway"]["calls"] == 1
     assert containers_of(docker_run_id) == [] and networks_of(docker_run_id) == []
+
+
+async def test_a_node_declared_lost_fails_its_calls_at_once_and_its_late_answer_is_dropped() -> None:
+    import ray
+
+    from agentcompass.environments import ray_cluster
+    from agentcompass.environments.ray_docker import NodeHandle, NodeLost
+    from agentcompass.environments.ray_placement import NodeSlots
+
+    class SlowNode:  # a node actor that answers after a while (defined here: Ray ships it by value)
+        async def slow(self, seconds: float) -> tuple[str, str]:
+            await asyncio.sleep(seconds)
+            return "ok", "late"
+
+    await ray_cluster.connect(None, local_cpus=1)
+    try:
+        remote = ray.remote(SlowNode).options(num_cpus=0, max_restarts=0)  # type: ignore[attr-defined]
+        handle = NodeHandle("n1", "id1", remote.remote(), NodeSlots("n1", capacity=1), facts=None)  # type: ignore[arg-type]
+        assert await handle.call("slow", 0) == "late"
+        call = asyncio.ensure_future(handle.call("slow", 1.5))
+        await asyncio.sleep(0.3)
+        handle.mark_lost("declared lost by the test")
+        with pytest.raises(NodeLost, match="declared lost by the test") as info:
+            await asyncio.wait_for(call, 1.0)  # at once, not when the node answers
+        assert info.value.kind == "env_lost"
+        for _ in range(600):  # the answer still comes (within 30 s), and is dropped
+            if handle.late_answers:
+                break
+            await asyncio.sleep(0.05)
+        assert handle.late_answers == 1
+        with pytest.raises(NodeLost):
+            await handle.call("slow", 0)  # nothing is sent to a lost node
+
+        # a node whose actor dies mid-call: the Ray error declares it lost
+        killed = NodeHandle("n2", "id2", remote.remote(), NodeSlots("n2", capacity=1), facts=None)  # type: ignore[arg-type]
+        assert await killed.call("slow", 0) == "late"
+        call = asyncio.ensure_future(killed.call("slow", 30))
+        await asyncio.sleep(0.3)
+        await asyncio.to_thread(ray.kill, killed.actor, no_restart=True)
+        with pytest.raises(NodeLost):
+            await asyncio.wait_for(call, 20)
+        assert not killed.alive and killed.lost_reason
+    finally:
+        await ray_cluster.disconnect()
