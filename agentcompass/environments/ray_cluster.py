@@ -1,6 +1,7 @@
 """The coordinator's connection to a Ray cluster: found at ``address``, else ``RAY_ADDRESS``, else a local
 single-machine cluster started for a trial. Ray's driver connection is per process (Ray's own design), so it is
-counted: the last ``ray_docker`` provider to let go disconnects (and stops the local cluster it started).
+counted: the last ``ray_docker`` provider to let go disconnects (and stops the local cluster it started). A
+process already connected (by its own code, or an earlier provider) keeps its cluster: one cluster per process.
 
 Ray's driver calls block; they run in worker threads.
 """
@@ -48,17 +49,17 @@ def _connect(address: str | None, local_cpus: int | None) -> str:
     ray = _ray()
     with _lock:
         if not ray.is_initialized():
-            target = address or os.environ.get("RAY_ADDRESS") or None
+            # "local": a new cluster, never one that Ray's own discovery would find (the last `ray start` here)
+            target = address or os.environ.get("RAY_ADDRESS") or "local"
             kwargs: dict[str, Any] = {"log_to_driver": False, "include_dashboard": False,
                                       "namespace": "agentcompass"}
-            if target is None:
+            if target == "local":
                 kwargs["num_cpus"] = local_cpus if local_cpus is not None else os.cpu_count() or 1
                 log.info("no Ray address given (address param, RAY_ADDRESS): starting a local Ray cluster")
             try:
                 ray.init(address=target, **kwargs)
             except (ConnectionError, RuntimeError, ValueError) as exc:
-                raise EnvironmentError_(f"cannot connect to the Ray cluster at {target or 'a new local one'}: "
-                                        f"{exc}") from exc
+                raise EnvironmentError_(f"cannot connect to the Ray cluster at {target}: {exc}") from exc
             _ours = True
         _users += 1
         return str(ray.get_runtime_context().gcs_address)

@@ -374,6 +374,9 @@ class RayDockerProvider(EnvironmentProvider):
         last_scan = time.monotonic()
         while True:
             await asyncio.sleep(self.p.heartbeat_interval)
+            for h in self._handles.values():  # lost during an environment's call: placement has not heard yet
+                if not h.alive and h.slots.alive:
+                    await self._lose(h, h.lost_reason or "lost")
             alive = [h for h in self._handles.values() if h.alive]
             await asyncio.gather(*(self._beat(h) for h in alive))
             if time.monotonic() - last_scan >= self.p.rescan_interval:
