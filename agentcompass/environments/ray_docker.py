@@ -31,7 +31,7 @@ from ..interfaces import ComponentContext, EnvOpenSpec, ExecResult, NetworkPolic
 from ..params import as_params
 from ._tar import SkippedMember, SpooledArchive
 from .base import ALL_NETWORK_MODES, EnvironmentProvider, ProviderCapabilities
-from .docker import DockerParams, DockerProvider
+from .docker import DockerParams, DockerProvider, parse_memory
 from .docker_api import DEFAULT_BASE_IMAGE
 from .ray_node_actor import ErrorWire, NodeActor, NodeFacts, OpenedWire, decode_error
 from .ray_placement import NodeSlots, Placement
@@ -286,13 +286,18 @@ class RayDockerProvider(EnvironmentProvider):
 
     # ------------------------------------------------------------------ the cluster
 
-    def _capacity(self, name: str, cpus: float) -> int:
+    def _capacity(self, name: str, cpus: float, memory_bytes: float) -> int:
+        """``node_capacity`` when it names the node, else ``envs_per_cpu`` x its CPUs, and no more containers than
+        its memory holds at the ``memory`` limit when one is set."""
         cap = self.p.node_capacity
         if isinstance(cap, int):
             return cap
         if isinstance(cap, dict) and name in cap:
             return cap[name]
-        return max(1, int(cpus * self.p.envs_per_cpu))
+        by_cpu = max(1, int(cpus * self.p.envs_per_cpu))
+        if self.p.memory is not None and memory_bytes > 0:
+            return max(1, min(by_cpu, int(memory_bytes // parse_memory(self.p.memory))))
+        return by_cpu
 
     def handles(self) -> list[NodeHandle]:
         """Every node actor placed so far (lost ones included)."""
@@ -341,7 +346,7 @@ class RayDockerProvider(EnvironmentProvider):
         name = node.address or node.node_id[:12]
         if any(h.name == name and h.alive for h in self._handles.values()):
             name = f"{name}:{node.node_id[:8]}"
-        capacity = self._capacity(name, node.cpus)
+        capacity = self._capacity(name, node.cpus, node.memory_bytes)
         remote_cls = ray.remote(NodeActor)
         actor = remote_cls.options(
             num_cpus=0, max_restarts=0, max_task_retries=0, max_concurrency=1000,

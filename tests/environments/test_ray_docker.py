@@ -41,6 +41,17 @@ def test_bad_params_are_refused_naming_the_field(params: dict[str, object], fiel
     assert field in (info.value.field or "") + str(info.value)
 
 
+def test_node_capacity_comes_from_the_params_else_from_the_node_s_cpus_and_memory() -> None:
+    gib = float(1 << 30)
+    by_node = RayDockerProvider({"node_capacity": {"10.0.0.7": 5}, "envs_per_cpu": 3, "memory": "1g"},
+                                ComponentContext())
+    assert by_node._capacity("10.0.0.7", 2, 64 * gib) == 5  # named: the params win
+    assert by_node._capacity("10.0.0.8", 2, 64 * gib) == 6  # 3 per CPU
+    assert by_node._capacity("10.0.0.8", 8, 4 * gib) == 4  # 24 by CPU, but 4 GiB hold four 1 GiB containers
+    assert RayDockerProvider({"node_capacity": 9}, ComponentContext())._capacity("x", 64, 0) == 9
+    assert RayDockerProvider({}, ComponentContext())._capacity("x", 0.5, 0) == 1
+
+
 @pytest.mark.slow
 def test_shell_tasks_on_a_local_ray_cluster_grade_as_on_docker_and_name_the_node(
         base_image: str, docker_run_id: str, tmp_path: Path, scripted_url: str) -> None:
