@@ -1,14 +1,17 @@
 """A second Docker "node" on this machine: Debian's ``dockerd`` in its own network namespace with its own address.
 
-    node = SecondNode().start()          # or the ``second_docker_node`` fixture (tests/conftest.py)
-    node.docker_host                     # unix:///run/agentcompass-node2/docker.sock
+    node = SecondNode().start()          # the fixture ``second_docker_node`` gives one per session (a slot)
+    node.docker_host                     # unix:///run/agentcompass-node2/docker.sock (fixture: .../slot<i>/...)
     node.address, node.host_address      # 10.214.0.2 (in the namespace), 10.214.0.1 (the host end)
-    node.load_images(["agentcompass/base:busybox-<hash>"])   # docker save | docker -H <node> load
-    proc = node.exec([sys.executable, "-m", "ray", ...])     # runs inside the namespace, DOCKER_HOST set
+    node.load_images([ref])              # docker save | docker -H <node> load, with every host tag of ref
+    proc = node.exec([sys.executable, "-m", "ray", ...])     # inside the namespace, DOCKER_HOST = the node
     node.stop_process(proc)              # SIGTERM then SIGKILL to its process group, by its pid
-    node.stop()                          # idempotent: processes, mounts, namespace, veth, directories
+    node.run(argv) / node.docker(*args)  # to completion, in the namespace / the CLI against the node
+    node.share_host_port(port)           # 127.0.0.1:port in the namespace -> the host's 127.0.0.1:port
+    node.kill_daemon(); node.restart_daemon()                # node loss and return (containers kept)
+    node.stop()                          # idempotent: processes, mounts, cgroups, namespace, veth, rule, dirs
 
-    python -m tests.standins.second_node start [--load IMAGE ...]  |  stop  |  status
+    python -m tests.standins.second_node start [--name N --index I --tcp-port P --load IMAGE ...] | stop | status
 
 What this machine showed (Debian 12, docker.io 20.10.24, cgroup v1, fuse-overlayfs, no systemd):
 
@@ -25,15 +28,28 @@ What this machine showed (Debian 12, docker.io 20.10.24, cgroup v1, fuse-overlay
   (the host daemon's is under ``/var/run/docker/containerd``; there is no system ``/run/containerd/
   containerd.sock``, which dockerd would otherwise share). The node also gets its own containerd namespaces
   and its own cgroup parent, so nothing collides even with a shared containerd. Shims outlive containerd by
-  design; stop() kills leftovers whose command line names the node's directories.
+  design, and a SIGKILLed dockerd leaves its shims, containers and fuse-overlayfs processes running (its
+  containerd dies with it: parent-death signal): stop() kills, by pid, what is left in the namespace, in the
+  node's cgroup parent, or is one of the daemon's helper programs naming the node's directories.
+* Restarting a killed daemon: its pidfile and its containerd's name pids that are zombies until pid 1 reaps
+  them; dockerd takes them for live processes ("pid file found", or it waits on the dead containerd and
+  fails with "timeout waiting for containerd to start"), so restart_daemon() removes both pidfiles first.
+  The restarted daemon still lists the old containers (stopped: no live-restore).
+* Identity: the engine ID in ``/info`` comes from ``/etc/docker/key.json`` unless ``deprecated-key-path``
+  points elsewhere; without it the node has the host daemon's ID. The node also carries the daemon label
+  ``agentcompass.node=<name>``. Its hostname (``/info`` Name) is the host's: same UTS namespace.
+* ``tcp_port`` (the API on tcp://<address>:<port>, no TLS) makes dockerd 20.10 wait 15 s before starting.
 * Storage: the same driver as the host daemon (asked from its ``/info``; fuse-overlayfs here, needs
   ``/dev/fuse``), data-root ``/var/lib/agentcompass-<name>``.
 * iptables: the node's dockerd writes its rules (docker0 NAT, isolation chains, the ``model`` policy's
-  internal networks) into the namespace's own netfilter tables, which vanish with the namespace; the host
-  needs no rule at all (host <-> node traffic is INPUT/OUTPUT on the host's veth end, never FORWARD, so the
-  host's ``FORWARD DROP`` policy does not matter; node containers are MASQUERADEd to the node address by the
-  node's dockerd). No internet from the node. The host's iptables is nf_tables with stale legacy tables
-  (``iptables -S`` warns); the namespace starts clean.
+  internal networks) into the namespace's own netfilter tables, which vanish with the namespace. Host <-> node
+  traffic is INPUT/OUTPUT on the host's veth end, never FORWARD, and node containers are MASQUERADEd to the
+  node address by the node's dockerd, so the host needs no NAT or forwarding. No internet from the node: the
+  host's ``FORWARD DROP`` policy would silently drop it (a DNS lookup in the namespace then waits 10 s, a
+  pull 20 s), so the host gets one rule, ``FORWARD -i <host veth> -j REJECT`` (admin-prohibited: an
+  immediate "no route to host"), commented with the namespace's name and removed by stop(). The host's
+  iptables is nf_tables with stale legacy tables (``iptables -S`` warns); the namespace starts clean. The
+  node's ``/etc/resolv.conf`` is the host's (nsenter keeps the mounts); its nameserver is unreachable.
 * Addresses: the veth pair takes ``10.214.<index>.0/30``, the node's docker0 ``10.215.<index>.1/24``, its
   user networks ``10.216.0.0/16``: none collides with the host's docker0 (172.17/16), the host daemon's
   user networks (172.18+), or the docker provider's ``model`` networks (``10.213.0.0/16``, see
@@ -56,20 +72,25 @@ import fcntl
 import http.client
 import json
 import os
+import select
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+REPO = Path(__file__).resolve().parents[2]
 HOST_DOCKER_SOCKET = "/var/run/docker.sock"
 HOST_DOCKER_PIDFILE = "/var/run/docker.pid"
 NETNS_DIR = Path("/run/netns")
+#: the programs a node's dockerd starts outside its namespace's process list (matched by name prefix)
+DAEMON_HELPERS = ("dockerd", "containerd", "fuse-overlayfs", "docker-proxy", "runc")
 START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 30.0
 #: how long a stopped process gets between SIGTERM and SIGKILL
@@ -184,12 +205,15 @@ class SecondNode:
 
     name: str = "node2"
     index: int = 0
-    #: also serve the Docker API on tcp://<address>:<tcp_port> (unauthenticated; reachable from this host only)
+    #: also serve the Docker API on tcp://<address>:<tcp_port> (unauthenticated; reachable from this host only;
+    #: dockerd 20.10 then deliberately delays its start by 15 s)
     tcp_port: int | None = None
     #: default: the host daemon's driver
     storage_driver: str | None = None
     start_timeout: float = START_TIMEOUT_S
     _procs: dict[int, subprocess.Popen[Any]] = field(default_factory=dict, init=False, repr=False)
+    #: the state file is read-modified-written by exec() and stop_process(), possibly from several threads
+    _state_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not (self.name.isascii() and self.name.isalnum() and self.name.islower() and 1 <= len(self.name) <= 10):
@@ -273,8 +297,11 @@ class SecondNode:
         return NETNS_DIR / self.ns
 
     def env(self, base: dict[str, str] | None = None) -> dict[str, str]:
-        """``base`` (default os.environ) with DOCKER_HOST pointing at the node's daemon."""
-        return dict(os.environ if base is None else base, DOCKER_HOST=self.docker_host)
+        """os.environ with DOCKER_HOST pointing at the node's daemon; or ``base`` with that DOCKER_HOST unless
+        ``base`` has its own."""
+        if base is None:
+            return dict(os.environ, DOCKER_HOST=self.docker_host)
+        return {"DOCKER_HOST": self.docker_host, **base}
 
     # -- lifecycle
 
@@ -320,11 +347,38 @@ class SecondNode:
             return False
         return status == 200 and body == b"OK"
 
+    # -- the daemon's own failures (node loss)
+
+    def daemon_pid(self) -> int | None:
+        """The pid of the node's running dockerd, or None."""
+        entry = next((p for p in self._recorded() if p["what"] == "dockerd"), None)
+        return int(entry["pid"]) if entry and self._same_process(entry) else None
+
+    def kill_daemon(self) -> None:
+        """SIGKILL the node's dockerd by its pid, as a crash would: its containerd dies with it (parent-death
+        signal), container shims, containers and fuse-overlayfs mounts live on, the socket stops answering."""
+        pid = self.daemon_pid()
+        if pid is None:
+            raise RuntimeError(f"the dockerd of node {self.name} is not running")
+        self._stop_pid(pid, process_start_time(pid), group=False, timeout=0)
+        self._forget(pid)
+
+    def restart_daemon(self) -> None:
+        """Stop the node's dockerd (by its pid, if it still runs) and start it again on the same namespace,
+        data-root and exec-root; returns once ``/_ping`` answers. Its containers are still listed afterwards
+        (running ones stopped by the restart: no live-restore)."""
+        with self._lock():
+            pid = self.daemon_pid()
+            if pid is not None:
+                self._stop_pid(pid, process_start_time(pid), group=False, timeout=STOP_TIMEOUT_S)
+                self._forget(pid)
+            self._start_dockerd()
+
     # -- processes in the namespace
 
     def exec(self, argv: Sequence[str], *, env: dict[str, str] | None = None, **popen: Any) -> subprocess.Popen[Any]:
-        """Start ``argv`` inside the node's network namespace (its own session, DOCKER_HOST set to the node
-        unless ``env`` says otherwise); recorded, and stopped by its pid in stop() if still running."""
+        """Start ``argv`` inside the node's network namespace, in a session of its own, with :meth:`env`
+        (DOCKER_HOST = the node); recorded, and stopped by its pid in stop() if still running."""
         if not self.netns_path.exists():
             raise RuntimeError(f"node {self.name} is not started (no {self.netns_path})")
         popen.setdefault("stdin", subprocess.DEVNULL)
@@ -346,11 +400,53 @@ class SecondNode:
         """SIGTERM ``proc``'s process group (its pid), SIGKILL after ``timeout``; True if it had to kill."""
         pid = proc if isinstance(proc, int) else proc.pid
         entry = next((p for p in self._recorded() if p["pid"] == pid), None)
-        group = bool(entry["group"]) if entry else True
-        start = entry["start"] if entry else process_start_time(pid)
+        if entry is not None:
+            group, start = bool(entry["group"]), entry["start"]
+        else:
+            start = process_start_time(pid)
+            try:
+                group = os.getpgid(pid) == pid
+            except ProcessLookupError:
+                group = False
         killed = self._stop_pid(pid, start, group=group, timeout=timeout)
         self._forget(pid)
         return killed
+
+    def share_host_port(self, port: int, *, timeout: float = 20.0) -> list[subprocess.Popen[Any]]:
+        """Make ``127.0.0.1:<port>`` in the namespace reach the host's ``127.0.0.1:<port>`` (a registry, a
+        model server bound to loopback), so one address (an image ref ``127.0.0.1:<port>/...``, which every
+        daemon trusts over plain HTTP) works on both daemons. A relay in the namespace forwards to the host
+        end, where a host-side relay forwards to loopback (unless the service already listens there, e.g. on
+        0.0.0.0). Returns the relays started; stop() stops them by pid."""
+        relays = []
+        try:
+            with socket.create_connection((self.host_address, port), timeout=2):
+                pass
+        except OSError:
+            relays.append(self._relay([self.host_address, str(port), "127.0.0.1", str(port)], in_ns=False,
+                                      timeout=timeout))
+        relays.append(self._relay(["127.0.0.1", str(port), self.host_address, str(port)], in_ns=True,
+                                  timeout=timeout))
+        return relays
+
+    def _relay(self, args: list[str], *, in_ns: bool, timeout: float) -> subprocess.Popen[Any]:
+        argv = [sys.executable, "-m", "tests.standins.tcp_relay", *args]
+        env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        log = self.root / f"relay-{'ns' if in_ns else 'host'}-{args[1]}.log"
+        with open(log, "ab") as err:
+            popen: dict[str, Any] = {"stdout": subprocess.PIPE, "stderr": err, "cwd": REPO}
+            if in_ns:
+                proc = self.exec(argv, env=env, **popen)
+            else:
+                proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, start_new_session=True, **popen)
+                self._record(proc, what=" ".join(argv)[:200], group=True)
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], timeout)
+        if not ready or proc.stdout.readline().strip() != b"ready":
+            self.stop_process(proc)
+            raise RuntimeError(f"relay {' '.join(args)} did not start within {timeout:.0f}s: "
+                               f"{log.read_text(errors='replace')[-2000:]}")
+        return proc
 
     def netns_pids(self) -> list[int]:
         """Pids of every process whose network namespace is the node's (``ip netns pids``)."""
@@ -366,16 +462,22 @@ class SecondNode:
         return status == 200
 
     def load_images(self, refs: Sequence[str], *, timeout: float = LOAD_TIMEOUT_S) -> list[str]:
-        """Copy images from the host daemon into the node (``docker save | docker -H <node> load``), skipping
-        those it has; returns the refs it copied. No registry, no internet. (A registry on ``host_address``
-        works too: the node trusts plain HTTP there.)"""
+        """Copy images from the host daemon into the node (``docker save | docker -H <node> load``) with every
+        tag they have on the host, skipping those the node has; returns the refs it copied. No registry, no
+        internet. (A registry on ``host_address`` works too: the node trusts plain HTTP there.)"""
         copied = []
         deadline = time.monotonic() + timeout
         host_env = {k: v for k, v in os.environ.items() if k != "DOCKER_HOST"}
         for ref in refs:
-            if self.has_image(ref):
+            status, body = unix_get(HOST_DOCKER_SOCKET, f"/images/{ref}/json")
+            if status != 200:
+                raise RuntimeError(f"the host daemon has no image {ref}")
+            # every tag of the image, so the node knows it by the same names (the docker provider's default
+            # forwarder image is the base image's plain tag, tests use its content tag)
+            tags = [ref, *(t for t in json.loads(body).get("RepoTags") or [] if t != ref)]
+            if all(self.has_image(t) for t in tags):
                 continue
-            save = subprocess.Popen(["docker", "save", ref], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            save = subprocess.Popen(["docker", "save", *tags], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     stdin=subprocess.DEVNULL, env=host_env)
             assert save.stdout is not None
             load = subprocess.Popen(["docker", "-H", self.docker_host, "load", "-q"], stdin=save.stdout,
@@ -403,7 +505,7 @@ class SecondNode:
     @contextlib.contextmanager
     def _lock(self) -> Iterator[None]:
         """A host file lock per node name around start/stop (two processes never set up one node at once)."""
-        path = Path(f"/run/agentcompass-{self.name}.lock")
+        path = Path(f"/run/agentcompass-{self.name}.lock")  # left in place: removing it would race a waiter
         with open(path, "a") as fh:
             deadline = time.monotonic() + LOCK_TIMEOUT_S
             while True:
@@ -432,14 +534,16 @@ class SecondNode:
         tmp.replace(self.state_path)
 
     def _record(self, proc: subprocess.Popen[Any], *, what: str, group: bool) -> None:
-        self._procs[proc.pid] = proc
-        self._save([*self._recorded(), {"pid": proc.pid, "start": process_start_time(proc.pid), "what": what,
-                                        "group": group}])
+        with self._state_lock:
+            self._procs[proc.pid] = proc
+            self._save([*self._recorded(), {"pid": proc.pid, "start": process_start_time(proc.pid), "what": what,
+                                            "group": group}])
 
     def _forget(self, pid: int) -> None:
-        self._procs.pop(pid, None)
-        if self.state_path.exists():
-            self._save([p for p in self._recorded() if p["pid"] != pid])
+        with self._state_lock:
+            self._procs.pop(pid, None)
+            if self.state_path.exists():
+                self._save([p for p in self._recorded() if p["pid"] != pid])
 
     @staticmethod
     def _same_process(entry: dict[str, Any]) -> bool:
@@ -490,6 +594,15 @@ class SecondNode:
         _run(["ip", "-n", self.ns, "link", "set", self.ns_veth, "up"])
         _run(["ip", "-n", self.ns, "link", "set", "lo", "up"])
         _run(["ip", "-n", self.ns, "route", "add", "default", "via", self.host_address])
+        if shutil.which("iptables"):
+            _run(["iptables", "-w", "10", "-I", *self._reject_rule()])
+
+    def _reject_rule(self) -> list[str]:
+        """The host's one rule for the node: anything the node sends beyond this host is refused at once
+        (otherwise the host's FORWARD DROP policy swallows it, and every DNS lookup or pull waits for its
+        timeout: 20 s for a pull from docker.io instead of 5)."""
+        return ["FORWARD", "-i", self.host_veth, "-m", "comment", "--comment", self.ns, "-j", "REJECT",
+                "--reject-with", "icmp-admin-prohibited"]
 
     def _config(self) -> dict[str, Any]:
         hosts = [self.docker_host] + ([self.docker_tcp] if self.docker_tcp else [])
@@ -517,6 +630,7 @@ class SecondNode:
         self.data_root.mkdir(parents=True, exist_ok=True)
         config = self.root / "daemon.json"
         config.write_text(json.dumps(self._config(), indent=1))
+        self._clear_stale_pidfiles()
         with open(self.log_path, "ab") as log:
             proc = subprocess.Popen(self._in_ns([
                 find_dockerd(), "--config-file", str(config),
@@ -535,6 +649,20 @@ class SecondNode:
                                    f"{self.start_timeout:.0f}s: {self._log_tail()}")
             time.sleep(0.2)
 
+    def _clear_stale_pidfiles(self) -> None:
+        """Remove the pidfiles of a killed daemon and of its containerd (only called when the recorded daemon
+        is gone). Their pids may still be unreaped zombies (orphans wait for pid 1), which dockerd takes for
+        running processes: "pid file found", or worse, it waits on the dead containerd and gives up with
+        "timeout waiting for containerd to start"."""
+        (self.root / "dockerd.pid").unlink(missing_ok=True)
+        pidfile = self.exec_root / "containerd" / "containerd.pid"
+        with contextlib.suppress(OSError, ValueError):
+            pid = int(pidfile.read_text().strip())
+            if _cmdline(pid).startswith("containerd ") and str(self.exec_root) in _cmdline(pid):
+                # it dies with its daemon (parent-death signal); a live one would be an orphan of ours
+                self._stop_pid(pid, process_start_time(pid), group=False, timeout=TERM_GRACE_S)
+        pidfile.unlink(missing_ok=True)
+
     def _log_tail(self) -> str:
         try:
             return self.log_path.read_text(errors="replace")[-3000:]
@@ -542,17 +670,23 @@ class SecondNode:
             return "(no log)"
 
     def _strays(self) -> list[int]:
-        """Processes left in the namespace, or naming the node's directories (containerd shims outlive
-        containerd): all descendants of what this node started."""
+        """What the node started and left running: processes in its namespace, in its cgroup (its containers,
+        in namespaces of their own), and the daemon's helpers naming its directories (containerd shims outlive
+        containerd, fuse-overlayfs outlives a killed daemon). Only those helper programs: a shell that merely
+        names the directory is not the node's."""
         marks = (str(self.root) + "/", str(self.data_root) + "/")
         me = os.getpid()
         pids = set(self.netns_pids())
-        for top in self._cgroup_tops():  # the node's containers (their own namespaces, any command line)
+        for top in self._cgroup_tops():
             for procs in top.rglob("cgroup.procs"):
                 with contextlib.suppress(OSError):
                     pids.update(int(p) for p in procs.read_text().split())
         for entry in os.listdir("/proc"):
-            if entry.isdigit() and int(entry) != me and any(m in _cmdline(int(entry)) for m in marks):
+            if not entry.isdigit() or int(entry) == me:
+                continue
+            cmdline = _cmdline(int(entry))
+            program = os.path.basename(cmdline.split(" ", 1)[0])
+            if program.startswith(DAEMON_HELPERS) and any(m in cmdline for m in marks):
                 pids.add(int(entry))
         return sorted(p for p in pids if not _is_zombie_or_gone(p))
 
@@ -587,6 +721,10 @@ class SecondNode:
         for point in self._mounts():
             forced.append(f"umount {point}")
             _run(["umount", "-l", point], check=False)
+        if shutil.which("iptables"):
+            for _ in range(10):  # each -D removes one copy; a start that failed half-way may have left none
+                if _run(["iptables", "-w", "10", "-D", *self._reject_rule()], check=False).returncode:
+                    break
         if self.netns_path.exists():
             _run(["ip", "netns", "del", self.ns])
         if Path(f"/sys/class/net/{self.host_veth}").exists():
@@ -687,13 +825,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     node = SecondNode(name=args.name, index=args.index, tcp_port=args.tcp_port)
     if args.action == "start":
-        node.start()
-        node.load_images(args.load)
+        try:
+            node.start()
+            node.load_images(args.load)
+        except RuntimeError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
         print(f"DOCKER_HOST={node.docker_host}\nNODE_NS={node.ns}\nNODE_ADDRESS={node.address}\n"
               f"NODE_HOST_ADDRESS={node.host_address}" + (f"\nNODE_DOCKER_TCP={node.docker_tcp}" if node.docker_tcp
                                                           else ""))
     elif args.action == "stop":
-        for line in node.stop():
+        try:
+            forced = node.stop()
+        except RuntimeError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        for line in forced:
             print(line)
     else:
         running = node.is_running()

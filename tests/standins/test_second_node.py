@@ -4,6 +4,8 @@ leaves nothing behind (tests/standins/second_node.py)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import json
 import os
 import random
@@ -14,6 +16,7 @@ import sys
 import threading
 import time
 import urllib.request
+import uuid
 from pathlib import Path
 
 import pytest
@@ -29,23 +32,28 @@ from tests.standins.second_node import (
 pytestmark = pytest.mark.docker_images("busybox")
 
 
-def busybox_image() -> str:
-    """The busybox base image on the host daemon (built before the session by tests/conftest.py)."""
+def host_image(name: str) -> str:
+    """Base image ``name`` on the host daemon (built before the session by tests/conftest.py)."""
     from agentcompass.environments.docker_images import build_base_image, content_tag
     from tests.conftest import PREBUILT, image_spec
 
-    tag, method = image_spec("busybox")
-    built = PREBUILT.get("busybox")
+    tag, method = image_spec(name)
+    built = PREBUILT.get(name)
     if isinstance(built, BaseException):
         pytest.fail(f"building {tag} before the session failed: {built}")
     if built is None:
-        asyncio.run(asyncio.wait_for(build_base_image(tag, method=method), 600))  # type: ignore[arg-type]
+        asyncio.run(asyncio.wait_for(build_base_image(tag, method=method), 3600))  # type: ignore[arg-type]
     return content_tag(tag, method)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def base_image_on_host() -> str:
+    return host_image("base")
 
 
 @pytest.fixture(scope="module")
 def node_image(second_docker_node: SecondNode) -> str:
-    image = busybox_image()
+    image = host_image("busybox")
     second_docker_node.load_images([image])
     return image
 
@@ -137,6 +145,45 @@ def test_the_host_reaches_a_server_started_in_the_namespace(second_docker_node: 
     assert proc.pid not in node.netns_pids()
 
 
+_CONNECT = """
+import socket, sys, time
+started = time.monotonic()
+try:
+    with socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=15) as s:
+        print("OK", s.recv(64).decode().strip())
+except OSError as e:
+    print("FAIL", e.errno, round(time.monotonic() - started, 1))
+"""
+
+
+def test_the_node_reaches_every_host_address_and_is_refused_beyond_the_host(second_docker_node: SecondNode) -> None:
+    node = second_docker_node
+    addresses = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global"], capture_output=True,
+                               text=True, timeout=10, check=True).stdout.split("\n")
+    other = next(line.split()[3].split("/")[0] for line in addresses
+                 if line.strip() and line.split()[1] != node.host_veth and "10.214." not in line)
+    with socket.socket() as server:
+        server.bind(("0.0.0.0", 0))
+        server.listen(1)
+        server.settimeout(30)
+        port = server.getsockname()[1]
+
+        def greet() -> None:
+            with contextlib.suppress(OSError):
+                conn, _ = server.accept()
+                with conn:
+                    conn.sendall(b"host\n")
+
+        thread = threading.Thread(target=greet, daemon=True)
+        thread.start()
+        # another of the host's addresses (not the veth end) through the default route
+        assert node.run([sys.executable, "-c", _CONNECT, other, str(port)]).stdout.strip() == "OK host"
+        thread.join(10)
+    # TEST-NET-3: beyond this host; refused at once (EHOSTUNREACH), not left to time out
+    out = node.run([sys.executable, "-c", _CONNECT, "203.0.113.1", "80"]).stdout.split()
+    assert out[:2] == ["FAIL", str(errno.EHOSTUNREACH)], out
+
+
 def host_rules() -> str:
     """The host's iptables rules (nf_tables and, when present, legacy), without counters."""
     out = []
@@ -176,20 +223,28 @@ def node_traces(node: SecondNode) -> list[str]:
 
 
 @pytest.mark.slow
-def test_stop_leaves_no_process_namespace_veth_mount_cgroup_or_rule_even_after_the_daemon_was_killed(
+def test_a_killed_daemon_restarts_with_its_containers_and_stop_then_leaves_nothing(
         second_docker_node: SecondNode, node_image: str) -> None:
     """A node of its own (the session's stays up): a container and a process in the namespace running, the
-    daemon SIGKILLed (so containerd dies, its shim, the container and fuse-overlayfs live on), then stop()."""
+    daemon SIGKILLed (its containerd dies, its shim, the container and fuse-overlayfs live on), restarted (the
+    container is still listed), SIGKILLed again, then stop() finds and kills what the crash left."""
     with claimed_node() as node:
-        assert node_traces(node) and not any("iptables" in t for t in node_traces(node))
+        # the host's only rule for the node: refuse what it sends beyond this host
+        [rule] = [r for r in host_rules().splitlines() if node.host_veth in r]
+        assert "REJECT" in rule and node.ns in rule
         # the daemon's rules live in the namespace's own tables
         assert "DOCKER" in node.run(["iptables-save"]).stdout
         assert node.load_images([node_image]) == [node_image]
         cid = node.docker("run", "-d", node_image, "sleep", "600").strip()
+        node.kill_daemon()
+        assert not node.is_running() and node.daemon_pid() is None
+        node.restart_daemon()
+        assert node.is_running()
+        assert cid in node.docker("ps", "-aq", "--no-trunc").split()
+        node.docker("start", cid)
         container_pid = int(node.docker("inspect", "-f", "{{.State.Pid}}", cid).strip())
         sleeper = node.exec(["sleep", "600"])
-        dockerd = next(p for p in json.loads(node.state_path.read_text())["procs"] if p["what"] == "dockerd")
-        os.kill(dockerd["pid"], 9)
+        node.kill_daemon()
         forced = node.stop()
         assert any("stray" in f for f in forced), forced  # shim, container, fuse-overlayfs: found and killed
         assert sleeper.poll() is not None
@@ -208,3 +263,110 @@ def test_a_clean_stop_of_a_running_node_leaves_nothing(second_docker_node: Secon
         assert node.stop() == []  # nothing needed forcing
         assert sleeper.poll() is not None
         assert node_traces(node) == []
+
+
+_MODEL_MODE_ON_THE_NODE = """
+import asyncio, json, socket, sys
+from agentcompass.environments.docker import DockerProvider
+from agentcompass.interfaces import ComponentContext, EnvOpenSpec, NetworkPolicy
+
+PROBE = '''
+import socket, sys
+try:
+    s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=float(sys.argv[3]))
+    print("OK", s.recv(64).decode().strip())
+except Exception as e:
+    print("FAIL", type(e).__name__)
+'''
+
+async def main(image, run_id, model_host, model_port):
+    provider = DockerProvider({"image": image}, ComponentContext(run_id=run_id))
+    out = {}
+    try:
+        out["host_address"] = await provider.host_address()
+        route = await provider.ensure_model_route(model_host, model_port)
+        env = await provider.open(EnvOpenSpec(run_id=run_id, task_id="t", network=NetworkPolicy(mode="model")))
+        try:
+            async def reach(host, port):
+                res = await env.exec(["python3", "-c", PROBE, host, str(port), "3"], timeout=40)
+                return res.stdout.strip()
+            out["via_route"] = await reach(*route)
+            out["direct"] = await reach(model_host, model_port)
+        finally:
+            await env.close()
+    finally:
+        await provider.aclose()
+    print(json.dumps(out))
+
+asyncio.run(asyncio.wait_for(main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])), 240))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.docker_images("base")
+def test_the_docker_provider_in_the_namespace_enforces_the_model_policy_on_the_node(
+        second_docker_node: SecondNode, base_image_on_host: str) -> None:
+    """What a Ray node actor does: our docker provider run inside the namespace (DOCKER_HOST = the node) opens
+    a ``model``-mode sandbox on the node's daemon, whose model route (a relay on the node's bridge gateway)
+    reaches a model server on the host end, while the server's own address is unreachable from the sandbox."""
+    node = second_docker_node
+    node.load_images([base_image_on_host])
+    run_id = f"pytest-second-node-{uuid.uuid4().hex[:8]}"
+    with socket.socket() as model:
+        model.bind((node.host_address, 0))
+        model.listen(8)
+        model.settimeout(1)
+        port = model.getsockname()[1]
+        stop = threading.Event()
+
+        def greet() -> None:
+            while not stop.is_set():
+                try:
+                    conn, _ = model.accept()
+                except OSError:
+                    continue
+                with conn:
+                    conn.sendall(b"model on the host\n")
+
+        thread = threading.Thread(target=greet, daemon=True)
+        thread.start()
+        try:
+            res = node.run([sys.executable, "-c", _MODEL_MODE_ON_THE_NODE, base_image_on_host, run_id,
+                            node.host_address, str(port)], timeout=300, check=False)
+        finally:
+            stop.set()
+            thread.join(10)
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["host_address"] == node.bip.split("/")[0]  # the node's bridge gateway, not the host's docker0
+    assert out["via_route"] == "OK model on the host"
+    assert out["direct"].startswith("FAIL")
+    label = f"label=agentcompass.run_id={run_id}"
+    assert node.docker("ps", "-aq", "--filter", label).split() == []
+    assert node.docker("network", "ls", "-q", "--filter", label).split() == []
+    assert host_cli("ps", "-aq", "--filter", label).split() == []
+
+
+def test_a_registry_on_host_loopback_serves_both_daemons_by_one_ref(second_docker_node: SecondNode,
+                                                                     node_image: str, tmp_path: Path) -> None:
+    """``share_host_port``: the node pulls ``127.0.0.1:<port>/<name>`` from a registry listening on the host's
+    loopback (Debian's docker-registry), the same ref the host daemon pushed; each daemon trusts 127.0.0.0/8."""
+    from tests.environments.registry import start_registry
+
+    node = second_docker_node
+    registry = start_registry(tmp_path)
+    ref = f"{registry.host}/agentcompass-test/second-node:{uuid.uuid4().hex[:8]}"
+    try:
+        host_cli("tag", node_image, ref)
+        host_cli("push", ref)
+        relays = node.share_host_port(int(registry.host.rsplit(":", 1)[1]))
+        assert relays and all(r.poll() is None for r in relays)
+        node.docker("pull", ref, timeout=120)
+        assert node.has_image(ref)
+        node.docker("rmi", ref)
+        for relay in relays:
+            node.stop_process(relay)
+        assert all(r.poll() is not None for r in relays)
+    finally:
+        subprocess.run(["docker", "rmi", ref], capture_output=True, timeout=60)
+        registry.stop()
