@@ -137,3 +137,29 @@ async def test_a_node_declared_lost_fails_its_calls_at_once_and_its_late_answer_
         assert not killed.alive and killed.lost_reason
     finally:
         await ray_cluster.disconnect()
+
+
+async def test_a_cancelled_command_on_a_node_is_killed_in_its_container(base_image: str, docker_run_id: str) -> None:
+    from agentcompass.interfaces import EnvOpenSpec
+
+    provider = RayDockerProvider({"local_cpus": 1, "image": base_image, "prestart": 0},
+                                 ComponentContext(run_id=docker_run_id))
+    try:
+        await provider.start()
+        env = await provider.open(EnvOpenSpec(run_id=docker_run_id, task_id="cancel"))
+        assert env.node == provider.handles()[0].name
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(env.exec("sleep 300 && echo never > /tmp/never", timeout=600), 2)
+        for _ in range(100):  # ray.cancel reaches the node actor, which kills the command's process group
+            ps = await env.exec("ps -eo args", timeout=30)
+            if "sleep 300" not in ps.stdout:
+                break
+            await asyncio.sleep(0.1)
+        assert "sleep 300" not in ps.stdout, ps.stdout
+        assert (await env.exec("echo still usable", timeout=30)).stdout == "still usable\n"
+        await env.close()
+        await env.close()  # idempotent
+        assert provider.placement.alive()[0].active == 0
+    finally:
+        await provider.aclose()
+    assert containers_of(docker_run_id) == [] and networks_of(docker_run_id) == []
