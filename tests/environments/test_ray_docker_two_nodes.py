@@ -45,7 +45,8 @@ def ray_cluster(second_docker_node: SecondNode, base_image: str,
 
 
 class _Killer:
-    """Kills the worker node's raylet once two attempts finished on that node (its other attempts in flight)."""
+    """Kills the worker node's raylet once two attempts finished on that node, at a moment another is in flight
+    there."""
 
     def __init__(self, cluster: RayCluster) -> None:
         self.cluster = cluster
@@ -65,7 +66,7 @@ class _Killer:
             elif isinstance(event, AttemptFinished) and self.task_node.get(event.task_id) == self.node:
                 self._open[self.node] -= 1
                 self.finished_on_node += 1
-                if self.finished_on_node == 2 and self.killed_pid is None:
+                if self.finished_on_node >= 2 and self._open[self.node] >= 1 and self.killed_pid is None:
                     self.in_flight_at_kill = self._open[self.node]
                     self.killed_pid = self.cluster.kill_worker_raylet()
 
@@ -90,7 +91,8 @@ def test_two_nodes_share_the_run_and_a_lost_node_s_attempts_are_retried_on_the_o
                             "heartbeat_interval": 1, "node_timeout": 5},
         run_id=docker_run_id, results_dir=str(tmp_path / "ray"), on_progress=killer,
         **common)  # type: ignore[arg-type]
-    assert killer.killed_pid is not None, "the worker node never finished two attempts"
+    assert killer.killed_pid is not None, "the worker node never finished two attempts with another in flight"
+    assert killer.in_flight_at_kill >= 1
     assert out.status == "completed" and out.counts.errors == 0, (out.error, out.errors_by_kind)
     assert out.run_dir is not None
 
