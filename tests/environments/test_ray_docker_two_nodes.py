@@ -105,6 +105,10 @@ def test_two_nodes_share_the_run_and_a_lost_node_s_attempts_are_retried_on_the_o
         for a in d.attempts.values():
             assert [t.try_no for t in a.tries] == list(range(1, len(a.tries) + 1))
 
+    events = [json.loads(line) for line in (out.run_dir / "progress.jsonl").read_text().splitlines() if line]
+    committed = [e["task_id"] for e in events if e["event"] == "task_finished"]
+    assert sorted(committed) == sorted(d.task_id for d in details)  # one commit per task, none twice
+
     # both nodes ran attempts; the lost ones were retried (env_lost) and finished on the head
     node2, head = ray_cluster.node.address, ray_cluster.node.host_address
     ran = {e["node"] for d in details for a in d.attempts.values() for e in a.meta["environments"]}
