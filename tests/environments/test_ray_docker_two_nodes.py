@@ -81,14 +81,29 @@ def _node_labelled(node: SecondNode, run_id: str) -> list[str]:
 @pytest.mark.timeout(900)
 def test_two_nodes_share_the_run_and_a_lost_node_s_attempts_are_retried_on_the_other(
         ray_cluster: RayCluster, docker_run_id: str, tmp_path: Path, scripted_url: str) -> None:
+    # a sandbox on each node reaches the model only through the coordinator's gateway (relayed on the host end)
+    node2, head = ray_cluster.node.address, ray_cluster.node.host_address
+    env_params = {"network_policy": "model", "address": ray_cluster.address, "gateway_host": head}
+    calls = agentcompass.run_evaluation(
+        "shell_tasks", "tests.engine.gateway_components:GatewayCallHarness", "scripted", "ray_docker",
+        model_base_url=scripted_url, harness_params={"prompt": "Task: files/hello_world\n"},
+        benchmark_params={"sample_ids": ["files/hello_world", "text/uppercase"], "k": 2}, task_concurrency=2,
+        environment_params={**env_params, "node_capacity": 2}, run_id=docker_run_id + "-gw",
+        results_dir=str(tmp_path / "gw"), progress="none")
+    assert calls.ok and calls.run_dir is not None, calls.error
+    gw = [msgspec.json.decode(p.read_bytes(), type=TaskDetail) for p in (calls.run_dir / "details").glob("*.json")]
+    answers = [(a.meta["environments"][0]["node"], a.final_answer or "") for d in gw for a in d.attempts.values()]
+    for d in gw:  # a task's attempts share a node; the second task went to the emptier node
+        assert len({a.meta["environments"][0]["node"] for a in d.attempts.values()}) == 1
+    assert {node for node, _ in answers} == {head, node2}
+    assert all(answer.startswith("STATUS 200 ") for _, answer in answers), answers
+
     killer = _Killer(ray_cluster)
     common = dict(model_base_url=scripted_url, benchmark_params={"limit": TASKS, "k": K}, task_concurrency=6,
                   max_retries=3, progress="none")
     out = agentcompass.run_evaluation(
         "shell_tasks", "shell_agent", "scripted", "ray_docker",
-        environment_params={"network_policy": "model", "address": ray_cluster.address,
-                            "gateway_host": ray_cluster.node.host_address, "node_capacity": 4,
-                            "heartbeat_interval": 1, "node_timeout": 5},
+        environment_params={**env_params, "node_capacity": 4, "heartbeat_interval": 1, "node_timeout": 5},
         run_id=docker_run_id, results_dir=str(tmp_path / "ray"), on_progress=killer,
         **common)  # type: ignore[arg-type]
     assert killer.killed_pid is not None, "the worker node never finished two attempts with another in flight"
@@ -110,7 +125,6 @@ def test_two_nodes_share_the_run_and_a_lost_node_s_attempts_are_retried_on_the_o
     assert sorted(committed) == sorted(d.task_id for d in details)  # one commit per task, none twice
 
     # both nodes ran attempts; the lost ones were retried (env_lost) and finished on the head
-    node2, head = ray_cluster.node.address, ray_cluster.node.host_address
     ran = {e["node"] for d in details for a in d.attempts.values() for e in a.meta["environments"]}
     assert ran == {head, node2}
     lost = [a for d in details for a in d.attempts.values() if any(t.error_kind == "env_lost" for t in a.tries)]
