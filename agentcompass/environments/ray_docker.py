@@ -38,10 +38,6 @@ from .ray_placement import NodeSlots, Placement
 
 log = logging.getLogger("agentcompass.environments.ray_docker")
 
-_RAY_FIELDS = ("address", "gateway_host", "node_resource", "node_capacity", "envs_per_cpu", "node_open_qps",
-               "node_creates_in_flight", "heartbeat_interval", "node_timeout", "rescan_interval", "local_cpus",
-               "connect_timeout")
-
 
 class RayDockerParams(DockerParams, frozen=True):
     """``ray_docker`` params: every ``docker`` param (applied on each node's daemon) plus where the cluster is,
