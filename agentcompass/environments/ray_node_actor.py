@@ -144,8 +144,13 @@ class NodeActor:
                          docker_host=provider.image_store(), swept=report.removed)
 
     async def ping(self) -> tuple[str, Any]:
-        """The actor's pid (the coordinator's heartbeat)."""
-        return "ok", os.getpid()
+        """The coordinator's heartbeat: the actor's pid once this node's daemon answered (a node whose daemon
+        died is as lost as one whose actor died)."""
+        async def run() -> int:
+            if self._provider is not None:
+                await self._provider.docker.version()
+            return os.getpid()
+        return await _answer(run())
 
     async def ensure_image(self, ref: str | None, recipe: dict[str, Any] | None) -> tuple[str, Any]:
         """``DockerProvider.ensure_image`` on this node (pulled from the registry here); (ref, pull stats)."""

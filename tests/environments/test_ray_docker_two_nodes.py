@@ -156,3 +156,58 @@ def test_two_nodes_share_the_run_and_a_lost_node_s_attempts_are_retried_on_the_o
     assert asyncio.run(sweep()) == sorted([head, node2])
     assert containers_of(docker_run_id) == [] and networks_of(docker_run_id) == []
     assert _node_labelled(ray_cluster.node, docker_run_id) == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_node_that_comes_back_during_a_run_is_swept_and_takes_work_again(
+        ray_cluster: RayCluster, docker_run_id: str) -> None:
+    from agentcompass._errors import EnvironmentError_
+    from agentcompass.interfaces import EnvOpenSpec
+
+    node2, head = ray_cluster.node.address, ray_cluster.node.host_address
+
+    async def scenario() -> None:
+        provider = RayDockerProvider(
+            {"address": ray_cluster.address, "gateway_host": head, "heartbeat_interval": 0.5, "node_timeout": 3,
+             "rescan_interval": 1, "node_capacity": 2, "prestart": 0}, ComponentContext(run_id=docker_run_id))
+        try:
+            await provider.start()
+            envs = [await provider.open(EnvOpenSpec(run_id=docker_run_id, task_id=t)) for t in ("a", "b")]
+            assert {e.node for e in envs} == {head, node2}
+            [on2] = [e for e in envs if e.node == node2]
+            [on_head] = [e for e in envs if e.node == head]
+            await asyncio.to_thread(ray_cluster.kill_worker_raylet)
+            lost: EnvironmentError_ | None = None
+            for _ in range(120):  # its actor may answer a little longer; the loss is seen within node_timeout
+                try:
+                    await on2.exec("true", timeout=30)
+                except EnvironmentError_ as exc:
+                    lost = exc
+                    break
+                await asyncio.sleep(0.5)
+            assert lost is not None and lost.kind == "env_lost", lost
+            assert (await on_head.exec("echo alive", timeout=30)).stdout == "alive\n"  # the run goes on
+            assert _node_labelled(ray_cluster.node, docker_run_id)  # the lost node's container is still there
+            await on2.close()  # nothing to call on a lost node: its slot is freed
+            assert await asyncio.to_thread(ray_cluster.wait_worker_gone) == []
+            await asyncio.to_thread(ray_cluster.start_worker)
+            for _ in range(600):  # the next rescan places an actor on the node that came back
+                back = [h for h in provider.handles() if h.alive and h.name == node2]
+                if back:
+                    break
+                await asyncio.sleep(0.1)
+            assert back, "the node that came back was not taken in"
+            assert back[0].facts.swept >= 1  # its new actor swept what the lost one left
+            assert _node_labelled(ray_cluster.node, docker_run_id) == []
+            again = await provider.open(EnvOpenSpec(run_id=docker_run_id, task_id="c"))
+            assert again.node == node2  # the emptier node
+            assert (await again.exec("echo back", timeout=30)).stdout == "back\n"
+            await again.close()
+            await on_head.close()
+        finally:
+            await provider.aclose()
+
+    asyncio.run(scenario())
+    assert containers_of(docker_run_id) == [] and networks_of(docker_run_id) == []
+    assert _node_labelled(ray_cluster.node, docker_run_id) == []
