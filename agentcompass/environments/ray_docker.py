@@ -279,6 +279,8 @@ class RayDockerProvider(EnvironmentProvider):
         self._route: tuple[str, int] | None = None
         self._join_lock = asyncio.Lock()
         self._lost_nodes = 0
+        #: node id -> why it took no environments the last time (logged once per reason)
+        self._refusals: dict[str, str] = {}
 
     # ------------------------------------------------------------------ the cluster
 
@@ -320,7 +322,9 @@ class RayDockerProvider(EnvironmentProvider):
 
         async with self._join_lock:
             nodes = await ray_cluster.live_nodes()
-            fresh = [n for n in nodes if n.node_id not in self._handles
+            # a node without an actor: new, come back (a new raylet), or lost while Ray still lists it (its daemon
+            # died): its daemon may answer again
+            fresh = [n for n in nodes if (n.node_id not in self._handles or not self._handles[n.node_id].alive)
                      and (self.p.node_resource is None or n.resources.get(self.p.node_resource, 0) > 0)]
             results = await asyncio.gather(*(self._place(n) for n in fresh), return_exceptions=True)
             joined = []
@@ -328,8 +332,12 @@ class RayDockerProvider(EnvironmentProvider):
                 if isinstance(res, ConfigError):
                     raise res
                 if isinstance(res, BaseException):
-                    log.warning("node %s (%s) takes no environments: %s", node.address, node.node_id[:8], res)
+                    why = str(res).splitlines()[0] if str(res) else type(res).__name__
+                    if self._refusals.get(node.node_id) != why:  # once per reason, not every rescan
+                        self._refusals[node.node_id] = why
+                        log.warning("node %s (%s) takes no environments: %s", node.address, node.node_id[:8], why)
                     continue
+                self._refusals.pop(node.node_id, None)
                 joined.append(res)
             return joined
 

@@ -211,3 +211,52 @@ def test_a_node_that_comes_back_during_a_run_is_swept_and_takes_work_again(
     asyncio.run(scenario())
     assert containers_of(docker_run_id) == [] and networks_of(docker_run_id) == []
     assert _node_labelled(ray_cluster.node, docker_run_id) == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_node_whose_daemon_dies_is_lost_and_taken_in_again_when_the_daemon_is_back(
+        ray_cluster: RayCluster, docker_run_id: str) -> None:
+    from agentcompass._errors import EnvironmentError_
+    from agentcompass.interfaces import EnvOpenSpec
+
+    node2, head = ray_cluster.node.address, ray_cluster.node.host_address
+
+    async def scenario() -> None:
+        provider = RayDockerProvider(
+            {"address": ray_cluster.address, "gateway_host": head, "heartbeat_interval": 0.5, "node_timeout": 5,
+             "rescan_interval": 1, "node_capacity": 2, "prestart": 0, "daemon_timeout": 5},
+            ComponentContext(run_id=docker_run_id))
+        try:
+            await provider.start()
+            envs = [await provider.open(EnvOpenSpec(run_id=docker_run_id, task_id=t)) for t in ("a", "b")]
+            [on2] = [e for e in envs if e.node == node2]
+            [on_head] = [e for e in envs if e.node == head]
+            await asyncio.to_thread(ray_cluster.node.kill_daemon)
+            with pytest.raises(EnvironmentError_):
+                await on2.exec("true", timeout=30)
+            for _ in range(300):  # the heartbeat asks the daemon: the node is lost
+                if not any(n.alive for n in provider.placement.nodes if n.name == node2):
+                    break
+                await asyncio.sleep(0.1)
+            assert [n.name for n in provider.placement.alive()] == [head]
+            await on2.close()
+            moved = await provider.open(EnvOpenSpec(run_id=docker_run_id, task_id="b"))  # b's node is gone
+            assert moved.node == head
+            await moved.close()
+            await asyncio.to_thread(ray_cluster.node.restart_daemon)
+            for _ in range(600):  # the next rescan finds the daemon answering again
+                back = [h for h in provider.handles() if h.alive and h.name == node2]
+                if back:
+                    break
+                await asyncio.sleep(0.1)
+            assert back, "the node whose daemon came back was not taken in"
+            assert back[0].facts.swept >= 1  # what the lost actor left on that daemon is gone
+            assert _node_labelled(ray_cluster.node, docker_run_id) == []
+            await on_head.close()
+        finally:
+            await provider.aclose()
+
+    asyncio.run(scenario())
+    assert containers_of(docker_run_id) == [] and networks_of(docker_run_id) == []
+    assert _node_labelled(ray_cluster.node, docker_run_id) == []
