@@ -57,6 +57,26 @@ def _pids_matching(text: str) -> list[int]:
     return out
 
 
+def _descendants(roots: list[int]) -> list[int]:
+    """Every living process below ``roots`` (Ray's raylet, its workers, agents: some in sessions of their own)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out: list[int] = []
+    todo = list(roots)
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
 def _wait_gone(pids: list[int], timeout: float) -> list[int]:
     starts = {p: process_start_time(p) for p in pids}
     until = time.monotonic() + timeout
@@ -176,11 +196,16 @@ class RayCluster:
     def stop(self) -> list[int]:
         """Stop the worker and the head by their pids, then any Ray process of this cluster still running (by
         pid); the pids that had to be killed that way."""
+        below = {p: process_start_time(p) for p in _descendants(
+            [p.pid for p in (self.head, self.worker) if p is not None and p.poll() is None])}
         if self.worker is not None:
             self.node.stop_process(self.worker)
             self._stop(self.worker)
         self._stop(self.head)
-        strays = _pids_matching(self.temp_dir)
+        # the same processes (start time unchanged), not pids reused since
+        strays = [p for p, started in below.items() if started is not None and process_start_time(p) == started
+                  and not _zombie(p)]
+        strays += _pids_matching(self.temp_dir)
         strays += [p for p in self.node.netns_pids() if "ray" in _cmdline(p)]
         for pid in strays:
             try:
