@@ -485,7 +485,9 @@ class RayDockerProvider(EnvironmentProvider):
         return RayEnvironment(self, handle, slots, opened)
 
     def resolved_settings(self) -> dict[str, Any]:
-        """The nodes placed (name: capacity) and how many were lost."""
+        """The nodes placed so far (name: capacity) and how many were lost; nothing before ``start``."""
+        if not self._handles:
+            return {}
         return {"nodes": {h.name: h.slots.capacity for h in self._handles.values()},
                 "nodes_lost": self._lost_nodes}
 
