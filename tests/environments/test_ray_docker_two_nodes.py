@@ -260,3 +260,50 @@ def test_a_node_whose_daemon_dies_is_lost_and_taken_in_again_when_the_daemon_is_
     asyncio.run(scenario())
     assert containers_of(docker_run_id) == [] and networks_of(docker_run_id) == []
     assert _node_labelled(ray_cluster.node, docker_run_id) == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_each_node_pulls_the_image_from_the_registry_itself(
+        ray_cluster: RayCluster, docker_run_id: str, base_image: str, tmp_path: Path) -> None:
+    import subprocess
+    import uuid
+
+    from agentcompass.interfaces import EnvOpenSpec
+    from tests.environments.registry import start_registry
+
+    node = ray_cluster.node
+    node2, head = node.address, node.host_address
+    registry = start_registry(tmp_path)
+    ref = f"{registry.host}/agentcompass-test/ray-docker:{uuid.uuid4().hex[:8]}"
+    relays: list[subprocess.Popen[bytes]] = []
+    try:
+        subprocess.run(["docker", "tag", base_image, ref], check=True, capture_output=True, timeout=60)
+        subprocess.run(["docker", "push", ref], check=True, capture_output=True, timeout=300)
+        relays = node.share_host_port(int(registry.host.rsplit(":", 1)[1]))  # the same ref on the node's loopback
+        assert not node.has_image(ref)
+
+        async def scenario() -> set[str]:
+            provider = RayDockerProvider({"address": ray_cluster.address, "gateway_host": head, "image": ref,
+                                          "node_capacity": 1, "prestart": 0},
+                                         ComponentContext(run_id=docker_run_id))
+            try:
+                await provider.start()  # every node makes sure of the default image: the node pulls it
+                envs = [await provider.open(EnvOpenSpec(run_id=docker_run_id, task_id=t)) for t in ("a", "b")]
+                for env in envs:
+                    assert (await env.exec("echo from $(hostname)", timeout=30)).exit_code == 0
+                    await env.close()
+                return {env.node for env in envs}
+            finally:
+                await provider.aclose()
+
+        assert asyncio.run(scenario()) == {head, node2}
+        assert node.has_image(ref)  # pulled by the node from the registry, not copied through the coordinator
+    finally:
+        subprocess.run(["docker", "rmi", ref], capture_output=True, timeout=60)
+        subprocess.run(["docker", "-H", node.docker_host, "rmi", ref], capture_output=True, timeout=60)
+        for relay in relays:
+            node.stop_process(relay)
+        registry.stop()
+    assert containers_of(docker_run_id) == [] and networks_of(docker_run_id) == []
+    assert _node_labelled(node, docker_run_id) == []
