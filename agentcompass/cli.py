@@ -59,7 +59,7 @@ def _add_run_parser(sub: Any) -> None:
     p.add_argument("benchmark")
     p.add_argument("harness")
     p.add_argument("model")
-    p.add_argument("--env", default="local", help="environment provider (local, docker)")
+    p.add_argument("--env", default="local", help="environment provider (local, docker, ray_docker)")
     for flag in ("--benchmark-params", "--harness-params", "--model-params", "--provider-limits"):
         p.add_argument(flag, metavar="JSON")
     p.add_argument("--env-params", "--environment-params", dest="env_params", metavar="JSON")

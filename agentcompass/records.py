@@ -189,6 +189,9 @@ class Summary(msgspec.Struct, omit_defaults=True):
     #: the image cache of the run (docker): ``pulled``, ``built``, ``removed`` (images), ``bytes_pulled``,
     #: ``bytes_removed``
     images: dict[str, int] = {}
+    #: per node that ran attempts (a provider spread over machines, ``ray_docker``): ``attempts``, ``tries`` and
+    #: ``attempts_per_s`` (its attempts over the span from its first start to its last finish)
+    nodes: dict[str, dict[str, Any]] = {}
 
 
 # ---------------------------------------------------------------- progress events (progress.jsonl)
@@ -227,6 +230,8 @@ class EnvOpened(_Event, tag="env_opened"):
     #: the monotonic time the ``env_open_qps`` pacer granted this open (0 without pacing); grants are spaced
     #: at least ``1/qps`` apart, whatever the machine's load does to when the open then ran
     granted_at: float = 0.0
+    #: the node the environment runs on, for a provider spread over several machines (``ray_docker``)
+    node: str | None = None
 
 
 class TryRetrying(_Event, tag="try_retrying"):

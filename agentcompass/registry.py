@@ -72,6 +72,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
     "environment": {
         "local": "agentcompass.environments.local:LocalProvider",
         "docker": "agentcompass.environments.docker:DockerProvider",
+        "ray_docker": "agentcompass.environments.ray_docker:RayDockerProvider",
     },
     "recipe": {},
     "analyzer": {

@@ -152,3 +152,18 @@ def test_harness_overhead_reports_each_harness_against_shell_agent(tmp_path: Pat
         assert "skipped" not in runs[name], runs[name]
         assert runs[name]["tasks"] == 2 and runs[name]["per_task_s"] > 0
     assert float(values["terminus_overhead_s"]) == pytest.approx(runs["terminus"]["overhead_s"], rel=1e-3)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAVE_DOCKER, reason="no Docker daemon")
+@pytest.mark.docker_images("base")
+def test_scale_out_runs_one_node_and_two_and_reports_the_hop_and_the_coordinator_cpu(tmp_path: Path) -> None:
+    _, values = run_script("scale_out.py", "--tasks", "8", "--concurrency", "4", "--hop-tasks", "3",
+                           "--results-dir", str(tmp_path))
+    for key in ("one_node_tasks_per_s", "two_nodes_tasks_per_s", "call_rtt_ms", "coordinator_cpu_ms_per_attempt"):
+        assert float(values[key]) > 0, key
+    report = json.loads(Path(values["json"]).read_text())
+    assert report["one_node"]["tasks"] == report["two_nodes"]["tasks"] == 8
+    assert report["one_node"]["errors"] == report["two_nodes"]["errors"] == 0
+    assert float(values["hop_ms_per_attempt"]) == pytest.approx(
+        report["hop_ray"]["attempt_ms_median"] - report["hop_docker"]["attempt_ms_median"], abs=0.2)

@@ -37,6 +37,8 @@ class RequestAccount:
         self._attempts_counted = 0  # attempts that ran (not skipped), for "did anything reach a result"
         self._first_error: str | None = None
         self._first_engine_error: str | None = None
+        #: node -> [attempts, tries, first start, last finish] (providers that say which node ran an attempt)
+        self._nodes: dict[str, list[float]] = {}
 
     def add(self, detail: TaskDetail) -> None:
         """Count one committed (or reused) task detail."""
@@ -55,6 +57,8 @@ class RequestAccount:
                 if a.error_kind == "engine_error":
                     self.counts.engine_errors += 1
                     self._first_engine_error = self._first_engine_error or f"{detail.task_id}: {a.error}"
+            if a.status != "skipped":
+                self._count_node(a)
             if a.error_kind:
                 self.errors_by_kind[a.error_kind] = self.errors_by_kind.get(a.error_kind, 0) + 1
             u = a.meta.get("usage")
@@ -64,6 +68,27 @@ class RequestAccount:
                 self._count_analysis(a.analysis)
         if self.accumulator is not None:
             self.accumulator.add(detail)
+
+    def _count_node(self, a: AttemptRecord) -> None:
+        envs = a.meta.get("environments") or []
+        node = next((e.get("node") for e in envs if isinstance(e, dict) and e.get("node")), None)
+        if node is None:
+            return
+        start = float(a.meta.get("started_at") or 0.0)
+        end = start + float(a.meta.get("duration_s") or 0.0)
+        row = self._nodes.setdefault(str(node), [0, 0, start, end])
+        row[0] += 1
+        row[1] += len(a.tries)
+        row[2], row[3] = min(row[2], start), max(row[3], end)
+
+    def node_summary(self) -> dict[str, dict[str, Any]]:
+        """Per node that ran attempts: ``attempts``, ``tries``, ``attempts_per_s`` (for summary.json)."""
+        out: dict[str, dict[str, Any]] = {}
+        for node, (attempts, tries, start, end) in sorted(self._nodes.items()):
+            span = end - start
+            out[node] = {"attempts": int(attempts), "tries": int(tries),
+                         "attempts_per_s": round(attempts / span, 3) if span > 0 else None}
+        return out
 
     def _count_analysis(self, analysis: dict[str, Any]) -> None:
         for flag in flag_names(analysis):

@@ -264,7 +264,8 @@ class EnvironmentPool:
         self._held[id(env)] = (st, env)
         self._emit(EnvOpened(ts=time.time(), request=request, run_id=spec.run_id, task_id=spec.task_id,
                              provider=provider.name, env_id=env.id, role=spec.role,
-                             open_s=time.monotonic() - t0, granted_at=granted_at))
+                             open_s=time.monotonic() - t0, granted_at=granted_at,
+                             node=getattr(env, "node", None)))
         return env
 
     async def close(self, env: Environment, *, timeout: float) -> None:

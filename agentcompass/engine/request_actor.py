@@ -595,7 +595,8 @@ class RequestActor:
                                   errors_by_kind=acc.errors_by_kind,
                                   counts=acc.counts, reuse=self.reuse_report, usage=acc.usage,
                                   duration_s=round(finished - self.started_at, 3),
-                                  analysis=dict(sorted(acc.analysis_counts.items())), images=image_counts)
+                                  analysis=dict(sorted(acc.analysis_counts.items())), images=image_counts,
+                                  nodes=acc.node_summary())
                 self.run_dir.write_summary(summary)
             except Exception as exc:  # nothing already written is lost; report what failed
                 err_text = err_text or f"writing the summary failed: {describe(exc)}"

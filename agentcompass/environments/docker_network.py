@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
 import inspect
 import ipaddress
 import json
@@ -605,7 +606,10 @@ class DockerNetworks:
         relay = TcpRelay(gateway, model_host, model_port)
         await relay.start()
         suffix = uuid.uuid4().hex[:12]
-        name, alias = f"agentcompass-fwd-{suffix}", f"ac-model-{suffix}"
+        # the alias follows from the endpoint: every daemon routing to it gives its sandboxes the same address
+        # (ray_docker hands one model URL to sandboxes on many nodes)
+        alias = "ac-model-" + hashlib.sha256(f"{model_host}:{model_port}".encode()).hexdigest()[:12]
+        name = f"agentcompass-fwd-{suffix}"
         config: dict[str, Any] = {
             "Image": image,
             "Entrypoint": ["python3", "-c", helper_program(_model_relay), str(model_port), gateway,

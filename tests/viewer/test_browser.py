@@ -153,6 +153,22 @@ def test_hostile_text_in_a_trajectory_is_shown_as_inert_text(tmp_path: Path, ser
     assert "edits tests <i>only</i>" in page.inner_text(".analysis")
 
 
+def test_each_attempt_shows_the_node_that_ran_it(tmp_path: Path, serve: Serve, page: Any) -> None:
+    detail = make_detail("t/one", k=2)
+    for n, node in (("1", "10.0.0.7"), ("2", "10.0.0.8")):
+        detail.attempts[n].meta["environments"] = [
+            {"role": "agent", "id": "c1", "provider": "ray_docker", "node": node},
+            {"role": "verifier", "id": "c2", "provider": "ray_docker", "node": node}]
+    write_run(tmp_path / "res" / "b" / "h" / "m" / "r", [detail])
+    server = serve(tmp_path / "res")
+    page.goto(server.url + "#/run/" + quote("b/h/m/r", safe=""))
+    _wait_rows(page, ["t/one"])
+    page.click("a.task-link")
+    page.wait_for_selector(".attempt")
+    shown = page.inner_text(".attempt[data-attempt='1'] dl.kv")
+    assert "node\n10.0.0.7" in shown, shown  # the attempt's own node, once for its two environments
+
+
 def test_a_running_evaluation_page_updates_from_progress(tmp_path: Path, serve: Serve, page: Any) -> None:
     details = [make_detail("t/1"), make_detail("t/2", correct=False)]
     run_dir = write_run(tmp_path / "run", details, status="running", pid=os.getpid(), summary=False,

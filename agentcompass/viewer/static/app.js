@@ -276,6 +276,7 @@
       if (e.correct === true) bits.push(" ", badge("pass"));
       if (e.correct === false) bits.push(" ", badge("fail"));
       if (e.error_kind) bits.push(" ", h("code", {}, e.error_kind));
+      if (e.node) bits.push(" on ", h("code", {}, e.node));
       if (isNum(e.backoff_s)) bits.push(` backoff ${fmtSec(e.backoff_s)}`);
       if (e.error) bits.push(" — ", e.error.slice(0, 300));
       return h("li", { class: "ev-" + e.event }, bits);
@@ -397,8 +398,10 @@
     delete extra.model_patch;
     const verifier = Object.entries(extra).map(([k, v]) => h("div", { class: "part" }, h("div", { class: "label" }, k),
       typeof v === "string" ? longText(v, "verifier") : longText(JSON.stringify(v, null, 2), "verifier")));
+    // a provider spread over machines (ray_docker) names the node of each environment
+    const nodes = [...new Set((meta.environments || []).map((e) => e && e.node).filter(Boolean))].join(", ");
     return h("div", { class: "attempt", "data-attempt": n },
-      kv({ status: badge(a.status), correct: a.correct === true ? badge("pass") : a.correct === false ? badge("fail") : "–",
+      kv({ status: badge(a.status), node: nodes || null, correct: a.correct === true ? badge("pass") : a.correct === false ? badge("fail") : "–",
         score: fmtNum(a.score), "error kind": a.error_kind, "agent time": isNum(meta.agent_s) ? fmtSec(meta.agent_s) : null,
         "verify time": isNum(meta.verify_s) ? fmtSec(meta.verify_s) : null, duration: isNum(meta.duration_s) ? fmtSec(meta.duration_s) : null,
         tokens: usage.total_tokens ? `${fmtInt(usage.total_tokens)} (${fmtInt(usage.prompt_tokens)} in / ${fmtInt(usage.completion_tokens)} out, ${fmtInt(usage.calls)} calls)` : null,

@@ -1,0 +1,217 @@
+"""A two-node Ray cluster on this machine: the head on the host (its Docker daemon: the host's), a worker node
+inside a ``SecondNode``'s network namespace (its Docker daemon: the node's, through DOCKER_HOST).
+
+    cluster = RayCluster(node).start_head()      # ray start --head --node-ip-address <node.host_address>
+    cluster.start_worker()                        # ray start --address ... inside the namespace
+    cluster.kill_worker_raylet()                  # SIGKILL the worker node's raylet (node loss)
+    cluster.stop()                                # every process started, by its pid
+
+Every process is started with ``--block`` in a session of its own and stopped by its pid (its process group:
+SIGTERM, then SIGKILL); Ray's own children that outlive it (found by the cluster's temp dir in their command
+line) are killed by pid too. Every wait has a deadline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.standins.second_node import SecondNode, process_start_time
+
+RAY = str(Path(sys.executable).parent / "ray")
+START_TIMEOUT_S = 120.0
+STOP_GRACE_S = 10.0
+OBJECT_STORE_BYTES = 100 * 1024 * 1024
+#: the cluster's token authentication (the token in ~/.ray/auth_token); a driver connecting to an existing cluster
+#: must ask for it explicitly
+AUTH_ENV = {"RAY_AUTH_MODE": "token"}
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _pids_matching(text: str) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and text in _cmdline(int(entry)) and int(entry) != os.getpid():
+            out.append(int(entry))
+    return out
+
+
+def _descendants(roots: list[int]) -> list[int]:
+    """Every living process below ``roots`` (Ray's raylet, its workers, agents: some in sessions of their own)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out: list[int] = []
+    todo = list(roots)
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _wait_gone(pids: list[int], timeout: float) -> list[int]:
+    starts = {p: process_start_time(p) for p in pids}
+    until = time.monotonic() + timeout
+    while True:
+        alive = [p for p in pids if starts[p] is not None and process_start_time(p) == starts[p]
+                 and not _zombie(p)]
+        if not alive or time.monotonic() > until:
+            return alive
+        time.sleep(0.1)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+class RayCluster:
+    """A Ray head on the host and a worker node in ``node``'s namespace."""
+
+    def __init__(self, node: SecondNode, *, cpus: int = 2, head_resources: dict[str, float] | None = None,
+                 worker_resources: dict[str, float] | None = None) -> None:
+        self.node = node
+        self.cpus = cpus
+        #: custom resources of each node (``ray start --resources``), e.g. to pick nodes with ``node_resource``
+        self.head_resources = head_resources or {}
+        self.worker_resources = worker_resources or {}
+        self.port = _free_port(node.host_address)
+        self.temp_dir = tempfile.mkdtemp(prefix="acray")  # short: Ray's socket paths live under it
+        self.head: subprocess.Popen[Any] | None = None
+        self.worker: subprocess.Popen[Any] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.node.host_address}:{self.port}"
+
+    def _common(self, resources: dict[str, float]) -> list[str]:
+        extra = ["--resources", json.dumps(resources)] if resources else []
+        return ["--num-cpus", str(self.cpus), "--object-store-memory", str(OBJECT_STORE_BYTES),
+                "--disable-usage-stats", "--block", *extra]
+
+    def start_head(self) -> RayCluster:
+        env = {**{k: v for k, v in os.environ.items() if k not in ("DOCKER_HOST", "RAY_ADDRESS")}, **AUTH_ENV}
+        self.head = subprocess.Popen(
+            [RAY, "start", "--head", "--node-ip-address", self.node.host_address, "--port", str(self.port),
+             "--include-dashboard", "false", "--temp-dir", self.temp_dir, *self._common(self.head_resources)],
+            env=env, start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL)
+        self._wait_nodes(1)
+        return self
+
+    def start_worker(self) -> RayCluster:
+        """Start (or start again) the worker node in the namespace; wait until the cluster has two live nodes."""
+        env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, **AUTH_ENV}
+        self.worker = self.node.exec(
+            [RAY, "start", "--address", self.address, "--node-ip-address", self.node.address,
+             *self._common(self.worker_resources)],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self._wait_nodes(2)
+        return self
+
+    def _live_nodes(self) -> list[str]:
+        code = (f"import json, ray; ray.init(address={self.address!r}, log_to_driver=False); "
+                "print(json.dumps([n['NodeManagerAddress'] for n in ray.nodes() if n['Alive']]))")
+        env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, **AUTH_ENV}
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env,
+                             stdin=subprocess.DEVNULL)
+        if out.returncode != 0:
+            return []
+        return list(json.loads(out.stdout.strip().splitlines()[-1]))
+
+    def _wait_nodes(self, n: int) -> None:
+        until = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < until:
+            if len(self._live_nodes()) >= n:
+                return
+            time.sleep(1)
+        raise RuntimeError(f"the Ray cluster at {self.address} did not reach {n} live nodes in {START_TIMEOUT_S}s")
+
+    def worker_raylet(self) -> int | None:
+        """The pid of the worker node's raylet."""
+        for pid in self.node.netns_pids():
+            if "raylet" in _cmdline(pid).split(" ")[0]:
+                return pid
+        return None
+
+    def kill_worker_raylet(self) -> int:
+        """SIGKILL the worker node's raylet (the node is lost to the cluster); its pid."""
+        pid = self.worker_raylet()
+        if pid is None:
+            raise RuntimeError("the worker node has no raylet")
+        os.kill(pid, signal.SIGKILL)
+        return pid
+
+    def wait_worker_gone(self, timeout: float = 60.0) -> list[int]:
+        """Wait until the worker node's Ray processes are gone (they exit when their raylet dies); those left."""
+        ray_pids = [p for p in self.node.netns_pids() if self.temp_dir in _cmdline(p) or "ray" in _cmdline(p)]
+        if self.worker is not None:
+            ray_pids.append(self.worker.pid)
+        return _wait_gone(ray_pids, timeout)
+
+    def _stop(self, proc: subprocess.Popen[Any] | None) -> None:
+        if proc is None or proc.poll() is not None:
+            return
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                proc.wait(STOP_GRACE_S)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+    def stop(self) -> list[int]:
+        """Stop the worker and the head by their pids, then any Ray process of this cluster still running (by
+        pid); the pids that had to be killed that way."""
+        below = {p: process_start_time(p) for p in _descendants(
+            [p.pid for p in (self.head, self.worker) if p is not None and p.poll() is None])}
+        if self.worker is not None:
+            self.node.stop_process(self.worker)
+            self._stop(self.worker)
+        self._stop(self.head)
+        # the same processes (start time unchanged), not pids reused since
+        strays = [p for p, started in below.items() if started is not None and process_start_time(p) == started
+                  and not _zombie(p)]
+        strays += _pids_matching(self.temp_dir)
+        strays += [p for p in self.node.netns_pids() if "ray" in _cmdline(p)]
+        for pid in strays:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        _wait_gone(strays, STOP_GRACE_S)
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+        return strays
