@@ -287,6 +287,9 @@ class ComponentContext(msgspec.Struct, omit_defaults=True):
     open_pacer: Callable[[], Awaitable[float]] | None = None
     #: the request's benchmark id (e.g. ``swebench_verified``), so a harness can default to settings made for it.
     benchmark: str = ""
+    #: the request's ``verify_timeout`` (seconds one ``Benchmark.evaluate`` may take), so a benchmark can fit its
+    #: own waits (e.g. a judge call) inside it; None outside the engine.
+    verify_timeout: float | None = None
     #: the model's prices (model param ``price_per_million``), None when not given: a harness's own cost limit.
     price: PriceTable | None = None
     #: ``report_download(what, bytes_done, bytes_total)``: a constructor's data download, shown as progress

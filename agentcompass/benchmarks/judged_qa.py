@@ -9,8 +9,16 @@ Grading (param ``grading``): ``judge`` asks ``judge_model`` (a ``ModelEndpoint``
 test; its key is a secret); ``match`` uses the benchmark's deterministic match; ``auto`` (default) the judge when
 ``judge_model`` is given, else the match when the benchmark has one, else a ConfigError naming ``judge_model``.
 Each verdict is in the attempt's ``extra``: ``grade`` (correct / incorrect / not_attempted), ``points`` (rubrics),
-and ``scoring`` (the method; for the judge its prompt, model, latency, usage and raw reply). A judge without a
-usable verdict ends the attempt as ``eval_error`` with that record (``JudgeError``), never as a wrong answer.
+and ``scoring`` (the method; for the judge its prompt, model, queue and call time, usage and raw reply). A judge
+reply without a verdict is read leniently, then re-asked (``judge_reasks``); a judge without a usable verdict ends
+the attempt as ``eval_error`` with that record (``JudgeError``; ``error_kind`` ``judge_unparsable``,
+``judge_timeout``, ``judge_auth`` or ``judge_unavailable``), never as a wrong answer. After the judge refused its
+key, later attempts stop before the agent runs (``prepare`` refuses them), so a bad judge key does not spend the
+agent's budget on every task.
+
+Timing: ``judge_timeout`` bounds each judge call from when it is sent; the wait for a judge slot does not count
+against it. Both fit in the attempt's ``verify_timeout``: a ``judge_timeout`` longer than it is clamped to it (less
+a margin, so the record of a call that ran out is kept), and recorded in ``resolved_settings``.
 
 Harnesses: ``openai_chat`` (one call: the question is the prompt) or ``tool_agent`` (the question through the
 benchmark's tool session; with ``tools: ["web_search", "fetch_url"]`` and ``search`` settings the agent can search
@@ -22,7 +30,7 @@ from __future__ import annotations
 import abc
 import re
 import string
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
@@ -61,8 +69,11 @@ class QAItem(msgspec.Struct, frozen=True, omit_defaults=True):
 class JudgedQAParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """Params of every judge-graded QA benchmark: ``sample_ids`` (ids or one id), ``limit``, ``k`` (attempts per
     task), ``judge_model`` (``{id, base_url, api_key, api_protocol, params, max_concurrency, timeout_s}``),
-    ``judge_timeout`` (seconds one judge call may take, retries included; default 180), ``judge_prompt`` (replaces
-    the benchmark's judge prompt: ``{question}``, ``{reference}``, ``{response}``), ``grading`` (``auto``,
+    ``judge_timeout`` (seconds one judge call may take from when it is sent, retries included; default 180),
+    ``judge_reasks`` (re-asks of a judge whose reply has no verdict; default 1), ``record_judge_prompt`` (the
+    filled judge prompt in the record; default true unless the benchmark's answers are encrypted at rest),
+    ``judge_prompt`` (replaces the benchmark's judge prompt: ``{question}``, ``{reference}``, ``{response}``),
+    ``grading`` (``auto``,
     ``judge`` or ``match``), ``tools`` (``web_search``, ``fetch_url``: offered through ``tool_agent``),
     ``search`` (the search provider's settings), ``system_prompt`` (for ``tool_agent``)."""
 
@@ -71,6 +82,8 @@ class JudgedQAParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     k: Attempts | None = None
     judge_model: ModelEndpoint | None = None
     judge_timeout: Seconds = 180.0
+    judge_reasks: Annotated[int, msgspec.Meta(ge=0, le=5)] = 1
+    record_judge_prompt: bool | None = None
     judge_prompt: str | None = None
     grading: Grading = "auto"
     tools: list[ToolName] = []
@@ -114,6 +127,8 @@ class JudgedQA(Benchmark):
     selection_params: ClassVar[tuple[str, ...]] = ("sample_ids", "limit")
     #: whether ``match`` grades without a judge (the ``auto`` fallback)
     has_match: ClassVar[bool] = False
+    #: the default of ``record_judge_prompt`` (False: the answers must not reach the run directory in plain text)
+    records_judge_prompt: ClassVar[bool] = True
 
     def __init__(self, params: JudgedQAParams | dict[str, Any], ctx: ComponentContext) -> None:
         where = self.where
@@ -125,7 +140,20 @@ class JudgedQA(Benchmark):
         if p.judge_prompt is not None:
             check_template(p.judge_prompt, "benchmark.params.judge_prompt")
         self.grading = self._grading(p)
-        self.judge = Judge(p.judge_model, p.judge_timeout) if self.grading == "judge" and p.judge_model else None
+        self.record_prompt = self.records_judge_prompt if p.record_judge_prompt is None else p.record_judge_prompt
+        #: seconds of each attempt's verify_timeout the judge may use (a margin kept for writing its record)
+        self.judge_budget: float | None = None
+        self.judge_clamped = False
+        judge_timeout = p.judge_timeout
+        if ctx.verify_timeout is not None:
+            self.judge_budget = ctx.verify_timeout - min(5.0, ctx.verify_timeout * 0.1)
+            if judge_timeout > self.judge_budget:
+                judge_timeout, self.judge_clamped = self.judge_budget, True
+        self.judge = (Judge(p.judge_model, judge_timeout, reasks=p.judge_reasks)
+                      if self.grading == "judge" and p.judge_model else None)
+        if self.judge is not None and self.judge_clamped:
+            self.judge.timeout_label = (f"judge_timeout={p.judge_timeout:g}s, clamped to {judge_timeout:g}s to fit "
+                                        f"verify_timeout={ctx.verify_timeout:g}s")
         self.tools: tuple[str, ...] = tuple(dict.fromkeys(p.tools))
         if self.tools and p.search is None and "web_search" in self.tools:
             raise ConfigError(f"{where}: tools has web_search, so search (the provider: {{provider, base_url, "
@@ -205,7 +233,12 @@ class JudgedQA(Benchmark):
                 for i in self.items]
 
     def prepare(self, task: TaskSpec) -> PreparedTask:
-        """The question is the prompt (no files, no environment needed)."""
+        """The question is the prompt (no files, no environment needed). Refused once the judge refused its key:
+        the agent's run could not be graded."""
+        if self.judge is not None and self.judge.auth_failure is not None:
+            raise ConfigError(f"{self.where}: not running {task.task_id}: the judge {self.judge.endpoint.id} refused "
+                              f"its key ({self.judge.auth_failure}); fix judge_model.api_key",
+                              field="benchmark.params.judge_model.api_key")
         return PreparedTask(task_id=task.task_id, prompt=task.input["prompt"],
                             metadata={"kind": task.input.get("kind", "short")})
 
@@ -234,11 +267,14 @@ class JudgedQA(Benchmark):
             extra["scoring"] = {"method": "match", "response": truncate_middle(response, 2000)}
         else:
             kind = str(truth.get("kind") or "short")
-            verdict, extra["scoring"] = await self.judge.grade(self._grader(kind), ctx.task.input["question"],
-                                                              str(truth.get("answer", "")), response)
+            verdict, extra["scoring"] = await self.judge.grade(
+                self._grader(kind), ctx.task.input["question"], str(truth.get("answer", "")), response,
+                budget_s=self.judge_budget, record_prompt=self.record_prompt)
         extra["grade"] = verdict.grade
         if verdict.points is not None:
             extra["points"] = verdict.points
+        if verdict.confidence is not None:
+            extra["confidence"] = verdict.confidence
         return EvalResult(correct=verdict.grade == "correct", score=verdict.score, extra=extra)
 
     def new_accumulator(self) -> QAAccumulator:
@@ -250,6 +286,9 @@ class JudgedQA(Benchmark):
         out: dict[str, Any] = {"grading": self.grading, "tasks": len(self.items)}
         if self.judge is not None:
             out["judge_model"] = self.judge.endpoint.id
+            out["judge_timeout"] = self.judge.timeout_s
+            if self.judge_clamped:
+                out["judge_timeout_clamped_to_verify_timeout"] = True
         return out
 
     def secrets(self) -> tuple[str, ...]:

@@ -299,7 +299,8 @@ class TaskActor:
             return record
         except Exception as exc:
             log.error("evaluation failed: %s", traceback.format_exc())
-            record.status, record.error_kind, record.error = "eval_error", kind_of(exc, "eval_error"), describe(exc)
+            default_kind = exc.kind if isinstance(exc, EvalError) else "eval_error"
+            record.status, record.error_kind, record.error = "eval_error", kind_of(exc, default_kind), describe(exc)
             if isinstance(exc, EvalError) and exc.extra:  # what grading saw (e.g. a judge's raw reply)
                 record.extra = dict(exc.extra)
             return record

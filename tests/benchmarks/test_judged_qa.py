@@ -83,6 +83,7 @@ def test_offline_set_with_a_scripted_judge_counts_correct_incorrect_and_not_atte
     m = out.metrics
     assert (m["correct"], m["incorrect"], m["not_attempted"], m["eval_errors"]) == (3, 1, 1, 0)
     assert m["accuracy"] == pytest.approx(3 / 5) and m["not_attempted_rate"] == pytest.approx(1 / 5)
+    assert (m["graded"], m["ungraded"]) == (5, 0)
     assert m["correct_given_attempted"] == pytest.approx(3 / 4)
     assert m["f_score"] == pytest.approx(2 * 0.6 * 0.75 / (0.6 + 0.75))
     summary = msgspec.json.decode((Path(out.run_dir) / "summary.json").read_bytes())
@@ -93,29 +94,92 @@ def test_offline_set_with_a_scripted_judge_counts_correct_incorrect_and_not_atte
 def test_a_judge_replying_garbage_ends_the_task_as_eval_error_with_its_raw_verdict(tmp_path: Path) -> None:
     judge = {"id": "scripted", "params": {"bundled": False, "script": [
         {"match": "Predicted answer: The symbol is Au.", "turns": ["A"]},
-        {"match": "Predicted answer: Sydney", "turns": ["Hmm, hard to say. Maybe? D."]},
+        {"match": "Predicted answer: Sydney", "turns": ["Hmm, hard to say. Maybe? D.", "Still unsure: D."]},
         {"match": "Rayleigh scattering", "turns": ["VERDICT: 12"]}]}}  # over the rubric's 10 points
     out = _run(tmp_path, AGENT, judge, ["qa-local-01", "qa-local-03", "qa-local-16"])
     assert out.status == "completed", out.error
     got = _attempts(out.run_dir)
     assert got["qa-local-01"].status == "completed" and got["qa-local-01"].correct
-    for tid, raw in (("qa-local-03", "Hmm, hard to say. Maybe? D."), ("qa-local-16", "VERDICT: 12")):
+    for tid, raws in (("qa-local-03", ["Hmm, hard to say. Maybe? D.", "Still unsure: D."]),
+                      ("qa-local-16", ["VERDICT: 12", "VERDICT: 12"])):
         bad = got[tid]
-        assert bad.status == "eval_error" and bad.error_kind == "eval_error" and bad.correct is None
+        assert bad.status == "eval_error" and bad.error_kind == "judge_unparsable" and bad.correct is None
         assert "JudgeError" in (bad.error or "") and "usable verdict" in (bad.error or "")
-        assert bad.extra["scoring"]["raw_verdict"] == raw
+        assert bad.extra["scoring"]["replies"] == raws  # asked once more with the format, then given up
+        assert bad.extra["scoring"]["raw_verdict"] == raws[-1]
         assert "expected" in bad.extra["scoring"]["error"]
         assert bad.final_answer  # the agent's answer is kept too
     m = out.metrics
     assert (m["correct"], m["incorrect"], m["eval_errors"]) == (1, 0, 2)  # not counted as wrong answers
+    # ...nor left out: accuracy is over every attempt asked for, as pass@1 is
+    assert m["accuracy"] == pytest.approx(1 / 3) == m["pass@1"] and (m["graded"], m["ungraded"]) == (1, 2)
+    assert m["accuracy_of_graded"] == 1.0 and m["f_score"] == pytest.approx(2 * (1 / 3) * 1 / (1 / 3 + 1))
+
+
+def test_a_prose_verdict_is_read_leniently_and_an_unparsable_one_is_asked_again(tmp_path: Path) -> None:
+    agent = [*AGENT[:2], {"match": "Berlin Wall fall", "turns": ["1989"]}]
+    judge = {"id": "scripted", "params": {"bundled": False, "script": [
+        {"match": "Predicted answer: The symbol is Au.", "turns": ["Let me think.", "A"]},  # re-asked
+        {"match": "Predicted answer: Sydney", "turns": ["The predicted answer contradicts the gold target, so: B"]},
+        {"match": "Predicted answer: 1989", "turns": ["The grade is A"]}]}}
+    out = _run(tmp_path, agent, judge, ["qa-local-01", "qa-local-03", "qa-local-05"])
+    got = _attempts(out.run_dir)
+    assert {t: (a.status, a.extra.get("grade")) for t, a in got.items()} == {
+        "qa-local-01": ("completed", "correct"), "qa-local-03": ("completed", "incorrect"),
+        "qa-local-05": ("completed", "correct")}
+    assert got["qa-local-01"].extra["scoring"]["replies"] == ["Let me think.", "A"]
+    assert got["qa-local-01"].extra["scoring"]["parse"] == "strict"
+    assert got["qa-local-03"].extra["scoring"]["parse"] == "lenient"
+    assert "replies" not in got["qa-local-03"].extra["scoring"]  # asked once
+
+
+def test_a_judge_timeout_over_verify_timeout_is_clamped_and_keeps_the_record(tmp_path: Path) -> None:
+    judge = {"id": "scripted", "params": {"bundled": False, "fallback": "A", "latency_s": 30}}
+    out = _run(tmp_path, AGENT, judge, ["qa-local-01"], judge_timeout=180, verify_timeout=2)
+    bad = _attempts(out.run_dir)["qa-local-01"]
+    assert bad.status == "eval_error" and bad.error_kind == "judge_timeout"  # the judge's, not eval_timeout
+    scoring = bad.extra["scoring"]
+    assert scoring["raw_verdict"] is None and "verify_timeout" in scoring["error"]
+    assert "The symbol is Au." in scoring["prompt"] and scoring["model"] == "scripted"
+    assert b'"judge_timeout_clamped_to_verify_timeout": true' in (Path(out.run_dir) / "params.json").read_bytes()
+
+
+def test_waiting_for_a_judge_slot_does_not_count_against_judge_timeout(tmp_path: Path) -> None:
+    ids = [f"qa-local-{i:02d}" for i in range(1, 7)]
+    with _server({"bundled": False, "fallback": "A"}, latency_s=0.6) as server:
+        judge = {"id": "scripted", "base_url": server.base_url, "api_key": JUDGE_KEY, "max_concurrency": 1}
+        out = agentcompass.run_evaluation(
+            "qa_local", "openai_chat", "scripted", "local", model_params={"bundled": False, "fallback": "x"},
+            benchmark_params={"sample_ids": ids, "judge_model": judge, "judge_timeout": 1.5},
+            results_dir=str(tmp_path), progress="none", task_concurrency=6)
+    got = _attempts(out.run_dir)
+    assert {a.status for a in got.values()} == {"completed"}, {t: a.error for t, a in got.items()}
+    assert max(a.extra["scoring"]["queue_s"] for a in got.values()) > 0  # some waited for the one slot
+
+
+def test_a_judge_refusing_its_key_stops_later_tasks_before_the_agent_runs(tmp_path: Path) -> None:
+    ids = [f"qa-local-{i:02d}" for i in range(1, 5)]
+    with _server({"bundled": False, "fallback": "A"}, require_api_key="the-right-key") as server:
+        judge = {"id": "scripted", "base_url": server.base_url, "api_key": "a-wrong-key"}
+        out = agentcompass.run_evaluation(
+            "qa_local", "openai_chat", "scripted", "local", model_params={"bundled": False, "fallback": "x"},
+            benchmark_params={"sample_ids": ids, "judge_model": judge},
+            results_dir=str(tmp_path), progress="none", task_concurrency=1)
+        served = server.requests_served
+    got = _attempts(out.run_dir)
+    kinds = [got[i].error_kind for i in ids]
+    assert kinds[0] == "judge_auth" and got[ids[0]].extra["scoring"]["error"].startswith("model_auth")
+    assert kinds[1:] == ["prepare_error"] * 3 and all("refused its key" in (got[i].error or "") for i in ids[1:])
+    assert all(got[i].final_answer is None for i in ids[1:])  # the agent never ran for them
+    assert served == 1
 
 
 def test_a_judge_that_does_not_answer_in_time_ends_the_task_as_eval_error(tmp_path: Path) -> None:
     judge = {"id": "scripted", "params": {"bundled": False, "fallback": "A", "latency_s": 60}}
     out = _run(tmp_path, AGENT, judge, ["qa-local-01"], judge_timeout=0.5)
-    assert out.status == "failed" and "eval_error x1" in (out.error or "")  # its only attempt could not be graded
+    assert out.status == "failed" and "judge_timeout x1" in (out.error or "")  # its only attempt could not be graded
     bad = _attempts(out.run_dir)["qa-local-01"]
-    assert bad.status == "eval_error" and bad.correct is None
+    assert bad.status == "eval_error" and bad.error_kind == "judge_timeout" and bad.correct is None
     assert "judge_timeout=0.5s" in (bad.error or "")
     scoring = bad.extra["scoring"]
     assert scoring["raw_verdict"] is None and "no reply within judge_timeout" in scoring["error"]
