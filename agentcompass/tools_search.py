@@ -10,9 +10,13 @@ Providers speak a real search API over httpx:
 
 The key is a secret: the benchmark returns it from ``Benchmark.secrets()``. A provider error (HTTP status, time
 out, a body that is not the API's JSON) goes back to the model as the tool's error, never ends the attempt.
-``fetch_url`` fetches http(s) pages (size- and time-bounded, HTML reduced to text) and refuses addresses on the
-host's own networks (loopback, private, link-local) unless ``allow_private_hosts``: the session runs on the
-engine's host, and an agent must not reach its services.
+``fetch_url`` fetches http(s) pages (size-bounded, HTML reduced to text) and refuses every address that is not
+globally routable (``ipaddress``'s ``is_global``: loopback, private, link-local, shared 100.64/10, reserved; an
+IPv4-mapped, 6to4 or NAT64 IPv6 address is judged by the IPv4 address it carries) unless
+``allow_private_hosts``: the session runs on the engine's host, and an agent must not reach its services. Each
+hop's name is resolved once and the connection goes to the checked address (the URL's host stays in ``Host`` and
+TLS SNI), so a name that resolves differently the second time (DNS rebinding) cannot slip through. Every tool call
+(a search, a fetch with its redirects) is bounded as a whole by ``timeout_s``.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import re
 import socket
 import time
 from typing import Any, ClassVar, Literal
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import httpx
 import msgspec
@@ -45,8 +49,9 @@ _SNIPPET_CHARS = 500
 class SearchSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, omit_defaults=True):
     """The search tool's settings (benchmark param ``search``): ``provider`` (``brave`` or ``searxng``),
     ``base_url`` (the API's root; Brave's public one by default), ``api_key`` (a secret), ``max_results`` per
-    query (default 5), ``timeout_s`` per request (default 20), ``fetch_max_bytes`` of one fetched page (default
-    2 MB), ``allow_private_hosts`` (let ``fetch_url`` reach loopback/private addresses; default false)."""
+    query (default 5), ``timeout_s`` per tool call, redirects and the whole body included (default 20),
+    ``fetch_max_bytes`` of one fetched page (default 2 MB), ``allow_private_hosts`` (let ``fetch_url`` reach
+    loopback/private addresses; default false)."""
 
     provider: SearchProviderName = "brave"
     base_url: str | None = None
@@ -172,17 +177,39 @@ def _strip_tags(text: str) -> str:
     return _LINES.sub("\n\n", _BLANKS.sub(" ", html.unescape(text))).strip()
 
 
-async def _refuse_private(host: str) -> None:
-    """ToolError when ``host`` is (or resolves to) a loopback, private, link-local or reserved address."""
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+def is_public(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Whether ``addr`` is globally routable, judging an IPv6 address that carries an IPv4 one (mapped, 6to4,
+    NAT64) by that IPv4 address."""
+    if isinstance(addr, ipaddress.IPv6Address):
+        inner = addr.ipv4_mapped or addr.sixtofour
+        if inner is None and addr in _NAT64:
+            inner = ipaddress.IPv4Address(int(addr) & 0xFFFFFFFF)
+        if inner is not None:
+            return is_public(inner)
+    return addr.is_global and not addr.is_multicast
+
+
+async def resolve_public(host: str, *, allow_private: bool = False) -> str:
+    """The address to connect to for ``host`` (resolved once); ToolError when it resolves to no address, or to
+    any address that is not public (unless ``allow_private``)."""
     try:
-        infos = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
-    except OSError as exc:
-        raise ToolError(f"cannot resolve {host}: {exc}") from None
-    for info in infos:
-        addr = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
-        if addr.is_private or addr.is_loopback or addr.is_link_local or addr.is_reserved or addr.is_multicast \
-                or addr.is_unspecified:
-            raise ToolError(f"{host} is on a private network ({addr}); fetch_url only reaches public hosts")
+        addrs = [ipaddress.ip_address(host.strip("[]"))]
+    except ValueError:
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            raise ToolError(f"cannot resolve {host}: {exc}") from None
+        addrs = [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
+    if not addrs:
+        raise ToolError(f"cannot resolve {host}: no address")
+    if not allow_private:
+        for addr in addrs:
+            if not is_public(addr):
+                raise ToolError(f"{host} is on a private network ({addr}); fetch_url only reaches public hosts")
+    return str(addrs[0])
 
 
 class WebToolSession(ToolSession):
@@ -215,15 +242,23 @@ class WebToolSession(ToolSession):
         started = time.monotonic()
         entry: dict[str, Any] = {"tool": name, "arguments": arguments}
         self.calls.append(entry)
+        limit = self.settings.timeout_s
         try:
-            if name == "web_search":
-                out, entry["results"] = await self._search(arguments)
-            else:
-                out = await self._fetch(arguments)
-                entry["chars"] = len(out)
+            try:
+                async with asyncio.timeout(limit):  # the whole call, not each read: a trickling server is cut
+                    if name == "web_search":
+                        out, entry["results"] = await self._search(arguments)
+                    else:
+                        out = await self._fetch(arguments)
+                        entry["chars"] = len(out)
+            except TimeoutError:
+                raise ToolError(f"{name} did not finish within timeout_s={limit:g}s") from None
         except ToolError as exc:
-            entry["error"] = str(exc)
-            raise
+            message = str(exc)
+            for secret in self.settings.secrets():  # an API may echo the key: it must not reach the model
+                message = message.replace(secret, "***")
+            entry["error"] = message
+            raise ToolError(message) from None
         finally:
             entry["latency_s"] = round(time.monotonic() - started, 6)
         return out
@@ -249,12 +284,23 @@ class WebToolSession(ToolSession):
             parts = urlsplit(url)
             if parts.scheme not in ("http", "https") or not parts.hostname:
                 raise ToolError(f"fetch_url takes http(s) URLs, got {url!r}")
-            if not self.settings.allow_private_hosts:
-                await _refuse_private(parts.hostname)
             try:
-                async with self._http().stream("GET", url) as resp:
+                port = parts.port
+            except ValueError:
+                raise ToolError(f"fetch_url got a URL with a bad port: {url!r}") from None
+            ip = await resolve_public(parts.hostname, allow_private=self.settings.allow_private_hosts)
+            # connect to the checked address; the name stays in Host and in TLS (SNI, certificate check)
+            netloc = f"[{ip}]" if ":" in ip else ip
+            if port is not None:
+                netloc += f":{port}"
+            target = urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, ""))
+            host_header = parts.hostname if port is None else f"{parts.hostname}:{port}"
+            extensions = {"sni_hostname": parts.hostname} if parts.scheme == "https" else {}
+            try:
+                async with self._http().stream("GET", target, headers={"Host": host_header},
+                                               extensions=extensions) as resp:
                     if resp.is_redirect and resp.headers.get("location"):
-                        url = str(resp.url.join(resp.headers["location"]))
+                        url = urljoin(url, resp.headers["location"])
                         continue
                     body = bytearray()
                     async for chunk in resp.aiter_bytes():
@@ -283,4 +329,4 @@ class WebToolSession(ToolSession):
 
 
 __all__ = ["PROVIDERS", "BraveSearch", "SearchHit", "SearchProvider", "SearchSettings", "SearxngSearch",
-           "WebToolSession"]
+           "WebToolSession", "is_public", "resolve_public"]
