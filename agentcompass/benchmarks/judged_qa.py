@@ -91,17 +91,20 @@ class JudgedQAParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     system_prompt: str | None = None
 
 
-_MC_ANSWER = re.compile(r"(?i)answer\s*[:\uff1a]\s*\**\s*\$?\(?\s*([A-J])\b")
+_MC_LINE = re.compile(r"(?i:answer)\s*[:\uff1a]\s*(.*)")
 _MC_ALONE = re.compile(r"^\W*\(?([A-J])\)?\W*$")
 
 
-def choice_letter(response: str) -> str | None:
-    """The letter of a multiple-choice answer: the last ``Answer: X``, else a reply that is only a letter."""
-    found = _MC_ANSWER.findall(response)
-    if found:
-        return str(found[-1]).upper()
+def choice_letter(response: str, letters: str = "ABCDEFGHIJ") -> str | None:
+    """The letter of a multiple-choice answer: on the last ``Answer:`` line, the first capital letter of
+    ``letters`` standing alone ("Answer: I think it is B" is B for A-D; "answer: a" is no letter); else a reply
+    that is only such a letter."""
+    for rest in reversed(_MC_LINE.findall(response)):
+        found = re.findall(rf"(?<![A-Za-z])([{letters}])(?![A-Za-z])", rest)
+        if found:
+            return str(found[0])
     m = _MC_ALONE.match(response.strip())
-    return m[1].upper() if m else None
+    return m[1] if m and m[1] in letters else None
 
 
 def normalize(text: str) -> str:
@@ -127,6 +130,11 @@ class JudgedQA(Benchmark):
     selection_params: ClassVar[tuple[str, ...]] = ("sample_ids", "limit")
     #: whether ``match`` grades without a judge (the ``auto`` fallback)
     has_match: ClassVar[bool] = False
+    #: whether ``auto`` without a judge falls back to ``match`` (False: the match is not the benchmark's own
+    #: grading, so it is used only when asked for by name, ``grading: match``)
+    match_in_auto: ClassVar[bool] = True
+    #: the letters a multiple-choice answer may be
+    choice_letters: ClassVar[str] = "ABCDEFGHIJ"
     #: the default of ``record_judge_prompt`` (False: the answers must not reach the run directory in plain text)
     records_judge_prompt: ClassVar[bool] = True
 
@@ -191,6 +199,11 @@ class JudgedQA(Benchmark):
         if not self.has_match:
             raise ConfigError(f"{self.where} is graded by an LLM judge: give judge_model ({{id, base_url, api_key, "
                               "api_protocol}}); it has no deterministic match", field="benchmark.params.judge_model")
+        if p.grading == "auto" and not self.match_in_auto:
+            raise ConfigError(f"{self.where} is graded by an LLM judge: give judge_model ({{id, base_url, api_key, "
+                              "api_protocol}}), or grading: 'match' for a normalized exact match (not the "
+                              "benchmark's own grading: its numbers are not comparable)",
+                              field="benchmark.params.judge_model")
         return "match"
 
     # ------------------------------------------------------------------ what a subclass provides
@@ -207,7 +220,7 @@ class JudgedQA(Benchmark):
         """The deterministic verdict (only called when ``has_match``): a multiple-choice letter, else a
         normalized exact match of the final answer."""
         if truth.get("letter"):
-            got = choice_letter(response)
+            got = choice_letter(response, self.choice_letters)
             if got is None:
                 return Verdict(grade="not_attempted", score=0.0)
             ok = got == truth["letter"]
@@ -284,6 +297,8 @@ class JudgedQA(Benchmark):
     def resolved_settings(self) -> dict[str, Any]:
         """How the run is graded."""
         out: dict[str, Any] = {"grading": self.grading, "tasks": len(self.items)}
+        if self.grading == "match" and not self.match_in_auto:
+            out["grading_is_official"] = False
         if self.judge is not None:
             out["judge_model"] = self.judge.endpoint.id
             out["judge_timeout"] = self.judge.timeout_s

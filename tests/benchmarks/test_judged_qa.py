@@ -309,3 +309,23 @@ def test_tool_agent_without_tools_answers_once(tmp_path: Path) -> None:
     attempt = _attempts(out.run_dir)["qa-local-01"]
     assert attempt.correct and attempt.artifacts["tool_session"] == {"tools": [], "calls": []}
     assert attempt.trajectory is not None and len(attempt.trajectory.steps) == 1
+
+
+@pytest.mark.parametrize(("response", "letters", "letter"), [
+    ("Answer: I think it is B", "ABCD", "B"), ("answer: a", "ABCD", None), ("Reasoning...\nAnswer: **C**", "ABCD", "C"),
+    ("Answer: B, because A is wrong", "ABCD", "B"), ("Answer: (D)", "ABCD", "D"), ("B", "ABCD", "B"),
+    ("Answer: A\nOn reflection...\nAnswer: C", "ABCD", "C"), ("Answer: E", "ABCD", None),
+])
+def test_the_choice_letter_is_a_capital_of_the_items_letters(response: str, letters: str, letter: str | None) -> None:
+    from agentcompass.benchmarks.judged_qa import choice_letter
+
+    assert choice_letter(response, letters) == letter
+
+
+def test_hle_without_a_judge_is_refused_unless_match_is_asked_for_by_name(tmp_path: Path) -> None:
+    from agentcompass.benchmarks.hle import HLE
+    from agentcompass.interfaces import ComponentContext
+
+    with pytest.raises(agentcompass.ConfigError) as err:  # before any download
+        HLE({}, ComponentContext(data_dir=str(tmp_path)))
+    assert err.value.field == "benchmark.params.judge_model" and "grading: 'match'" in str(err.value)
