@@ -28,7 +28,7 @@ import ipaddress
 import re
 import socket
 import time
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import httpx
@@ -36,6 +36,7 @@ import msgspec
 
 from ._errors import ConfigError
 from ._validate import Count, Seconds
+from .models.endpoint import key_of
 from .tools import ToolError, ToolSession
 
 SearchProviderName = Literal["brave", "searxng"]
@@ -48,22 +49,37 @@ _SNIPPET_CHARS = 500
 
 class SearchSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, omit_defaults=True):
     """The search tool's settings (benchmark param ``search``): ``provider`` (``brave`` or ``searxng``),
-    ``base_url`` (the API's root; Brave's public one by default), ``api_key`` (a secret), ``max_results`` per
+    ``base_url`` (the API's root; Brave's public one by default), ``api_key`` (a secret) or ``api_key_env`` (the
+    environment variable holding it), ``max_results`` per
     query (default 5), ``timeout_s`` per tool call, redirects and the whole body included (default 20),
     ``fetch_max_bytes`` of one fetched page (default 2 MB), ``allow_private_hosts`` (let ``fetch_url`` reach
     loopback/private addresses; default false)."""
 
     provider: SearchProviderName = "brave"
-    base_url: str | None = None
+    base_url: Annotated[str, msgspec.Meta(pattern=r"^https?://\S+$")] | None = None
     api_key: str | None = None
+    api_key_env: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
     max_results: Count = 5
     timeout_s: Seconds = 20.0
     fetch_max_bytes: Count = 2_000_000
     allow_private_hosts: bool = False
 
+    def key(self) -> str | None:
+        """``api_key``, else the value of the environment variable ``api_key_env``."""
+        return key_of(self.api_key, self.api_key_env, "benchmark.params.search.api_key_env")
+
     def secrets(self) -> tuple[str, ...]:
         """The strings to mask everywhere (the key)."""
-        return (self.api_key,) if self.api_key else ()
+        key = self.key()
+        return (key,) if key else ()
+
+    def check(self) -> None:
+        """ConfigError now for what the first tool call would refuse (no ``base_url`` where there is no default,
+        an unset ``api_key_env``)."""
+        if not (self.base_url or DEFAULT_BASE_URLS.get(self.provider)):
+            raise ConfigError(f"search provider {self.provider} needs base_url",
+                              field="benchmark.params.search.base_url")
+        self.key()
 
 
 class SearchHit(msgspec.Struct, frozen=True):
@@ -84,7 +100,7 @@ class SearchProvider(abc.ABC):
         self.client = client
         base = settings.base_url or DEFAULT_BASE_URLS.get(self.name)
         if not base:
-            raise ConfigError(f"search provider {self.name} needs search.base_url", field="search.base_url")
+            raise ConfigError(f"search provider {self.name} needs base_url", field="benchmark.params.search.base_url")
         self.base_url = base.rstrip("/")
 
     @abc.abstractmethod
@@ -123,8 +139,8 @@ class BraveSearch(SearchProvider):
 
     async def search(self, query: str, max_results: int) -> list[SearchHit]:
         headers = {"Accept": "application/json"}
-        if self.settings.api_key:
-            headers["X-Subscription-Token"] = self.settings.api_key
+        if key := self.settings.key():
+            headers["X-Subscription-Token"] = key
         data = await self._get_json(f"{self.base_url}/res/v1/web/search",
                                     {"q": query, "count": min(max_results, 20)}, headers)
         results = ((data or {}).get("web") or {}).get("results") if isinstance(data, dict) else None
@@ -143,8 +159,8 @@ class SearxngSearch(SearchProvider):
 
     async def search(self, query: str, max_results: int) -> list[SearchHit]:
         headers = {"Accept": "application/json"}
-        if self.settings.api_key:
-            headers["Authorization"] = f"Bearer {self.settings.api_key}"
+        if key := self.settings.key():
+            headers["Authorization"] = f"Bearer {key}"
         data = await self._get_json(f"{self.base_url}/search", {"q": query, "format": "json"}, headers)
         results = data.get("results") if isinstance(data, dict) else None
         if not isinstance(results, list):

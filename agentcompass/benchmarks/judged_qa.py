@@ -68,7 +68,8 @@ class QAItem(msgspec.Struct, frozen=True, omit_defaults=True):
 
 class JudgedQAParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """Params of every judge-graded QA benchmark: ``sample_ids`` (ids or one id), ``limit``, ``k`` (attempts per
-    task), ``judge_model`` (``{id, base_url, api_key, api_protocol, params, max_concurrency, timeout_s}``),
+    task), ``judge_model`` (``{id, base_url, api_key or api_key_env, api_protocol, params, max_concurrency,
+    timeout_s}``),
     ``judge_timeout`` (seconds one judge call may take from when it is sent, retries included; default 180),
     ``judge_reasks`` (re-asks of a judge whose reply has no verdict; default 1), ``record_judge_prompt`` (the
     filled judge prompt in the record; default true unless the benchmark's answers are encrypted at rest),
@@ -166,6 +167,13 @@ class JudgedQA(Benchmark):
         if self.tools and p.search is None and "web_search" in self.tools:
             raise ConfigError(f"{where}: tools has web_search, so search (the provider: {{provider, base_url, "
                               "api_key}}) must be given", field="benchmark.params.search")
+        if p.search is not None and "web_search" in self.tools:
+            p.search.check()
+        if p.judge_model is not None and self.judge is not None:
+            p.judge_model.key("benchmark.params.judge_model.api_key_env")
+        if p.sample_ids is not None and not p.sample_ids:
+            raise ConfigError(f"{where}: sample_ids is empty (leave it out for every task)",
+                              field="benchmark.params.sample_ids")
         items = self.load_items()
         ids = [i.id for i in items]
         if len(set(ids)) != len(ids):

@@ -207,6 +207,16 @@ def test_without_a_judge_the_deterministic_match_grades(tmp_path: Path) -> None:
     ({"sample_ids": ["qa-local-99"]}, "sample_ids"),
     ({"tools": ["web_search"]}, "search"),
     ({"tools": ["telnet"]}, "tools"),
+    # refused at construction, before any agent call (each was only found mid-run, or never)
+    ({"judge_model": {"id": "scripted", "timeout_s": -5}}, "judge_model"),
+    ({"judge_model": {"id": "scripted", "max_concurrency": -3}}, "judge_model"),
+    ({"judge_model": {"id": ""}}, "judge_model"),
+    ({"judge_model": {"id": "j", "base_url": "ftp://x"}}, "judge_model"),
+    ({"judge_model": {"id": "j", "api_key_env": "AGENTCOMPASS_TEST_UNSET_VAR"}}, "judge_model.api_key_env"),
+    ({"judge_model": {"id": "j", "api_key": "k", "api_key_env": "HOME"}}, "judge_model"),
+    ({"tools": ["web_search"], "search": {"provider": "searxng"}}, "search.base_url"),
+    ({"tools": ["web_search"], "search": {"provider": "searxng", "base_url": "not a url"}}, "search"),
+    ({"sample_ids": []}, "sample_ids"),
 ])
 def test_bad_params_name_the_field(params: dict[str, Any], field: str, tmp_path: Path) -> None:
     with pytest.raises(agentcompass.ConfigError) as err:
@@ -329,3 +339,20 @@ def test_hle_without_a_judge_is_refused_unless_match_is_asked_for_by_name(tmp_pa
     with pytest.raises(agentcompass.ConfigError) as err:  # before any download
         HLE({}, ComponentContext(data_dir=str(tmp_path)))
     assert err.value.field == "benchmark.params.judge_model" and "grading: 'match'" in str(err.value)
+
+
+def test_the_judge_key_can_come_from_an_environment_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTCOMPASS_TEST_JUDGE_KEY", JUDGE_KEY)
+    script = [{"match": "Predicted answer: Canberra", "turns": ["A"]},
+              {"match": "capital city of Australia", "turns": ["Canberra"]}]
+    with _server({"bundled": False, "script": script}, require_api_key=JUDGE_KEY) as server:
+        judge = {"id": "scripted", "base_url": server.base_url, "api_key_env": "AGENTCOMPASS_TEST_JUDGE_KEY"}
+        out = agentcompass.run_evaluation(
+            "qa_local", "openai_chat", "scripted", "local", model_params={"bundled": False, "script": script},
+            benchmark_params={"sample_ids": ["qa-local-03"], "judge_model": judge},
+            results_dir=str(tmp_path), progress="none")
+    assert out.status == "completed", out.error
+    assert _attempts(out.run_dir)["qa-local-03"].correct  # the server took the key from the variable
+    for f in Path(out.run_dir).rglob("*"):
+        if f.is_file():
+            assert JUDGE_KEY.encode() not in f.read_bytes(), f

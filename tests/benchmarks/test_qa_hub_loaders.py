@@ -330,3 +330,10 @@ def test_a_gated_dataset_the_hub_does_not_show_names_hf_token(hub: HubStandIn, t
     with pytest.raises(DatasetDownloadError) as err:  # the stand-in answers 401 RepoNotFound, as the Hub does
         _load("gpqa_diamond", tmp_path)
     assert "Idavidrein/gpqa" in str(err.value) and "HF_TOKEN" in str(err.value)
+
+
+@pytest.mark.parametrize("points", [50, -1, float("nan"), 0])
+def test_frontierscience_success_points_must_be_within_the_rubric(points: float, tmp_path: Path) -> None:
+    with pytest.raises(agentcompass.ConfigError) as err:  # before any download
+        _load("frontierscience", tmp_path, success_points=points)
+    assert err.value.field == "benchmark.params.success_points"
