@@ -11,8 +11,9 @@ A ``Grader`` is one benchmark's grading contract: a prompt template (``{question
 - ``RubricGrader`` (FrontierScience research): ``VERDICT: <points>`` out of the rubric's total; the score is the
   fraction of points and the answer counts as correct at ``threshold`` points (7 of 10, as the paper does).
 
-The templates are written for AgentCompass after the benchmarks' published graders (the same reply format); a
-benchmark's ``judge_prompt`` param replaces one with the official text.
+The templates are written for AgentCompass after the benchmarks' published graders (the same reply format, not
+the same words: numbers graded by them are not the official graders'); a benchmark's ``judge_prompt`` param
+replaces one with the official text (its placeholder names, ``ALIASES``, are accepted as they are).
 
 ``Judge`` makes the call: the ``judge_model`` endpoint is a model of its own (``ModelEndpoint``), retried and
 rate-limited like the model under test (one adaptive limiter per benchmark), each call bounded by ``timeout_s``.
@@ -40,6 +41,10 @@ from . import truncate_middle
 
 GRADES: tuple[str, ...] = ("correct", "incorrect", "not_attempted")
 PLACEHOLDERS: tuple[str, ...] = ("{question}", "{reference}", "{response}")
+#: the other names the published graders use for them (simple-evals' SimpleQA: ``{target}``,
+#: ``{predicted_answer}``; BrowseComp and HLE: ``{correct_answer}``), so an official text can be used verbatim
+ALIASES: dict[str, tuple[str, ...]] = {"{question}": (), "{reference}": ("{correct_answer}", "{target}"),
+                                       "{response}": ("{predicted_answer}",)}
 #: characters of the judge's prompt and reply kept in the attempt's record
 _PROMPT_CHARS = 20_000
 _RAW_CHARS = 20_000
@@ -82,12 +87,19 @@ class Grader(abc.ABC):
     def __init__(self, template: str | None = None) -> None:
         self.prompt_template = template or self.template
 
+    def fields(self) -> dict[str, str]:
+        """Placeholders besides the question, reference and response, with their values."""
+        return {}
+
     def prompt(self, question: str, reference: str, response: str) -> str:
         """The judge's prompt (plain replacement: braces in the texts stay as they are)."""
         out = self.prompt_template
+        for key, value in self.fields().items():
+            out = out.replace(key, value)
         # the response last: a response quoting a placeholder must not pull the reference into the prompt
         for key, value in (("{question}", question), ("{reference}", reference), ("{response}", response)):
-            out = out.replace(key, value)
+            for name in (key, *ALIASES[key]):
+                out = out.replace(name, value)
         return out
 
     @abc.abstractmethod
@@ -100,8 +112,8 @@ class Grader(abc.ABC):
 
 
 def check_template(template: str, field: str) -> str:
-    """``template`` when it has every placeholder, else a ConfigError naming ``field``."""
-    missing = [p for p in PLACEHOLDERS if p not in template]
+    """``template`` when it has every placeholder (or an alias of it), else a ConfigError naming ``field``."""
+    missing = [p for p in PLACEHOLDERS if not any(n in template for n in (p, *ALIASES[p]))]
     if missing:
         raise ConfigError(f"{field} must contain {', '.join(PLACEHOLDERS)} (missing {', '.join(missing)})",
                           field=field)
@@ -297,7 +309,9 @@ class RubricGrader(Grader):
         super().__init__(template)
         self.max_points = max_points
         self.threshold = threshold
-        self.prompt_template = self.prompt_template.replace("{max_points}", f"{max_points:g}")
+
+    def fields(self) -> dict[str, str]:
+        return {"{max_points}": f"{self.max_points:g}"}
 
     def parse(self, raw: str) -> Verdict | None:
         found = _POINTS.findall(raw)
@@ -454,5 +468,5 @@ class Judge:
             await client.aclose()
 
 
-__all__ = ["GRADES", "JUDGE_ERROR_KINDS", "Grader", "Judge", "JudgeError", "LetterGrader", "RubricGrader", "Verdict",
-           "VerdictGrader", "YesNoGrader", "check_template", "mask"]
+__all__ = ["ALIASES", "GRADES", "JUDGE_ERROR_KINDS", "Grader", "Judge", "JudgeError", "LetterGrader", "RubricGrader",
+           "Verdict", "VerdictGrader", "YesNoGrader", "check_template", "mask"]

@@ -28,6 +28,7 @@ the web, ``tools_search.py``). The answer graded is the agent's final answer.
 from __future__ import annotations
 
 import abc
+import hashlib
 import re
 import string
 from typing import Annotated, Any, ClassVar, Literal
@@ -73,7 +74,8 @@ class JudgedQAParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     ``judge_timeout`` (seconds one judge call may take from when it is sent, retries included; default 180),
     ``judge_reasks`` (re-asks of a judge whose reply has no verdict; default 1), ``record_judge_prompt`` (the
     filled judge prompt in the record; default true unless the benchmark's answers are encrypted at rest),
-    ``judge_prompt`` (replaces the benchmark's judge prompt: ``{question}``, ``{reference}``, ``{response}``),
+    ``judge_prompt`` (replaces the benchmark's judge prompt: ``{question}``, ``{reference}``, ``{response}``, or
+    simple-evals' names for them; one text when the selected items share one grader, else ``{item kind: text}``),
     ``grading`` (``auto``,
     ``judge`` or ``match``), ``tools`` (``web_search``, ``fetch_url``: offered through ``tool_agent``),
     ``search`` (the search provider's settings), ``system_prompt`` (for ``tool_agent``)."""
@@ -85,7 +87,7 @@ class JudgedQAParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     judge_timeout: Seconds = 180.0
     judge_reasks: Annotated[int, msgspec.Meta(ge=0, le=5)] = 1
     record_judge_prompt: bool | None = None
-    judge_prompt: str | None = None
+    judge_prompt: str | dict[ItemKind, str] | None = None
     grading: Grading = "auto"
     tools: list[ToolName] = []
     search: SearchSettings | None = None
@@ -146,7 +148,10 @@ class JudgedQA(Benchmark):
         self.p = p
         self.k = p.k or ctx.k or 1
         self.data_dir = ctx.data_dir
-        if p.judge_prompt is not None:
+        prompts = p.judge_prompt if isinstance(p.judge_prompt, dict) else {}
+        for kind, text in prompts.items():
+            check_template(text, f"benchmark.params.judge_prompt.{kind}")
+        if isinstance(p.judge_prompt, str):
             check_template(p.judge_prompt, "benchmark.params.judge_prompt")
         self.grading = self._grading(p)
         self.record_prompt = self.records_judge_prompt if p.record_judge_prompt is None else p.record_judge_prompt
@@ -188,6 +193,13 @@ class JudgedQA(Benchmark):
             keep = set(wanted)
             items = [i for i in items if i.id in keep]
         self.items = items if p.limit is None else items[:p.limit]
+        if isinstance(p.judge_prompt, str) and self.grading == "judge":
+            graders = {self.grader_for(k).name: k for k in sorted({i.kind for i in self.items})}
+            if len(graders) > 1:
+                raise ConfigError(f"{where}: the selected items are graded by {len(graders)} graders "
+                                  f"({', '.join(graders)}), so one judge_prompt text cannot serve them: give "
+                                  f"{{item kind: text}} for the kinds {', '.join(graders.values())}",
+                                  field="benchmark.params.judge_prompt")
         if self.grading == "match" and any(i.kind == "rubric" for i in self.items):
             raise ConfigError(f"{where}: rubric items are graded by a judge only: give judge_model",
                               field="benchmark.params.judge_model")
@@ -274,8 +286,10 @@ class JudgedQA(Benchmark):
 
     def _grader(self, kind: str) -> Grader:
         grader = self.grader_for(kind)
-        if self.p.judge_prompt is not None:
-            grader.prompt_template = self.p.judge_prompt
+        custom = self.p.judge_prompt
+        text = custom.get(kind) if isinstance(custom, dict) else custom  # type: ignore[call-overload]
+        if text is not None:
+            grader.prompt_template = text
         return grader
 
     async def evaluate(self, ctx: EvalContext) -> EvalResult:
@@ -309,6 +323,10 @@ class JudgedQA(Benchmark):
             out["grading_is_official"] = False
         if self.judge is not None:
             out["judge_model"] = self.judge.endpoint.id
+            custom = self.p.judge_prompt
+            out["judge_prompt"] = "agentcompass-v1" if custom is None else "custom"
+            if custom is not None:
+                out["judge_prompt_sha256"] = hashlib.sha256(msgspec.json.encode(custom)).hexdigest()
             out["judge_timeout"] = self.judge.timeout_s
             if self.judge_clamped:
                 out["judge_timeout_clamped_to_verify_timeout"] = True

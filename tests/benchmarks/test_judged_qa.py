@@ -356,3 +356,20 @@ def test_the_judge_key_can_come_from_an_environment_variable(tmp_path: Path, mon
     for f in Path(out.run_dir).rglob("*"):
         if f.is_file():
             assert JUDGE_KEY.encode() not in f.read_bytes(), f
+
+
+def test_judge_prompt_is_given_per_item_kind_and_takes_simple_evals_placeholder_names(tmp_path: Path) -> None:
+    one = "Q: {question}\nGold: {target}\nPredicted: {predicted_answer}\nReply A, B or C."  # SimpleQA's names
+    with pytest.raises(agentcompass.ConfigError) as err:  # a letter item and a rubric item: one text cannot do
+        _run(tmp_path, AGENT, {"id": "scripted"}, ["qa-local-03", "qa-local-16"], judge_prompt=one)
+    assert err.value.field == "benchmark.params.judge_prompt" and "rubric" in str(err.value)
+    rubric = "Q: {question}\nRubric ({max_points} points): {correct_answer}\nAnswer: {response}\nVERDICT: <points>"
+    judge = {"id": "scripted", "params": {"bundled": False, "script": [
+        {"match": "Predicted: Sydney", "turns": ["B"]},
+        {"match": "Rubric (10 points)", "turns": ["VERDICT: 8"]}]}}
+    out = _run(tmp_path, AGENT, judge, ["qa-local-03", "qa-local-16"],
+               judge_prompt={"short": one, "rubric": rubric})
+    got = _attempts(out.run_dir)
+    assert got["qa-local-03"].extra["grade"] == "incorrect" and got["qa-local-16"].extra["points"] == 8.0
+    assert "Gold: Canberra" in got["qa-local-03"].extra["scoring"]["prompt"]
+    assert b'"judge_prompt": "custom"' in (Path(out.run_dir) / "params.json").read_bytes()
