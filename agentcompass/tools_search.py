@@ -51,7 +51,7 @@ class SearchSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, om
     """The search tool's settings (benchmark param ``search``): ``provider`` (``brave`` or ``searxng``),
     ``base_url`` (the API's root; Brave's public one by default), ``api_key`` (a secret) or ``api_key_env`` (the
     environment variable holding it), ``max_results`` per
-    query (default 5), ``timeout_s`` per tool call, redirects and the whole body included (default 20),
+    query (1-50, default 5), ``timeout_s`` per tool call, redirects and the whole body included (default 20),
     ``fetch_max_bytes`` of one fetched page (default 2 MB), ``allow_private_hosts`` (let ``fetch_url`` reach
     loopback/private addresses; default false)."""
 
@@ -59,7 +59,7 @@ class SearchSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, om
     base_url: Annotated[str, msgspec.Meta(pattern=r"^https?://\S+$")] | None = None
     api_key: str | None = None
     api_key_env: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
-    max_results: Count = 5
+    max_results: Annotated[int, msgspec.Meta(ge=1, le=50)] = 5
     timeout_s: Seconds = 20.0
     fetch_max_bytes: Count = 2_000_000
     allow_private_hosts: bool = False

@@ -172,6 +172,10 @@ class JudgedQA(Benchmark):
         if self.tools and p.search is None and "web_search" in self.tools:
             raise ConfigError(f"{where}: tools has web_search, so search (the provider: {{provider, base_url, "
                               "api_key}}) must be given", field="benchmark.params.search")
+        if p.search is not None and not self.tools:
+            raise ConfigError(f"{where}: search is given but tools is empty, so it would not be used: add "
+                              "\"web_search\" (and \"fetch_url\") to tools, or leave search out",
+                              field="benchmark.params.search")
         if p.search is not None and "web_search" in self.tools:
             p.search.check()
         if p.judge_model is not None and self.judge is not None:

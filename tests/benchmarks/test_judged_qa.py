@@ -217,6 +217,8 @@ def test_without_a_judge_the_deterministic_match_grades(tmp_path: Path) -> None:
     ({"tools": ["web_search"], "search": {"provider": "searxng"}}, "search.base_url"),
     ({"tools": ["web_search"], "search": {"provider": "searxng", "base_url": "not a url"}}, "search"),
     ({"sample_ids": []}, "sample_ids"),
+    ({"search": {"provider": "searxng", "base_url": "http://127.0.0.1:9"}}, "search"),  # no tools: unused
+    ({"tools": ["web_search"], "search": {"base_url": "http://127.0.0.1:9", "max_results": 100000}}, "search"),
 ])
 def test_bad_params_name_the_field(params: dict[str, Any], field: str, tmp_path: Path) -> None:
     with pytest.raises(agentcompass.ConfigError) as err:
