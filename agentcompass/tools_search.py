@@ -73,10 +73,10 @@ class SearchSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, om
         key = self.key()
         return (key,) if key else ()
 
-    def check(self) -> None:
-        """ConfigError now for what the first tool call would refuse (no ``base_url`` where there is no default,
-        an unset ``api_key_env``)."""
-        if not (self.base_url or DEFAULT_BASE_URLS.get(self.provider)):
+    def check(self, *, needs_api: bool = True) -> None:
+        """ConfigError now for what the first tool call would refuse (an unset ``api_key_env``; with
+        ``needs_api``, no ``base_url`` where the provider has no default)."""
+        if needs_api and not (self.base_url or DEFAULT_BASE_URLS.get(self.provider)):
             raise ConfigError(f"search provider {self.provider} needs base_url",
                               field="benchmark.params.search.base_url")
         self.key()

@@ -176,9 +176,9 @@ class JudgedQA(Benchmark):
             raise ConfigError(f"{where}: search is given but tools is empty, so it would not be used: add "
                               "\"web_search\" (and \"fetch_url\") to tools, or leave search out",
                               field="benchmark.params.search")
-        if p.search is not None and "web_search" in self.tools:
-            p.search.check()
-        if p.judge_model is not None and self.judge is not None:
+        if p.search is not None:
+            p.search.check(needs_api="web_search" in self.tools)
+        if p.judge_model is not None:
             p.judge_model.key("benchmark.params.judge_model.api_key_env")
         if p.sample_ids is not None and not p.sample_ids:
             raise ConfigError(f"{where}: sample_ids is empty (leave it out for every task)",
