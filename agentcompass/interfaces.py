@@ -245,6 +245,9 @@ class EvalContext:
         self.artifacts = artifacts
         self._open_verifier = open_verifier
         self.log = log
+        #: what ``evaluate`` has recorded so far (e.g. the judge call it is waiting on): the attempt's ``extra``
+        #: when ``evaluate`` runs out of ``verify_timeout`` or raises without an ``extra`` of its own.
+        self.partial_extra: dict[str, Any] = {}
 
     def open_verifier(self, *, image: str | None = None, files: dict[str, str] | None = None,
                       workdir: str | None = None) -> AbstractAsyncContextManager[Environment]:

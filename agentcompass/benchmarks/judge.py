@@ -363,10 +363,13 @@ class Judge:
         return client
 
     async def grade(self, grader: Grader, question: str, reference: str, response: str, *,
-                    budget_s: float | None = None, record_prompt: bool = True) -> tuple[Verdict, dict[str, Any]]:
+                    budget_s: float | None = None, record_prompt: bool = True,
+                    partial: dict[str, Any] | None = None) -> tuple[Verdict, dict[str, Any]]:
         """(the verdict, the call's record for ``extra["scoring"]``); JudgeError when there is no usable verdict.
         ``record_prompt`` false: the prompt is recorded by its sha256 only and ``reference`` is masked in the
-        recorded replies (a benchmark whose answers must not be written in plain text)."""
+        recorded replies (a benchmark whose answers must not be written in plain text). ``partial`` (the
+        evaluation's ``EvalContext.partial_extra``) gets ``scoring``: the call's record as it grows, kept even
+        when the evaluation is cut off from outside."""
         ep = self.endpoint
         prompt = grader.prompt(question, reference, response)
         call: dict[str, Any] = {"method": "judge", "grader": grader.name, "model": ep.id,
@@ -377,6 +380,8 @@ class Judge:
             call["prompt_sha256"] = hashlib.sha256(prompt.encode()).hexdigest()
         if ep.base_url:
             call["base_url"] = ep.base_url
+        if partial is not None:
+            partial["scoring"] = call
 
         def shown(raw: str) -> str:
             return truncate_middle(raw if record_prompt else mask(raw, reference), _RAW_CHARS)

@@ -308,7 +308,7 @@ class JudgedQA(Benchmark):
             kind = str(truth.get("kind") or "short")
             verdict, extra["scoring"] = await self.judge.grade(
                 self._grader(kind), ctx.task.input["question"], str(truth.get("answer", "")), response,
-                budget_s=self.judge_budget, record_prompt=self.record_prompt)
+                budget_s=self.judge_budget, record_prompt=self.record_prompt, partial=ctx.partial_extra)
         extra["grade"] = verdict.grade
         if verdict.points is not None:
             extra["points"] = verdict.points

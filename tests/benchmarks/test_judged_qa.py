@@ -16,6 +16,7 @@ import msgspec
 import pytest
 
 import agentcompass
+from agentcompass.benchmarks.qa_local import QALocal
 from agentcompass.models.scripted_server import ScriptedServer
 from agentcompass.records import AttemptRecord, TaskDetail
 
@@ -375,3 +376,25 @@ def test_judge_prompt_is_given_per_item_kind_and_takes_simple_evals_placeholder_
     assert got["qa-local-03"].extra["grade"] == "incorrect" and got["qa-local-16"].extra["points"] == 8.0
     assert "Gold: Canberra" in got["qa-local-03"].extra["scoring"]["prompt"]
     assert b'"judge_prompt": "custom"' in (Path(out.run_dir) / "params.json").read_bytes()
+
+
+class UnclampedQA(QALocal):
+    """``qa_local`` whose judge may outlive ``verify_timeout`` (as a benchmark that does not fit its waits in it)."""
+
+    def __init__(self, params: Any, ctx: Any) -> None:
+        super().__init__(params, ctx)
+        self.judge_budget = None
+        if self.judge is not None:
+            self.judge.timeout_s = 600.0
+
+
+def test_an_evaluation_cut_off_by_verify_timeout_keeps_what_it_recorded(tmp_path: Path) -> None:
+    judge = {"id": "scripted", "params": {"bundled": False, "fallback": "A", "latency_s": 30}}
+    out = agentcompass.run_evaluation(
+        "tests.benchmarks.test_judged_qa:UnclampedQA", "openai_chat", "scripted", "local",
+        model_params={"bundled": False, "script": AGENT},
+        benchmark_params={"sample_ids": ["qa-local-01"], "judge_model": judge, "verify_timeout": 1},
+        results_dir=str(tmp_path), progress="none")
+    bad = _attempts(out.run_dir)["qa-local-01"]
+    assert bad.status == "eval_error" and bad.error_kind == "eval_timeout"  # the engine's deadline this time
+    assert "The symbol is Au." in bad.extra["scoring"]["prompt"] and bad.extra["scoring"]["model"] == "scripted"
