@@ -49,11 +49,13 @@ class ModelError(AgentCompassError):
 
 class EvalError(AgentCompassError):
     """The verifier could not grade an attempt. ``extra`` (e.g. a judge's raw reply) is kept in the attempt's
-    ``extra`` when ``Benchmark.evaluate`` raises it (the attempt is an ``eval_error``)."""
+    ``extra`` when ``Benchmark.evaluate`` raises it (the attempt is an ``eval_error``); ``kind`` is its
+    ``error_kind`` (``eval_error`` unless a finer one is registered in ``engine/failures.py``)."""
 
-    def __init__(self, message: str = "", *, extra: dict[str, Any] | None = None) -> None:
+    def __init__(self, message: str = "", *, extra: dict[str, Any] | None = None, kind: str = "eval_error") -> None:
         super().__init__(message)
         self.extra: dict[str, Any] = dict(extra or {})
+        self.kind = kind
 
 
 class RunInsideLoopError(AgentCompassError, RuntimeError):

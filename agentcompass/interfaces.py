@@ -245,6 +245,9 @@ class EvalContext:
         self.artifacts = artifacts
         self._open_verifier = open_verifier
         self.log = log
+        #: what ``evaluate`` has recorded so far (e.g. the judge call it is waiting on): the attempt's ``extra``
+        #: when ``evaluate`` runs out of ``verify_timeout`` or raises without an ``extra`` of its own.
+        self.partial_extra: dict[str, Any] = {}
 
     def open_verifier(self, *, image: str | None = None, files: dict[str, str] | None = None,
                       workdir: str | None = None) -> AbstractAsyncContextManager[Environment]:
@@ -287,6 +290,9 @@ class ComponentContext(msgspec.Struct, omit_defaults=True):
     open_pacer: Callable[[], Awaitable[float]] | None = None
     #: the request's benchmark id (e.g. ``swebench_verified``), so a harness can default to settings made for it.
     benchmark: str = ""
+    #: the request's ``verify_timeout`` (seconds one ``Benchmark.evaluate`` may take), so a benchmark can fit its
+    #: own waits (e.g. a judge call) inside it; None outside the engine.
+    verify_timeout: float | None = None
     #: the model's prices (model param ``price_per_million``), None when not given: a harness's own cost limit.
     price: PriceTable | None = None
     #: ``report_download(what, bytes_done, bytes_total)``: a constructor's data download, shown as progress

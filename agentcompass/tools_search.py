@@ -10,9 +10,13 @@ Providers speak a real search API over httpx:
 
 The key is a secret: the benchmark returns it from ``Benchmark.secrets()``. A provider error (HTTP status, time
 out, a body that is not the API's JSON) goes back to the model as the tool's error, never ends the attempt.
-``fetch_url`` fetches http(s) pages (size- and time-bounded, HTML reduced to text) and refuses addresses on the
-host's own networks (loopback, private, link-local) unless ``allow_private_hosts``: the session runs on the
-engine's host, and an agent must not reach its services.
+``fetch_url`` fetches http(s) pages (size-bounded, HTML reduced to text) and refuses every address that is not
+globally routable (``ipaddress``'s ``is_global``: loopback, private, link-local, shared 100.64/10, reserved; an
+IPv4-mapped, 6to4 or NAT64 IPv6 address is judged by the IPv4 address it carries) unless
+``allow_private_hosts``: the session runs on the engine's host, and an agent must not reach its services. Each
+hop's name is resolved once and the connection goes to the checked address (the URL's host stays in ``Host`` and
+TLS SNI), so a name that resolves differently the second time (DNS rebinding) cannot slip through. Every tool call
+(a search, a fetch with its redirects) is bounded as a whole by ``timeout_s``.
 """
 
 from __future__ import annotations
@@ -24,14 +28,15 @@ import ipaddress
 import re
 import socket
 import time
-from typing import Any, ClassVar, Literal
-from urllib.parse import urlsplit
+from typing import Annotated, Any, ClassVar, Literal
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import httpx
 import msgspec
 
 from ._errors import ConfigError
 from ._validate import Count, Seconds
+from .models.endpoint import key_of
 from .tools import ToolError, ToolSession
 
 SearchProviderName = Literal["brave", "searxng"]
@@ -44,21 +49,37 @@ _SNIPPET_CHARS = 500
 
 class SearchSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, omit_defaults=True):
     """The search tool's settings (benchmark param ``search``): ``provider`` (``brave`` or ``searxng``),
-    ``base_url`` (the API's root; Brave's public one by default), ``api_key`` (a secret), ``max_results`` per
-    query (default 5), ``timeout_s`` per request (default 20), ``fetch_max_bytes`` of one fetched page (default
-    2 MB), ``allow_private_hosts`` (let ``fetch_url`` reach loopback/private addresses; default false)."""
+    ``base_url`` (the API's root; Brave's public one by default), ``api_key`` (a secret) or ``api_key_env`` (the
+    environment variable holding it), ``max_results`` per
+    query (1-50, default 5), ``timeout_s`` per tool call, redirects and the whole body included (default 20),
+    ``fetch_max_bytes`` of one fetched page (default 2 MB), ``allow_private_hosts`` (let ``fetch_url`` reach
+    loopback/private addresses; default false)."""
 
     provider: SearchProviderName = "brave"
-    base_url: str | None = None
+    base_url: Annotated[str, msgspec.Meta(pattern=r"^https?://\S+$")] | None = None
     api_key: str | None = None
-    max_results: Count = 5
+    api_key_env: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
+    max_results: Annotated[int, msgspec.Meta(ge=1, le=50)] = 5
     timeout_s: Seconds = 20.0
     fetch_max_bytes: Count = 2_000_000
     allow_private_hosts: bool = False
 
+    def key(self) -> str | None:
+        """``api_key``, else the value of the environment variable ``api_key_env``."""
+        return key_of(self.api_key, self.api_key_env, "benchmark.params.search.api_key_env")
+
     def secrets(self) -> tuple[str, ...]:
         """The strings to mask everywhere (the key)."""
-        return (self.api_key,) if self.api_key else ()
+        key = self.key()
+        return (key,) if key else ()
+
+    def check(self, *, needs_api: bool = True) -> None:
+        """ConfigError now for what the first tool call would refuse (an unset ``api_key_env``; with
+        ``needs_api``, no ``base_url`` where the provider has no default)."""
+        if needs_api and not (self.base_url or DEFAULT_BASE_URLS.get(self.provider)):
+            raise ConfigError(f"search provider {self.provider} needs base_url",
+                              field="benchmark.params.search.base_url")
+        self.key()
 
 
 class SearchHit(msgspec.Struct, frozen=True):
@@ -79,7 +100,7 @@ class SearchProvider(abc.ABC):
         self.client = client
         base = settings.base_url or DEFAULT_BASE_URLS.get(self.name)
         if not base:
-            raise ConfigError(f"search provider {self.name} needs search.base_url", field="search.base_url")
+            raise ConfigError(f"search provider {self.name} needs base_url", field="benchmark.params.search.base_url")
         self.base_url = base.rstrip("/")
 
     @abc.abstractmethod
@@ -118,8 +139,8 @@ class BraveSearch(SearchProvider):
 
     async def search(self, query: str, max_results: int) -> list[SearchHit]:
         headers = {"Accept": "application/json"}
-        if self.settings.api_key:
-            headers["X-Subscription-Token"] = self.settings.api_key
+        if key := self.settings.key():
+            headers["X-Subscription-Token"] = key
         data = await self._get_json(f"{self.base_url}/res/v1/web/search",
                                     {"q": query, "count": min(max_results, 20)}, headers)
         results = ((data or {}).get("web") or {}).get("results") if isinstance(data, dict) else None
@@ -138,8 +159,8 @@ class SearxngSearch(SearchProvider):
 
     async def search(self, query: str, max_results: int) -> list[SearchHit]:
         headers = {"Accept": "application/json"}
-        if self.settings.api_key:
-            headers["Authorization"] = f"Bearer {self.settings.api_key}"
+        if key := self.settings.key():
+            headers["Authorization"] = f"Bearer {key}"
         data = await self._get_json(f"{self.base_url}/search", {"q": query, "format": "json"}, headers)
         results = data.get("results") if isinstance(data, dict) else None
         if not isinstance(results, list):
@@ -172,17 +193,39 @@ def _strip_tags(text: str) -> str:
     return _LINES.sub("\n\n", _BLANKS.sub(" ", html.unescape(text))).strip()
 
 
-async def _refuse_private(host: str) -> None:
-    """ToolError when ``host`` is (or resolves to) a loopback, private, link-local or reserved address."""
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+def is_public(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Whether ``addr`` is globally routable, judging an IPv6 address that carries an IPv4 one (mapped, 6to4,
+    NAT64) by that IPv4 address."""
+    if isinstance(addr, ipaddress.IPv6Address):
+        inner = addr.ipv4_mapped or addr.sixtofour
+        if inner is None and addr in _NAT64:
+            inner = ipaddress.IPv4Address(int(addr) & 0xFFFFFFFF)
+        if inner is not None:
+            return is_public(inner)
+    return addr.is_global and not addr.is_multicast
+
+
+async def resolve_public(host: str, *, allow_private: bool = False) -> str:
+    """The address to connect to for ``host`` (resolved once); ToolError when it resolves to no address, or to
+    any address that is not public (unless ``allow_private``)."""
     try:
-        infos = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
-    except OSError as exc:
-        raise ToolError(f"cannot resolve {host}: {exc}") from None
-    for info in infos:
-        addr = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
-        if addr.is_private or addr.is_loopback or addr.is_link_local or addr.is_reserved or addr.is_multicast \
-                or addr.is_unspecified:
-            raise ToolError(f"{host} is on a private network ({addr}); fetch_url only reaches public hosts")
+        addrs = [ipaddress.ip_address(host.strip("[]"))]
+    except ValueError:
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            raise ToolError(f"cannot resolve {host}: {exc}") from None
+        addrs = [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
+    if not addrs:
+        raise ToolError(f"cannot resolve {host}: no address")
+    if not allow_private:
+        for addr in addrs:
+            if not is_public(addr):
+                raise ToolError(f"{host} is on a private network ({addr}); fetch_url only reaches public hosts")
+    return str(addrs[0])
 
 
 class WebToolSession(ToolSession):
@@ -215,15 +258,23 @@ class WebToolSession(ToolSession):
         started = time.monotonic()
         entry: dict[str, Any] = {"tool": name, "arguments": arguments}
         self.calls.append(entry)
+        limit = self.settings.timeout_s
         try:
-            if name == "web_search":
-                out, entry["results"] = await self._search(arguments)
-            else:
-                out = await self._fetch(arguments)
-                entry["chars"] = len(out)
+            try:
+                async with asyncio.timeout(limit):  # the whole call, not each read: a trickling server is cut
+                    if name == "web_search":
+                        out, entry["results"] = await self._search(arguments)
+                    else:
+                        out = await self._fetch(arguments)
+                        entry["chars"] = len(out)
+            except TimeoutError:
+                raise ToolError(f"{name} did not finish within timeout_s={limit:g}s") from None
         except ToolError as exc:
-            entry["error"] = str(exc)
-            raise
+            message = str(exc)
+            for secret in self.settings.secrets():  # an API may echo the key: it must not reach the model
+                message = message.replace(secret, "***")
+            entry["error"] = message
+            raise ToolError(message) from None
         finally:
             entry["latency_s"] = round(time.monotonic() - started, 6)
         return out
@@ -249,12 +300,23 @@ class WebToolSession(ToolSession):
             parts = urlsplit(url)
             if parts.scheme not in ("http", "https") or not parts.hostname:
                 raise ToolError(f"fetch_url takes http(s) URLs, got {url!r}")
-            if not self.settings.allow_private_hosts:
-                await _refuse_private(parts.hostname)
             try:
-                async with self._http().stream("GET", url) as resp:
+                port = parts.port
+            except ValueError:
+                raise ToolError(f"fetch_url got a URL with a bad port: {url!r}") from None
+            ip = await resolve_public(parts.hostname, allow_private=self.settings.allow_private_hosts)
+            # connect to the checked address; the name stays in Host and in TLS (SNI, certificate check)
+            netloc = f"[{ip}]" if ":" in ip else ip
+            if port is not None:
+                netloc += f":{port}"
+            target = urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, ""))
+            host_header = parts.hostname if port is None else f"{parts.hostname}:{port}"
+            extensions = {"sni_hostname": parts.hostname} if parts.scheme == "https" else {}
+            try:
+                async with self._http().stream("GET", target, headers={"Host": host_header},
+                                               extensions=extensions) as resp:
                     if resp.is_redirect and resp.headers.get("location"):
-                        url = str(resp.url.join(resp.headers["location"]))
+                        url = urljoin(url, resp.headers["location"])
                         continue
                     body = bytearray()
                     async for chunk in resp.aiter_bytes():
@@ -283,4 +345,4 @@ class WebToolSession(ToolSession):
 
 
 __all__ = ["PROVIDERS", "BraveSearch", "SearchHit", "SearchProvider", "SearchSettings", "SearxngSearch",
-           "WebToolSession"]
+           "WebToolSession", "is_public", "resolve_public"]

@@ -74,9 +74,67 @@ async def test_fetch_url_reads_a_page_as_text() -> None:
 
 
 @pytest.mark.parametrize("url", ["http://127.0.0.1:9/admin", "http://localhost/", "http://10.1.2.3/",
-                                 "http://169.254.169.254/latest/meta-data", "file:///etc/passwd"])
+                                 "http://169.254.169.254/latest/meta-data", "file:///etc/passwd",
+                                 "http://100.100.100.200/latest/meta-data",  # shared 100.64/10 (a cloud's metadata)
+                                 "http://[2002:7f00:1::1]/", "http://[::ffff:127.0.0.1]/", "http://[64:ff9b::a01:203]/"])
 async def test_fetch_url_refuses_the_hosts_own_networks(url: str) -> None:
     session = _session({})
     with pytest.raises(ToolError, match="private network|http\\(s\\) URLs"):
         await session.call("fetch_url", {"url": url})
     await session.aclose()
+
+
+async def test_fetch_url_connects_to_the_address_it_checked_not_a_second_resolution(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a DNS-rebinding name: public on the first lookup, loopback on every later one
+    import socket
+
+    lookups: list[str] = []
+    real = socket.getaddrinfo
+
+    def rebinding(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host in ("rebind.example", b"rebind.example"):
+            lookups.append(str(host))
+            ip = "93.184.215.14" if len(lookups) == 1 else "127.0.0.1"
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (ip, 0))]
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    with SearchStandIn(pages={"admin": "INTERNAL-ADMIN-PAGE"}) as api:
+        port = api.url.rsplit(":", 1)[1]
+        session = _session({"base_url": api.url, "timeout_s": 1})
+        try:
+            with pytest.raises(ToolError) as err:
+                await session.call("fetch_url", {"url": f"http://rebind.example:{port}/page/admin"})
+        finally:
+            await session.aclose()
+        served = list(api.requests)
+    assert lookups == ["rebind.example"]  # resolved once: the connection went to the public address checked
+    assert "INTERNAL-ADMIN-PAGE" not in str(err.value) and not served
+
+
+async def test_a_tool_call_is_bounded_as_a_whole_not_per_read() -> None:
+    from .standins.file_host import FileHost
+
+    with FileHost() as host:  # a byte every 0.3 s: no single read waits long, the page never ends in time
+        host.files["/slow"] = b"x" * 100
+        host.drip["/slow"] = 0.3
+        session = _session({"base_url": host.url, "allow_private_hosts": True, "timeout_s": 1})
+        try:
+            with pytest.raises(ToolError, match="fetch_url did not finish within timeout_s=1s"):
+                await session.call("fetch_url", {"url": host.url + "/slow"})
+        finally:
+            await session.aclose()
+    assert session.calls[0]["error"] == "fetch_url did not finish within timeout_s=1s"
+
+
+async def test_an_api_echoing_the_key_does_not_show_it_to_the_model() -> None:
+    with SearchStandIn(results=HITS, echo_token=True) as api:
+        session = _session({"provider": "brave", "base_url": api.url, "api_key": "wrong-" + api.key})
+        try:
+            with pytest.raises(ToolError) as err:
+                await session.call("web_search", {"query": "rayleigh scattering"})
+        finally:
+            await session.aclose()
+    assert "HTTP 401" in str(err.value) and "(got ***)" in str(err.value)
+    assert "wrong-" + api.key not in str(err.value) and "wrong-" + api.key not in session.calls[0]["error"]

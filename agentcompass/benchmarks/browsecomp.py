@@ -2,10 +2,14 @@
 (``correct: yes|no``).
 
 Data: the encrypted CSV simple-evals publishes (``browse_comp_test_set.csv``: ``problem``, ``answer``,
-``problem_topic``, ``canary``), from the Hub dataset ``openai/BrowseComp`` by default (``repo`` names another copy).
-``problem`` and ``answer`` are base64 of the text XORed with a key stream: SHA-256 of the row's ``canary``,
-repeated to the text's length; they are decrypted in memory only. Task ids ``browsecomp-0000``...; the category is
-``problem_topic``.
+``problem_topic``, ``canary``), downloaded from ``URL`` (simple-evals' own source; no Hub copy exists) and cached
+under ``data_dir`` (``qa_url.py``); the ``url`` param points at another copy, ``download_timeout`` bounds the
+transfer. ``problem`` and ``answer`` are base64 of the text XORed with a key stream: SHA-256 of the row's
+``canary``, repeated to the text's length. Task ids ``browsecomp-0000``...; the category is ``problem_topic``.
+
+What reaches the run directory: the decrypted question is the agent's prompt, so it is in the trajectory (with
+the agent's own answer); the reference answer is not written: the judge's prompt is recorded by its template and
+sha256 only (``record_judge_prompt`` false), and the reference answer is masked in the judge's recorded reply.
 """
 
 from __future__ import annotations
@@ -13,14 +17,20 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-from pathlib import Path
 from typing import ClassVar
 
+import msgspec
+
 from .._errors import ConfigError
-from .hub_qa import HubQA
+from .._validate import Seconds
+from ..swebench.hub import HubSettings
 from .judge import Grader, YesNoGrader
-from .judged_qa import QAItem
+from .judged_qa import JudgedQA, JudgedQAParams, QAItem
 from .qa_hub import read_rows
+from .qa_url import url_file
+
+#: where simple-evals (``browsecomp_eval.py``) reads the test set
+URL = "https://openaipublic.blob.core.windows.net/simple-evals/browse_comp_test_set.csv"
 
 FILE = "browse_comp_test_set.csv"
 ANSWER_FORMAT = ("\n\nAnswer in this format:\nExplanation: <your explanation for your final answer>\n"
@@ -46,20 +56,34 @@ def encrypt(plaintext: str, password: str) -> str:
     return base64.b64encode(bytes(a ^ b for a, b in zip(data, key_stream(password, len(data)), strict=True))).decode()
 
 
-class BrowseComp(HubQA):
-    """BrowseComp (params: ``HubQAParams``)."""
+class BrowseCompParams(JudgedQAParams, frozen=True):
+    """``JudgedQAParams`` and: ``url`` (the CSV; default simple-evals' ``URL``), ``download_timeout`` (seconds for
+    the whole download; default 60)."""
+
+    url: str = URL
+    download_timeout: Seconds = 60.0
+
+
+class BrowseComp(JudgedQA):
+    """BrowseComp (params: ``BrowseCompParams``)."""
 
     name: ClassVar[str] = "browsecomp"
     version: ClassVar[str] = "1"
     dimension: ClassVar[str] = "web_research"
-    repo: ClassVar[str] = "openai/BrowseComp"
+    Params: ClassVar[type[JudgedQAParams]] = BrowseCompParams
+    #: the reference answers are encrypted at rest: keep them out of the run directory
+    records_judge_prompt: ClassVar[bool] = False
 
-    def patterns(self) -> list[str]:
-        return [FILE]
-
-    def items_from(self, files: dict[str, Path]) -> list[QAItem]:
+    def load_items(self) -> list[QAItem]:
+        p = self.p
+        assert isinstance(p, BrowseCompParams)
+        if not p.url.startswith(("https://", "http://")):
+            raise ConfigError(f"{self.where}: url must be an http(s) URL, not {p.url!r}", field="benchmark.params.url")
+        path, got = url_file(self.where, p.url, FILE, data_dir=self.data_dir, timeout=p.download_timeout,
+                             offline=HubSettings.from_env().offline)
+        self.source = {"kind": "url", **msgspec.to_builtins(got)}
         out = []
-        for n, row in enumerate(read_rows(files[FILE])):
+        for n, row in enumerate(read_rows(path)):
             try:
                 problem = decrypt(row["problem"], row["canary"])
                 answer = decrypt(row["answer"], row["canary"])
@@ -75,4 +99,4 @@ class BrowseComp(HubQA):
         return YesNoGrader()
 
 
-__all__ = ["BrowseComp", "decrypt", "encrypt", "key_stream"]
+__all__ = ["URL", "BrowseComp", "BrowseCompParams", "decrypt", "encrypt", "key_stream"]

@@ -13,7 +13,9 @@ subject (``research/physics``).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
+
+import msgspec
 
 from .hub_qa import HubQA, HubQAParams
 from .judge import Grader, RubricGrader, VerdictGrader
@@ -28,7 +30,7 @@ class FrontierScienceParams(HubQAParams, frozen=True):
     points a research answer needs to count as correct; default 7)."""
 
     track: Literal["all", "olympiad", "research"] = "all"
-    success_points: float = 7.0
+    success_points: Annotated[float, msgspec.Meta(gt=0, le=10)] = 7.0
 
 
 class FrontierScience(HubQA):

@@ -48,6 +48,7 @@ class GPQADiamond(HubQA):
     Params: ClassVar[type[GPQAParams]] = GPQAParams
     repo: ClassVar[str] = "Idavidrein/gpqa"
     has_match: ClassVar[bool] = True
+    choice_letters: ClassVar[str] = "ABCD"
 
     def _grading(self, p: JudgedQAParams) -> str:
         # the official grading is the letter: the judge only when asked for by name

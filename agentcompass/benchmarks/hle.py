@@ -1,6 +1,7 @@
 """``hle``: Humanity's Last Exam (2,500 expert questions; exact-answer and multiple-choice), graded by a judge
-(``correct: yes|no``), or without one by its deterministic match (the multiple-choice letter; the exact answer
-normalized).
+(``correct: yes|no``, the confidence it extracts giving ``calibration_error``). HLE defines no grading without a
+judge: ``grading: match`` (asked for by name; ``auto`` without ``judge_model`` is refused) uses the multiple-choice
+letter and the normalized exact answer, and the run records ``grading_is_official: false``.
 
 Data: the gated Hub dataset ``cais/hle`` (accept its terms, set ``HF_TOKEN``): ``data/test-*.parquet`` with ``id``,
 ``question``, ``image``, ``answer``, ``answer_type`` (``exactMatch`` or ``multipleChoice``), ``category``. The
@@ -40,6 +41,7 @@ class HLE(HubQA):
     Params: ClassVar[type[HLEParams]] = HLEParams
     repo: ClassVar[str] = "cais/hle"
     has_match: ClassVar[bool] = True
+    match_in_auto: ClassVar[bool] = False
 
     def patterns(self) -> list[str]:
         return [PATTERN]

@@ -11,8 +11,9 @@ A ``Grader`` is one benchmark's grading contract: a prompt template (``{question
 - ``RubricGrader`` (FrontierScience research): ``VERDICT: <points>`` out of the rubric's total; the score is the
   fraction of points and the answer counts as correct at ``threshold`` points (7 of 10, as the paper does).
 
-The templates are written for AgentCompass after the benchmarks' published graders (the same reply format); a
-benchmark's ``judge_prompt`` param replaces one with the official text.
+The templates are written for AgentCompass after the benchmarks' published graders (the same reply format, not
+the same words: numbers graded by them are not the official graders'); a benchmark's ``judge_prompt`` param
+replaces one with the official text (its placeholder names, ``ALIASES``, are accepted as they are).
 
 ``Judge`` makes the call: the ``judge_model`` endpoint is a model of its own (``ModelEndpoint``), retried and
 rate-limited like the model under test (one adaptive limiter per benchmark), each call bounded by ``timeout_s``.
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import hashlib
 import math
 import re
 import time
@@ -32,13 +34,17 @@ from typing import Any, ClassVar
 import msgspec
 
 from .._errors import ConfigError, EvalError, ModelError
-from ..models.adaptive import AdaptiveLimiter
+from ..models.adaptive import AdaptiveLimiter, outcome_of
 from ..models.endpoint import ModelEndpoint, open_endpoint
 from ..models.retry import RetryingModelClient
 from . import truncate_middle
 
 GRADES: tuple[str, ...] = ("correct", "incorrect", "not_attempted")
 PLACEHOLDERS: tuple[str, ...] = ("{question}", "{reference}", "{response}")
+#: the other names the published graders use for them (simple-evals' SimpleQA: ``{target}``,
+#: ``{predicted_answer}``; BrowseComp and HLE: ``{correct_answer}``), so an official text can be used verbatim
+ALIASES: dict[str, tuple[str, ...]] = {"{question}": (), "{reference}": ("{correct_answer}", "{target}"),
+                                       "{response}": ("{predicted_answer}",)}
 #: characters of the judge's prompt and reply kept in the attempt's record
 _PROMPT_CHARS = 20_000
 _RAW_CHARS = 20_000
@@ -50,14 +56,22 @@ class Verdict(msgspec.Struct, frozen=True, omit_defaults=True):
     grade: str
     score: float
     points: float | None = None
+    #: the confidence (0-100) the response stated, as the judge extracted it (``confidence:``; HLE, BrowseComp)
+    confidence: float | None = None
+
+
+#: the failure kinds of a judge (``JudgeError.kind``, the attempt's ``error_kind``; all final: none re-runs
+#: the agent): a reply without a grade after the re-asks, no reply in time (or no judge slot in time), a refused
+#: key, an endpoint failing after its retries.
+JUDGE_ERROR_KINDS: tuple[str, ...] = ("judge_unparsable", "judge_timeout", "judge_auth", "judge_unavailable")
 
 
 class JudgeError(EvalError):
     """The judge gave no usable verdict (garbage, an error after its retries, or no reply in time). ``extra``
-    (the call and its raw reply) is kept in the attempt's record."""
+    (the call and its raw reply) is kept in the attempt's record; ``kind`` is one of ``JUDGE_ERROR_KINDS``."""
 
-    def __init__(self, message: str, extra: dict[str, Any]) -> None:
-        super().__init__(message, extra=extra)
+    def __init__(self, message: str, extra: dict[str, Any], kind: str = "judge_unparsable") -> None:
+        super().__init__(message, extra=extra, kind=kind)
 
 
 class Grader(abc.ABC):
@@ -73,22 +87,33 @@ class Grader(abc.ABC):
     def __init__(self, template: str | None = None) -> None:
         self.prompt_template = template or self.template
 
+    def fields(self) -> dict[str, str]:
+        """Placeholders besides the question, reference and response, with their values."""
+        return {}
+
     def prompt(self, question: str, reference: str, response: str) -> str:
         """The judge's prompt (plain replacement: braces in the texts stay as they are)."""
         out = self.prompt_template
+        for key, value in self.fields().items():
+            out = out.replace(key, value)
         # the response last: a response quoting a placeholder must not pull the reference into the prompt
         for key, value in (("{question}", question), ("{reference}", reference), ("{response}", response)):
-            out = out.replace(key, value)
+            for name in (key, *ALIASES[key]):
+                out = out.replace(name, value)
         return out
 
     @abc.abstractmethod
     def parse(self, raw: str) -> Verdict | None:
         """The verdict in the judge's reply, None when it has none (the attempt is then an ``eval_error``)."""
 
+    def parse_lenient(self, raw: str) -> Verdict | None:
+        """A second, looser reading of a reply ``parse`` found no verdict in (None: none either)."""
+        return None
+
 
 def check_template(template: str, field: str) -> str:
-    """``template`` when it has every placeholder, else a ConfigError naming ``field``."""
-    missing = [p for p in PLACEHOLDERS if p not in template]
+    """``template`` when it has every placeholder (or an alias of it), else a ConfigError naming ``field``."""
+    missing = [p for p in PLACEHOLDERS if not any(n in template for n in (p, *ALIASES[p]))]
     if missing:
         raise ConfigError(f"{field} must contain {', '.join(PLACEHOLDERS)} (missing {', '.join(missing)})",
                           field=field)
@@ -118,6 +143,10 @@ Reply with the letter "A", "B" or "C" only, nothing else."""
 
 _LETTER = re.compile(r"^\W*(?:(?i:grade|answer)\W*)?([ABC])\b")  # the letter upper case: "a lot..." is no grade
 _LETTER_WORD = re.compile(r"^\W*(NOT[_ ]ATTEMPTED|INCORRECT|CORRECT)\b", re.IGNORECASE)
+# lenient: the letter ending the reply ("..., so: B"), or "grade is A" / "grade: A" anywhere (the last one)
+_LETTER_LAST = re.compile(r"(?:^|[\s:(*\"'])([ABC])[\s).*\"']*$")
+_LETTER_GRADE = re.compile(r"(?i:grade)\W*(?:(?i:is)\W*)?([ABC])\b")
+_LETTERS = {"A": "correct", "B": "incorrect", "C": "not_attempted"}
 
 
 class LetterGrader(Grader):
@@ -136,6 +165,15 @@ class LetterGrader(Grader):
             grade = w[1].lower().replace(" ", "_")
         else:
             return None
+        return Verdict(grade=grade, score=1.0 if grade == "correct" else 0.0)
+
+    def parse_lenient(self, raw: str) -> Verdict | None:
+        text = raw.strip()
+        m = _LETTER_LAST.search(text)
+        found = [m[1]] if m else _LETTER_GRADE.findall(text)[-1:]
+        if not found:
+            return None
+        grade = _LETTERS[found[-1]]
         return Verdict(grade=grade, score=1.0 if grade == "correct" else 0.0)
 
 
@@ -162,6 +200,8 @@ confidence: the confidence score the response states (0% to 100%), or 100 if it 
 
 _CORRECT_YES_NO = re.compile(r"^\W*correct\W*:\W*(yes|no)\b", re.IGNORECASE | re.MULTILINE)
 _EXTRACTED = re.compile(r"^\W*extracted_final_answer\W*:\s*(.*)$", re.IGNORECASE | re.MULTILINE)
+_CORRECT_ANYWHERE = re.compile(r"\bcorrect\b[\s*_`]*:[\s*_`]*(yes|no)\b", re.IGNORECASE)
+_CONFIDENCE = re.compile(r"\bconfidence\b[\s*_`]*:[\s*_`]*(\d+(?:\.\d+)?)", re.IGNORECASE)
 
 
 class YesNoGrader(Grader):
@@ -172,14 +212,22 @@ class YesNoGrader(Grader):
     template = _YES_NO_TEMPLATE
 
     def parse(self, raw: str) -> Verdict | None:
-        found = _CORRECT_YES_NO.findall(raw)
+        return self._verdict(raw, _CORRECT_YES_NO.findall(raw))
+
+    def parse_lenient(self, raw: str) -> Verdict | None:
+        return self._verdict(raw, _CORRECT_ANYWHERE.findall(raw))
+
+    @staticmethod
+    def _verdict(raw: str, found: list[str]) -> Verdict | None:
         if not found:
             return None
+        conf = _CONFIDENCE.findall(raw)
+        confidence = min(float(conf[-1]), 100.0) if conf else None
         if found[-1].lower() == "yes":
-            return Verdict(grade="correct", score=1.0)
+            return Verdict(grade="correct", score=1.0, confidence=confidence)
         extracted = _EXTRACTED.findall(raw)
         none = bool(extracted) and extracted[-1].strip().strip("*`'\". ").lower() in {"none", ""}
-        return Verdict(grade="not_attempted" if none else "incorrect", score=0.0)
+        return Verdict(grade="not_attempted" if none else "incorrect", score=0.0, confidence=confidence)
 
 
 _VERDICT_TEMPLATE = """Grade an attempted answer to a science olympiad problem against its reference answer. Be \
@@ -261,7 +309,9 @@ class RubricGrader(Grader):
         super().__init__(template)
         self.max_points = max_points
         self.threshold = threshold
-        self.prompt_template = self.prompt_template.replace("{max_points}", f"{max_points:g}")
+
+    def fields(self) -> dict[str, str]:
+        return {"{max_points}": f"{self.max_points:g}"}
 
     def parse(self, raw: str) -> Verdict | None:
         found = _POINTS.findall(raw)
@@ -274,59 +324,154 @@ class RubricGrader(Grader):
         return Verdict(grade=grade, score=points / self.max_points, points=points)
 
 
-class Judge:
-    """Calls ``endpoint`` with a grader's prompt and parses the verdict (see the module doc)."""
+def mask(text: str, secret: str) -> str:
+    """``text`` with every occurrence of ``secret`` (case-insensitive) replaced by ``[reference answer]``."""
+    secret = secret.strip()
+    if not secret:
+        return text
+    return re.sub(re.escape(secret), "[reference answer]", text, flags=re.IGNORECASE)
 
-    def __init__(self, endpoint: ModelEndpoint, timeout_s: float) -> None:
+
+_REASK = "Your reply had no grade I could read. Reply again in the required format: {expects}."
+
+
+class Judge:
+    """Calls ``endpoint`` with a grader's prompt and parses the verdict (see the module doc).
+
+    ``timeout_s`` bounds each judge call (its retries included) from when it is sent: the wait for one of the
+    judge's concurrency slots (``max_concurrency``, adaptive below it) does not count against it; both are
+    bounded by the budget ``grade`` is given (what is left of the attempt's ``verify_timeout``). A reply without
+    a verdict is re-asked up to ``reasks`` times. After the endpoint refused the key once, ``auth_failure``
+    holds the error and later grades fail at once without calling it."""
+
+    def __init__(self, endpoint: ModelEndpoint, timeout_s: float, *, reasks: int = 1) -> None:
         self.endpoint = endpoint
         self.timeout_s = timeout_s
+        self.reasks = reasks
         self._limiter: AdaptiveLimiter | None = None
+        self.auth_failure: str | None = None
+        #: how errors name the call's deadline (a benchmark that clamped ``timeout_s`` says so here)
+        self.timeout_label = f"judge_timeout={timeout_s:g}s"
 
     def _client(self) -> Any:
         client = open_endpoint(self.endpoint)
         if isinstance(client, RetryingModelClient) and client.limiter is not None:
-            # one limit for all of this benchmark's judge calls (each call has its own short-lived client)
+            # one limit for all of this benchmark's judge calls, taken here, outside the call's deadline
             if self._limiter is None:
                 self._limiter = client.limiter
-            client.limiter = self._limiter
+            client.limiter = None
         return client
 
-    async def grade(self, grader: Grader, question: str, reference: str,
-                    response: str) -> tuple[Verdict, dict[str, Any]]:
-        """(the verdict, the call's record for ``extra["scoring"]``); JudgeError when there is no usable verdict."""
+    async def grade(self, grader: Grader, question: str, reference: str, response: str, *,
+                    budget_s: float | None = None, record_prompt: bool = True,
+                    partial: dict[str, Any] | None = None) -> tuple[Verdict, dict[str, Any]]:
+        """(the verdict, the call's record for ``extra["scoring"]``); JudgeError when there is no usable verdict.
+        ``record_prompt`` false: the prompt is recorded by its sha256 only and ``reference`` is masked in the
+        recorded replies (a benchmark whose answers must not be written in plain text). ``partial`` (the
+        evaluation's ``EvalContext.partial_extra``) gets ``scoring``: the call's record as it grows, kept even
+        when the evaluation is cut off from outside."""
         ep = self.endpoint
         prompt = grader.prompt(question, reference, response)
         call: dict[str, Any] = {"method": "judge", "grader": grader.name, "model": ep.id,
-                                "api_protocol": ep.api_protocol, "prompt": truncate_middle(prompt, _PROMPT_CHARS)}
+                                "api_protocol": ep.api_protocol, "queue_s": 0.0}
+        if record_prompt:
+            call["prompt"] = truncate_middle(prompt, _PROMPT_CHARS)
+        else:
+            call["prompt_sha256"] = hashlib.sha256(prompt.encode()).hexdigest()
         if ep.base_url:
             call["base_url"] = ep.base_url
-        client = self._client()
+        if partial is not None:
+            partial["scoring"] = call
+
+        def shown(raw: str) -> str:
+            return truncate_middle(raw if record_prompt else mask(raw, reference), _RAW_CHARS)
+
+        if self.auth_failure is not None:
+            call.update(raw_verdict=None, error=f"not called: the judge refused its key earlier ({self.auth_failure})")
+            raise JudgeError(f"the judge {ep.id} refused its key earlier in this run: {self.auth_failure}",
+                             {"scoring": call}, "judge_auth")
+        loop = asyncio.get_running_loop()
+        end = loop.time() + budget_s if budget_s is not None else None
+        messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
+        replies: list[str] = []
+        usage: list[Any] = []
         started = time.monotonic()
+        for ask in range(self.reasks + 1):
+            raw = await self._ask(messages, call, end, loop)
+            usage.append(raw[1])
+            text = raw[0]
+            replies.append(shown(text))
+            call.update(latency_s=round(time.monotonic() - started, 6), raw_verdict=replies[-1],
+                        usage=usage[0] if len(usage) == 1 else usage)
+            if len(replies) > 1:
+                call["replies"] = list(replies)
+            verdict = grader.parse(text)
+            how = "strict"
+            if verdict is None:
+                verdict, how = grader.parse_lenient(text), "lenient"
+            if verdict is not None:
+                call["grade"] = verdict.grade
+                call["parse"] = how
+                return verdict, call
+            if ask < self.reasks:
+                messages = [*messages, {"role": "assistant", "content": text},
+                            {"role": "user", "content": _REASK.format(expects=grader.expects)}]
+        call["error"] = f"no verdict in the reply: expected {grader.expects}"
+        raise JudgeError(f"the judge {ep.id} replied without a usable verdict (expected {grader.expects}, asked "
+                         f"{len(replies)} times): {truncate_middle(replies[-1], 300)!r}",
+                         {"scoring": call}, "judge_unparsable")
+
+    async def _ask(self, messages: list[dict[str, Any]], call: dict[str, Any], end: float | None,
+                   loop: asyncio.AbstractEventLoop) -> tuple[str, Any]:
+        """One judge call: a slot (bounded by the budget), then the call (bounded by ``timeout_s`` and the
+        budget). (the reply's text, its usage); JudgeError on a timeout or a failed call."""
+        ep = self.endpoint
+        client = self._client()
+        limiter = self._limiter
+        ticket = None
         try:
-            async with asyncio.timeout(self.timeout_s):
-                resp = await client.complete([{"role": "user", "content": prompt}])
-        except TimeoutError:
-            call.update(latency_s=round(time.monotonic() - started, 6), raw_verdict=None,
-                        error=f"no reply within judge_timeout={self.timeout_s:g}s")
-            raise JudgeError(f"the judge {ep.id} gave no verdict within judge_timeout={self.timeout_s:g}s",
-                             {"scoring": call}) from None
-        except ModelError as exc:
-            call.update(latency_s=round(time.monotonic() - started, 6), raw_verdict=None,
-                        error=f"{exc.kind}: {exc}")
-            raise JudgeError(f"the judge {ep.id} failed: {exc.kind}: {exc}", {"scoring": call}) from None
+            if limiter is not None:
+                queued = time.monotonic()
+                try:
+                    async with asyncio.timeout_at(end):
+                        ticket = await limiter.acquire()
+                except TimeoutError:
+                    call["queue_s"] = round(call["queue_s"] + time.monotonic() - queued, 6)
+                    call.update(raw_verdict=None, error="no judge slot free within the verify budget")
+                    raise JudgeError(f"the judge {ep.id} had no free slot (max_concurrency "
+                                     f"{ep.max_concurrency}) within the verify budget after waiting "
+                                     f"{call['queue_s']:g}s", {"scoring": call}, "judge_timeout") from None
+                call["queue_s"] = round(call["queue_s"] + time.monotonic() - queued, 6)
+            deadline = loop.time() + self.timeout_s
+            clamped = end is not None and end < deadline
+            sent = time.monotonic()
+            try:
+                async with asyncio.timeout_at(min(deadline, end) if end is not None else deadline):
+                    resp = await client.complete(messages)
+            except TimeoutError:
+                if ticket is not None and limiter is not None:
+                    limiter.release(ticket, "error")
+                waited = time.monotonic() - sent
+                why = "the rest of verify_timeout" if clamped else self.timeout_label
+                call.update(raw_verdict=None, error=f"no reply within {why} ({waited:.3g}s after sending)")
+                raise JudgeError(f"the judge {ep.id} gave no verdict within {why} ({waited:.3g}s after sending it)",
+                                 {"scoring": call}, "judge_timeout") from None
+            except ModelError as exc:
+                if ticket is not None and limiter is not None:
+                    limiter.release(ticket, outcome_of(exc.kind))
+                kind = "judge_auth" if exc.kind == "model_auth" else "judge_unavailable"
+                if kind == "judge_auth":
+                    self.auth_failure = f"{exc.kind}: {exc}"
+                call.update(raw_verdict=None, error=f"{exc.kind}: {exc}")
+                raise JudgeError(f"the judge {ep.id} failed: {exc.kind}: {exc}", {"scoring": call}, kind) from None
+            if ticket is not None and limiter is not None:
+                limiter.release(ticket, "ok")
+            return resp.content or "", msgspec.to_builtins(resp.usage)
         finally:
+            if ticket is not None and limiter is not None:
+                limiter.release(ticket, "error")  # no-op when released above
             await client.aclose()
-        raw = resp.content or ""
-        call.update(latency_s=round(resp.latency_s or (time.monotonic() - started), 6),
-                    usage=msgspec.to_builtins(resp.usage), raw_verdict=truncate_middle(raw, _RAW_CHARS))
-        verdict = grader.parse(raw)
-        if verdict is None:
-            call["error"] = f"no verdict in the reply: expected {grader.expects}"
-            raise JudgeError(f"the judge {ep.id} replied without a usable verdict (expected {grader.expects}): "
-                             f"{truncate_middle(raw, 300)!r}", {"scoring": call})
-        call["grade"] = verdict.grade
-        return verdict, call
 
 
-__all__ = ["GRADES", "Grader", "Judge", "JudgeError", "LetterGrader", "RubricGrader", "Verdict", "VerdictGrader",
-           "YesNoGrader", "check_template"]
+__all__ = ["ALIASES", "GRADES", "JUDGE_ERROR_KINDS", "Grader", "Judge", "JudgeError", "LetterGrader", "RubricGrader",
+           "Verdict", "VerdictGrader", "YesNoGrader", "check_template", "mask"]

@@ -76,6 +76,11 @@ POLICIES: dict[str, FailurePolicy] = {
     # grading
     "eval_error": _FINAL,
     "eval_timeout": _FINAL,
+    # an LLM judge (benchmarks/judge.py) gave no verdict: another try would re-run the agent to ask it again
+    "judge_unparsable": _FINAL,
+    "judge_timeout": _FINAL,
+    "judge_auth": _FINAL,
+    "judge_unavailable": _FINAL,
     # the run
     "stalled": _TRANSIENT,  # no progress for stall_timeout: a lost wakeup or a wedged sandbox, not the agent
     "cancelled": _FINAL,

@@ -225,6 +225,7 @@ class RequestActor:
         ctx = ComponentContext(cancelled=cancelled, run_id=self.run_id, request=self.name, data_dir=spec.data_dir,
                                auto_install_dependencies=spec.auto_install_dependencies,
                                environment=spec.environment.id, benchmark=spec.benchmark.id,
+                               verify_timeout=r.timeouts.verify,
                                provider_limit=svc.provider_limits.get(provider_cls.name),
                                max_creates_in_flight=svc.pool.creates_limit(provider_cls),
                                open_pacer=svc.pool.pacer(provider_cls).wait,

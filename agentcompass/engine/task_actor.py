@@ -288,6 +288,7 @@ class TaskActor:
         except TimeoutError:
             record.status, record.error_kind = "eval_error", "eval_timeout"
             record.error = f"verification timed out after {rt.timeouts.verify:g}s"
+            record.extra = dict(ctx.partial_extra)  # e.g. the judge call that was still running
             return record
         except _VerifierOpenFailed as exc:
             # The world was flaky, not the grading: retryable like any environment that would not open.
@@ -299,9 +300,12 @@ class TaskActor:
             return record
         except Exception as exc:
             log.error("evaluation failed: %s", traceback.format_exc())
-            record.status, record.error_kind, record.error = "eval_error", kind_of(exc, "eval_error"), describe(exc)
+            default_kind = exc.kind if isinstance(exc, EvalError) else "eval_error"
+            record.status, record.error_kind, record.error = "eval_error", kind_of(exc, default_kind), describe(exc)
             if isinstance(exc, EvalError) and exc.extra:  # what grading saw (e.g. a judge's raw reply)
                 record.extra = dict(exc.extra)
+            elif ctx.partial_extra:
+                record.extra = dict(ctx.partial_extra)
             return record
         finally:
             meta["verify_s"] = round(time.monotonic() - t0, 6)

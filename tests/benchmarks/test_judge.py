@@ -70,3 +70,33 @@ def test_the_prompt_keeps_braces_and_a_response_cannot_inject_the_reference() ->
 def test_a_judge_prompt_must_have_every_placeholder() -> None:
     with pytest.raises(ConfigError, match="missing \\{reference\\}"):
         check_template("{question} {response}", "benchmark.params.judge_prompt")
+
+
+@pytest.mark.parametrize(("raw", "grade"), [
+    ("The predicted answer contradicts the gold target, so: B", "incorrect"), ("The grade is A", "correct"),
+    ("Reasoning about it...\n\n**C**", "not_attempted"), ("After weighing both, my grade: B.", "incorrect"),
+])
+def test_letter_prose_is_read_leniently_as_simple_evals_does(raw: str, grade: str) -> None:
+    grader = LetterGrader()
+    assert grader.parse(raw) is None  # not by the strict reading
+    verdict = grader.parse_lenient(raw)
+    assert verdict is not None and verdict.grade == grade
+
+
+def test_yes_no_lenient_reading_and_the_confidence() -> None:
+    grader = YesNoGrader()
+    raw = "The extracted answer is Ajax, so correct: yes (confidence: 85%)"
+    assert grader.parse(raw) is None
+    verdict = grader.parse_lenient(raw)
+    assert verdict is not None and verdict.grade == "correct" and verdict.confidence == 85.0
+    assert grader.parse_lenient("incorrect: no") is None  # "incorrect" is not the "correct" field
+
+
+def test_calibration_error_is_hles_binned_rms() -> None:
+    from agentcompass.benchmarks.qa_metrics import calibration_error
+
+    assert calibration_error([(100.0, True)] * 10) == 0.0
+    assert calibration_error([(100.0, False)] * 10) == pytest.approx(1.0)
+    # two bins of 100: confidences 20 (all wrong) and 80 (all right): gaps 0.2 each
+    pairs = [(20.0, False)] * 100 + [(80.0, True)] * 100
+    assert calibration_error(pairs) == pytest.approx(0.2)

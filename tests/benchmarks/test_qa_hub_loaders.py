@@ -1,6 +1,7 @@
-"""The Hub-loaded QA benchmarks (hle, browsecomp, simpleqa, sealqa, frontierscience, gpqa_diamond): each loads a tiny
-copy served in its real Hub layout by a local stand-in (``HF_ENDPOINT``), and without a reachable Hub fails within
-its bounded wait with an error naming the dataset, ``HF_ENDPOINT`` and ``data_dir``."""
+"""The Hub-loaded QA benchmarks (hle, simpleqa, sealqa, frontierscience, gpqa_diamond): each loads a tiny copy served
+in its real Hub layout by a local stand-in (``HF_ENDPOINT``), and without a reachable Hub fails within its bounded
+wait with an error naming the dataset, ``HF_ENDPOINT`` and ``data_dir``. BrowseComp loads simple-evals' CSV from its
+URL (a local file host in the tests), and its decrypted reference answers never reach the run directory."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 
 import agentcompass
-from agentcompass.benchmarks.browsecomp import BrowseComp, decrypt, encrypt
+from agentcompass.benchmarks.browsecomp import URL, BrowseComp, decrypt, encrypt
 from agentcompass.benchmarks.frontierscience import FrontierScience
 from agentcompass.benchmarks.gpqa_diamond import GPQADiamond
 from agentcompass.benchmarks.hle import HLE
@@ -25,7 +26,9 @@ from agentcompass.benchmarks.simpleqa import SimpleQA
 from agentcompass.interfaces import ComponentContext
 from agentcompass.swebench.hub import DatasetDownloadError
 
+from ..standins.file_host import FileHost
 from ..standins.hf_hub import HubStandIn
+from .test_judged_qa import _server as scripted_http
 
 JUDGE = {"judge_model": {"id": "scripted"}}
 CANARY = "BENCHMARK DATA SHOULD NEVER APPEAR AS PLAIN TEXT ONLINE. canary GUID test:0000"
@@ -112,7 +115,6 @@ def gpqa_files() -> dict[str, bytes]:
 Case = tuple[type[JudgedQA], str, Callable[[], dict[str, bytes]], dict[str, Any]]
 CASES: dict[str, Case] = {
     "hle": (HLE, "cais/hle", hle_files, {}),
-    "browsecomp": (BrowseComp, "openai/BrowseComp", browsecomp_files, {}),
     "simpleqa": (SimpleQA, "basicv8vc/SimpleQA", simpleqa_files, {}),
     "sealqa": (SealQA, "vtllms/sealqa", sealqa_files, {"subset": "seal_hard"}),
     "frontierscience": (FrontierScience, "openai/frontierscience", frontierscience_files, {}),
@@ -146,14 +148,74 @@ def test_hle_loads_the_text_questions_from_the_hub_layout(hub: HubStandIn, tmp_p
     assert len(_load("hle", tmp_path, text_only=False).items) == 3
 
 
-def test_browsecomp_decrypts_the_encrypted_csv(hub: HubStandIn, tmp_path: Path) -> None:
-    hub.add_dataset("openai/BrowseComp", browsecomp_files())
-    tasks = _load("browsecomp", tmp_path).load_tasks()
+BC_PATH = "/simple-evals/browse_comp_test_set.csv"
+
+
+def _browsecomp(tmp_path: Path, url: str, **extra: Any) -> BrowseComp:
+    return BrowseComp({**JUDGE, "url": url, **extra}, ComponentContext(data_dir=str(tmp_path)))
+
+
+def test_browsecomp_reads_from_simple_evals_published_csv_by_default() -> None:
+    assert URL == "https://openaipublic.blob.core.windows.net/simple-evals/browse_comp_test_set.csv"
+    assert BrowseComp.Params().url == URL  # type: ignore[call-arg]
+
+
+def test_browsecomp_downloads_and_decrypts_the_encrypted_csv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    with FileHost() as host:
+        host.files[BC_PATH] = browsecomp_files()["browse_comp_test_set.csv"]
+        bench = _browsecomp(tmp_path, host.url + BC_PATH)
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+        again = _browsecomp(tmp_path, host.url + BC_PATH)  # from the cache, no second download
+        assert host.requests == [BC_PATH]
+    tasks = bench.load_tasks()
     assert [t.task_id for t in tasks] == ["browsecomp-0000", "browsecomp-0001"]
     assert tasks[0].input["question"] == "Which football club won the 1994 cup after a penalty shoot-out?"
     assert "Exact Answer:" in tasks[0].input["prompt"]
     assert tasks[0].ground_truth["answer"] == "Ajax" and tasks[1].ground_truth["answer"] == "Émile Zola"
-    assert tasks[1].category == "Art"
+    assert tasks[1].category == "Art" and len(again.items) == 2
+    assert bench.source["kind"] == "url" and bench.source["url"].endswith(BC_PATH) and len(bench.source["sha256"]) == 64
+
+
+def test_browsecomp_download_fails_within_its_deadline_naming_the_url(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    with FileHost() as host:  # a host that trickles a byte every 0.3 s: each read is quick, the whole is not
+        host.files[BC_PATH] = browsecomp_files()["browse_comp_test_set.csv"]
+        host.drip[BC_PATH] = 0.3
+        with pytest.raises(DatasetDownloadError) as err:
+            _browsecomp(tmp_path, host.url + BC_PATH, download_timeout=1)
+    assert BC_PATH in str(err.value) and "within 1s" in str(err.value) and "url param" in str(err.value)
+    assert not list((tmp_path / "url").glob("*/*.csv"))  # nothing half-written left in the cache
+
+
+def test_browsecomp_offline_without_a_cached_copy_names_the_url(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(agentcompass.ConfigError) as err:
+        _browsecomp(tmp_path, URL)
+    assert URL in str(err.value) and "HF_HUB_OFFLINE" in str(err.value)
+
+
+def test_browsecomp_never_writes_the_decrypted_answer_to_the_run_dir(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    # the judge over HTTP: its reply (naming the reference answer, as judges do) is not in the run's params
+    verdict = "extracted_final_answer: PSV\nreasoning: the correct answer is Ajax, not PSV\ncorrect: no\nconfidence: 80"
+    with FileHost() as host, scripted_http({"bundled": False, "fallback": verdict}) as server:
+        judge = {"id": "scripted", "base_url": server.base_url, "api_key": "judge-key"}
+        host.files[BC_PATH] = browsecomp_files()["browse_comp_test_set.csv"]
+        out = agentcompass.run_evaluation(
+            "browsecomp", "openai_chat", "scripted", "local",
+            model_params={"bundled": False, "fallback": "Exact Answer: PSV"},
+            benchmark_params={"limit": 1, "url": host.url + BC_PATH, "judge_model": judge},
+            data_dir=str(tmp_path / "data"), results_dir=str(tmp_path / "results"), progress="none")
+    assert out.status == "completed", out.error
+    assert out.metrics["incorrect"] == 1  # graded: the judge saw the answer
+    files = [f for f in (tmp_path / "results").rglob("*") if f.is_file()]
+    assert files and not [f for f in files if b"Ajax" in f.read_bytes()]
+    detail = next(f for f in files if f.parent.name == "details").read_text()
+    assert "prompt_sha256" in detail and "[reference answer]" in detail
 
 
 def test_browsecomp_decryption_is_simple_evals_xor_with_the_canary_sha256() -> None:
@@ -180,7 +242,7 @@ def test_sealqa_loads_the_chosen_subset(hub: HubStandIn, tmp_path: Path) -> None
     tasks = _load("sealqa", tmp_path).load_tasks()
     assert [t.task_id for t in tasks] == ["sealqa/seal_hard/000", "sealqa/seal_hard/001"]
     assert tasks[1].ground_truth["answer"] == "Team A" and tasks[1].category == "Sports"
-    assert hub.downloads() == [p for p in hub.downloads() if p.endswith("seal-hard.parquet")]  # only that file
+    assert [p.rsplit("/", 1)[-1] for p in hub.downloads()] == ["seal-hard.parquet"]  # that file, only once
 
 
 def test_frontierscience_loads_both_tracks_with_their_graders(hub: HubStandIn, tmp_path: Path) -> None:
@@ -268,3 +330,10 @@ def test_a_gated_dataset_the_hub_does_not_show_names_hf_token(hub: HubStandIn, t
     with pytest.raises(DatasetDownloadError) as err:  # the stand-in answers 401 RepoNotFound, as the Hub does
         _load("gpqa_diamond", tmp_path)
     assert "Idavidrein/gpqa" in str(err.value) and "HF_TOKEN" in str(err.value)
+
+
+@pytest.mark.parametrize("points", [50, -1, float("nan"), 0])
+def test_frontierscience_success_points_must_be_within_the_rubric(points: float, tmp_path: Path) -> None:
+    with pytest.raises(agentcompass.ConfigError) as err:  # before any download
+        _load("frontierscience", tmp_path, success_points=points)
+    assert err.value.field == "benchmark.params.success_points"

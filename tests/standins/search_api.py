@@ -26,7 +26,9 @@ class SearchStandIn:
     """Brave and SearXNG JSON APIs over a fixed table of results (keyed by the lower-cased query)."""
 
     def __init__(self, results: dict[str, list[Hit]] | None = None, pages: dict[str, str] | None = None,
-                 key: str = "brave-test-key-0123456789") -> None:
+                 key: str = "brave-test-key-0123456789", echo_token: bool = False) -> None:
+        #: answer a refused token with the token in the error (as some proxies do)
+        self.echo_token = echo_token
         self.results = {k.lower(): v for k, v in (results or {}).items()}
         self.pages = pages or {}
         self.key = key
@@ -79,6 +81,8 @@ class SearchStandIn:
             if h.headers.get("X-Subscription-Token") != self.key:
                 error = {"id": "0", "status": 401, "code": "SUBSCRIPTION_TOKEN_INVALID",
                          "detail": "The provided subscription token is invalid."}
+                if self.echo_token:
+                    error["detail"] += f" (got {h.headers.get('X-Subscription-Token')})"
                 body = {"type": "ErrorResponse", "error": error}
                 return self._send(h, 401, json.dumps(body).encode())
             count = int((query.get("count") or ["20"])[0])
