@@ -182,5 +182,5 @@ def _decodes(raw: str) -> bool:
         return False
 
 
-__all__ = ["FORMAT_KINDS", "MULTI_KINDS", "SINGLE_KINDS", "mutate_multi_turn", "mutate_single_turn", "record_of", "restyle",
-           "wrong_type", "wrong_value"]
+__all__ = ["FORMAT_KINDS", "MULTI_KINDS", "SINGLE_KINDS", "mutate_multi_turn", "mutate_single_turn", "record_of",
+           "restyle", "wrong_type", "wrong_value"]

@@ -4,6 +4,7 @@ for real against a local PEP 503 index serving stand-in wheels of bfcl-eval and 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import threading
 from collections.abc import Iterator
@@ -30,32 +31,31 @@ def index(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimpleIndex]:
         yield idx
 
 
-def _hold_lock(target: Path) -> object:
+@contextlib.contextmanager
+def _lock_held(target: Path) -> Iterator[None]:
+    """The install lock held by another installer (this test) until the block ends."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    holder = open(target.parent / f".{target.name}.lock", "w")  # noqa: SIM115 - held until the test ends
-    fcntl.flock(holder, fcntl.LOCK_EX)
-    return holder
+    with open(target.parent / f".{target.name}.lock", "w") as holder:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        yield
 
 
 def test_a_cancelled_request_stops_waiting_for_the_install_lock(tmp_path: Path) -> None:
     target = tmp_path / "bfcl"
-    holder = _hold_lock(target)  # another installer
     cancelled = threading.Event()
     cancelled.set()
-    with pytest.raises(ConfigError) as err:
+    with _lock_held(target), pytest.raises(ConfigError) as err:
         _install(target, "benchmark", cancelled)
     assert "cancelled" in str(err.value) and ".bfcl.lock" in str(err.value)
     assert not target.exists()
-    del holder
 
 
 def test_the_install_lock_is_given_up_at_its_deadline(tmp_path: Path) -> None:
     target = tmp_path / "bfcl"
-    holder = _hold_lock(target)
-    with pytest.raises(ConfigError) as err, _install_lock(target, "benchmark", None, timeout_s=0.5):
+    with _lock_held(target), pytest.raises(ConfigError) as err, _install_lock(target, "benchmark", None,
+                                                                             timeout_s=0.5):
         pass
     assert "held the install lock" in str(err.value) and ".bfcl.lock" in str(err.value)
-    del holder
 
 
 def test_a_half_written_cache_directory_is_replaced(index: SimpleIndex, tmp_path: Path) -> None:
