@@ -32,6 +32,7 @@ from ..tools import RECORD_KEY, ToolSession
 from .base import Benchmark
 from .bfcl_checker import check_answer
 from .bfcl_metrics import BFCLAccumulator
+from .bfcl_multi_turn import GRADE_TIMEOUT_S
 from .bfcl_package import BFCL_EVAL_VERSION, data_dir, ensure_bfcl_eval
 from .bfcl_schema import to_tools, with_language_hint
 
@@ -165,6 +166,8 @@ class BFCL(Benchmark):
             raise ConfigError(f"{_WHERE}: give 'limit' or 'sample', not both", field="benchmark.params.sample")
         self.categories = categories
         self.p = p
+        #: seconds re-executing one multi-turn question for grading may take (an eval_error beyond)
+        self.grade_timeout_s = GRADE_TIMEOUT_S
         self.package = ensure_bfcl_eval(auto_install=ctx.auto_install_dependencies, field="benchmark",
                                         cancelled=ctx.cancelled)
         self.data = data_dir(self.package)
@@ -225,11 +228,12 @@ class BFCL(Benchmark):
                 "(run bfcl with the tool_agent harness)"}})
         entry = task.input["entry"]
         if is_multi_turn(category):
-            from .bfcl_multi_turn import GRADE_TIMEOUT_S, grade_multi_turn
+            from .bfcl_multi_turn import grade_multi_turn
             try:
-                verdict = await grade_multi_turn(entry, record.get("turns") or [], task.ground_truth)
+                verdict = await grade_multi_turn(entry, record.get("turns") or [], task.ground_truth,
+                                                 self.grade_timeout_s)
             except TimeoutError:
-                raise EvalError(f"re-executing the model's calls for grading took over {GRADE_TIMEOUT_S:.0f}s",
+                raise EvalError(f"re-executing the model's calls for grading took over {self.grade_timeout_s:g}s",
                                 extra={"bfcl": {"error_type": "grading_timeout"}}) from None
             if record.get("force_quit"):
                 verdict["force_quit"] = True

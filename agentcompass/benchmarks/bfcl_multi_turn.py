@@ -243,6 +243,8 @@ class MultiTurnSession(ToolSession):
         self._step: list[list[str]] | None = None
         self._rejected = False  # the current step does not decode: nothing runs, the turn ends
         self._worker: concurrent.futures.ThreadPoolExecutor | None = None
+        #: seconds one call may take before the question ends
+        self.call_timeout_s = CALL_TIMEOUT_S
 
     def tools(self) -> list[dict[str, Any]]:
         if self._tools is None:
@@ -291,11 +293,11 @@ class MultiTurnSession(ToolSession):
         loop = asyncio.get_running_loop()
         future = loop.run_in_executor(self._worker, self.state.execute, name, (), arguments)
         try:
-            async with asyncio.timeout(CALL_TIMEOUT_S):
+            async with asyncio.timeout(self.call_timeout_s):
                 return await asyncio.shield(future)
         except TimeoutError:
             self.timed_out = True  # the worker may still be running: nothing more is executed in this question
-            raise ToolError(f"the call took over {CALL_TIMEOUT_S:.0f}s; the question ends here") from None
+            raise ToolError(f"the call took over {self.call_timeout_s:g}s; the question ends here") from None
 
     async def next_user_message(self, messages: list[dict[str, Any]]) -> str | None:
         if self.force_quit or self.turn + 1 >= len(self.entry["question"]):

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import decimal
 import json
+import logging
 from typing import Any
 
 import pytest
 
-from agentcompass.benchmarks.bfcl import MULTI_TURN_CATEGORIES, load_category
+from agentcompass._errors import EvalError
+from agentcompass.benchmarks.bfcl import BFCL, MULTI_TURN_CATEGORIES, load_category
 from agentcompass.benchmarks.bfcl_multi_turn import (
     ADDITIONAL_FUNCTIONS_PROMPT,
     MAX_STEPS_PER_TURN,
@@ -21,7 +23,8 @@ from agentcompass.benchmarks.bfcl_multi_turn import (
     check_multi_turn,
     grade_multi_turn,
 )
-from agentcompass.tools import ToolError
+from agentcompass.interfaces import ComponentContext, EvalContext, HarnessResult
+from agentcompass.tools import RECORD_KEY, ToolError
 
 from .bfcl_helpers import bfcl_data
 
@@ -142,6 +145,31 @@ async def test_grading_past_its_deadline_is_a_timeout() -> None:
     with pytest.raises(TimeoutError):
         await grade_multi_turn(entry, [[] for _ in truth], truth, timeout_s=0)
     assert (await grade_multi_turn(entry, [[] for _ in truth], truth))["valid"] is False
+
+
+async def test_a_call_past_its_deadline_ends_the_question() -> None:
+    entry, _ = _entry("multi_turn_base_0")
+    session = MultiTurnSession(entry, entry["function"], {})
+    session.call_timeout_s = 0
+    [result] = await _step(session, [("ls", {})])
+    assert result.startswith("ToolError: the call took over 0s")
+    assert session.finished() and session.record()["timed_out"] is True
+    assert (await _one(session, "pwd", {})).startswith("ToolError:")  # nothing more runs in this question
+    await session.aclose()
+
+
+async def test_grading_past_its_deadline_is_an_eval_error() -> None:
+    entry, truth = _entry("multi_turn_base_0")
+    bench = BFCL({"task_ids": [entry["id"]], "categories": ["multi_turn_base"]},
+                 ComponentContext(auto_install_dependencies=True))
+    [task] = bench.load_tasks()
+    result = HarnessResult(artifacts={RECORD_KEY: {"turns": [[] for _ in truth], "force_quit": False}})
+    ctx = EvalContext(task, bench.prepare(task), result, {}, None, logging.getLogger("test"))
+    assert (await bench.evaluate(ctx)).correct is False
+    bench.grade_timeout_s = 0
+    with pytest.raises(EvalError) as err:
+        await bench.evaluate(ctx)
+    assert err.value.extra["bfcl"]["error_type"] == "grading_timeout"
 
 
 async def test_a_step_that_does_not_decode_runs_nothing_and_ends_the_turn() -> None:
