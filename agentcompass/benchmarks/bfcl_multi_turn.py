@@ -69,6 +69,10 @@ def _guard(name: str, kwargs: dict[str, Any]) -> None:
         if isinstance(base, int) and isinstance(exponent, int) and exponent > 0 and \
                 exponent * math.log2(abs(base) + 2) > MAX_POWER_BITS:
             raise ValueError(f"the result of power({base}, {exponent}) would exceed {MAX_POWER_BITS} bits")
+    places = kwargs.get("decimal_places")
+    if name == "round_number" and isinstance(places, int) and abs(places) > MAX_PRECISION:
+        # round(an int, -n) computes 10**n
+        raise ValueError(f"decimal_places {places} is beyond +-{MAX_PRECISION}")
     precision = kwargs.get("precision")
     if name in ("square_root", "logarithm") and isinstance(precision, (int, float)) and \
             abs(precision) > MAX_PRECISION:

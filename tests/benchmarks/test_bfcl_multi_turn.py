@@ -110,7 +110,11 @@ async def test_a_huge_power_is_an_error_result_not_a_computation() -> None:
     session = MultiTurnSession(entry, entry["function"], {})
     result = await _one(session, "power", {"base": 3, "exponent": 10**8})
     assert result.startswith("Error during execution:") and "bits" in result
+    result = await _one(session, "round_number", {"number": 5, "decimal_places": -10**8})
+    assert result.startswith("Error during execution: decimal_places")
     assert json.loads(await _one(session, "power", {"base": 3, "exponent": 4})) == {"result": 81}
+    assert json.loads(await _one(session, "round_number", {"number": 1234, "decimal_places": -2})) == {
+        "result": 1200}
     await session.aclose()
 
 
