@@ -8,8 +8,8 @@ every assistant turn to ``on_assistant``, executes each tool call with ``call`` 
 ``next_user_message`` for the next user turn when the model answers without a tool call (a multi-turn question's
 next part, a simulated user's reply); None ends the episode. ``start()`` runs before ``initial_messages()`` (a
 start that needs I/O), and ``finished()`` lets the session end the episode before the next model turn (a budget
-spent). ``record()`` is the JSON-able account the benchmark grades from (the harness puts it in
-``HarnessResult.artifacts["tool_session"]``).
+spent); ``ends_turn()`` ends the current user turn once an assistant turn's calls are answered. ``record()`` is
+the JSON-able account the benchmark grades from (the harness puts it in ``HarnessResult.artifacts["tool_session"]``).
 """
 
 from __future__ import annotations
@@ -49,6 +49,11 @@ class ToolSession(abc.ABC):
     def finished(self) -> bool:
         """True once the episode is over by the session's own rules (a simulated user ended it, a step or error
         budget is spent): the harness makes no further model turn. Default: False."""
+        return False
+
+    def ends_turn(self) -> bool:
+        """True after an assistant turn whose calls end the user's turn (BFCL: a step that does not decode): once
+        its calls are answered, the harness asks ``next_user_message`` instead of the model. Default: False."""
         return False
 
     async def call(self, name: str, arguments: dict[str, Any]) -> str:

@@ -9,7 +9,8 @@ stateful APIs and the user's turns follow in order; grading re-executes them in 
 truth's (``bfcl_multi_turn``). The checker's verdict (``error_type``, message) is kept in ``extra["bfcl"]``.
 
 The agentic categories (``memory_*`` needs embedding models, ``web_search_*`` a live search API) and the
-non-scoring ``format_sensitivity`` are not offered.
+non-scoring ``format_sensitivity`` are not offered. The summary adds BFCL's leaderboard groups to pass@k
+(``bfcl_metrics``).
 """
 
 from __future__ import annotations
@@ -23,13 +24,15 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from .._errors import ConfigError
+from .._errors import ConfigError, EvalError
 from .._validate import Attempts, Count
 from ..interfaces import ComponentContext, EvalContext, EvalResult, PreparedTask, RunContext, TaskSpec
 from ..params import as_params
 from ..tools import RECORD_KEY, ToolSession
 from .base import Benchmark
 from .bfcl_checker import check_answer
+from .bfcl_metrics import BFCLAccumulator
+from .bfcl_multi_turn import GRADE_TIMEOUT_S
 from .bfcl_package import BFCL_EVAL_VERSION, data_dir, ensure_bfcl_eval
 from .bfcl_schema import to_tools, with_language_hint
 
@@ -149,15 +152,22 @@ class BFCL(Benchmark):
         p = as_params(BFCLParams, params, _WHERE)
         super().__init__(p, ctx)
         self.k = p.k or ctx.k or 1
-        categories = list(p.categories) if p.categories is not None else list(CATEGORIES)
+        for field in ("categories", "task_ids"):
+            if getattr(p, field) == []:
+                raise ConfigError(f"{_WHERE}: '{field}' must not be empty (leave it out for all)",
+                                  field=f"benchmark.params.{field}")
+        # repeated names would run the same question twice under one task id: kept once, first place
+        categories = list(dict.fromkeys(p.categories)) if p.categories is not None else list(CATEGORIES)
         bad = [c for c in categories if c not in CATEGORIES]
-        if bad or not categories:
-            raise ConfigError(f"{_WHERE}: unknown category {bad[0] if bad else '(none given)'!r} in 'categories'; "
+        if bad:
+            raise ConfigError(f"{_WHERE}: unknown category {bad[0]!r} in 'categories'; "
                               f"allowed: {', '.join(CATEGORIES)}", field="benchmark.params.categories")
         if p.limit is not None and p.sample is not None:
             raise ConfigError(f"{_WHERE}: give 'limit' or 'sample', not both", field="benchmark.params.sample")
         self.categories = categories
         self.p = p
+        #: seconds re-executing one multi-turn question for grading may take (an eval_error beyond)
+        self.grade_timeout_s = GRADE_TIMEOUT_S
         self.package = ensure_bfcl_eval(auto_install=ctx.auto_install_dependencies, field="benchmark",
                                         cancelled=ctx.cancelled)
         self.data = data_dir(self.package)
@@ -169,6 +179,10 @@ class BFCL(Benchmark):
                                   f"simple_python_0, of the categories {', '.join(self.categories)})",
                                   field="benchmark.params.task_ids")
         self.source = {"package": "bfcl-eval", "version": BFCL_EVAL_VERSION, "categories": self.categories}
+
+    def new_accumulator(self) -> BFCLAccumulator:
+        """pass@k plus BFCL's per-category accuracy and leaderboard groups (``bfcl_metrics``)."""
+        return BFCLAccumulator(self.k, {c: len(load_category(self.data, c)) for c in CATEGORIES})
 
     def load_tasks(self) -> list[TaskSpec]:
         """The selected questions, category by category in the package's order."""
@@ -214,8 +228,13 @@ class BFCL(Benchmark):
                 "(run bfcl with the tool_agent harness)"}})
         entry = task.input["entry"]
         if is_multi_turn(category):
-            from .bfcl_multi_turn import check_multi_turn
-            verdict = check_multi_turn(entry, record.get("turns") or [], task.ground_truth)
+            from .bfcl_multi_turn import grade_multi_turn
+            try:
+                verdict = await grade_multi_turn(entry, record.get("turns") or [], task.ground_truth,
+                                                 self.grade_timeout_s)
+            except TimeoutError:
+                raise EvalError(f"re-executing the model's calls for grading took over {self.grade_timeout_s:g}s",
+                                extra={"bfcl": {"error_type": "grading_timeout"}}) from None
             if record.get("force_quit"):
                 verdict["force_quit"] = True
         else:

@@ -11,15 +11,27 @@ model's instances must equal the ground truth's on every public attribute, and e
 calls of that turn produced must be among the results of all the model's calls so far (as a multiset, any
 order); a turn whose ground truth is empty is not checked; a question the model did not take through all turns
 fails as force-terminated; a step whose arguments do not decode is dropped, as BFCL drops it.
+
+Live, a step any of whose calls does not decode (broken JSON, ``""``, arguments that are not an object) executes
+nothing and ends the turn, as BFCL's inference does; with ``parallel_tool_calls`` off only the calls the harness
+executed are recorded, so grading replays exactly what ran. Every call runs guarded (``ApiState.execute``): integer
+powers and precisions above a cap are refused as an error result, the Decimal and mpmath precision a call sets is
+restored after it, any exception (formatting a result included) is an error result the model sees, as in BFCL.
+The session runs each call in its own worker thread under ``CALL_TIMEOUT_S``; grading runs under ``GRADE_TIMEOUT_S``.
 """
 
 from __future__ import annotations
 
 import ast
+import asyncio
+import concurrent.futures
 import copy
+import decimal
 import importlib
 import inspect
 import json
+import math
+import threading
 from typing import Any, ClassVar
 
 from ..tools import ToolError, ToolSession
@@ -38,6 +50,33 @@ API_MODULES: dict[str, str] = {
 STATELESS = ("MathAPI",)
 #: names BFCL's executor refuses to call.
 _REFUSED = ("kill", "exit", "quit", "remove", "unlink", "popen", "Popen", "run")
+#: caps on what a call may make the host compute (ours, not BFCL's: its data never comes near them).
+MAX_POWER_BITS = 1_000_000
+MAX_PRECISION = 10_000
+MAX_RESULT_CHARS = 1_000_000
+#: seconds one live call may take before the session gives up on the question.
+CALL_TIMEOUT_S = 30.0
+#: seconds re-executing one question for grading may take (an eval_error beyond).
+GRADE_TIMEOUT_S = 120.0
+#: mpmath's precision is one process-wide setting: calls into MathAPI take turns and restore it.
+_MATH_LOCK = threading.Lock()
+
+
+def _guard(name: str, kwargs: dict[str, Any]) -> None:
+    """Refuse a call whose arguments would make the host compute without bound (raises ValueError)."""
+    if name == "power":
+        base, exponent = kwargs.get("base"), kwargs.get("exponent")
+        if isinstance(base, int) and isinstance(exponent, int) and exponent > 0 and \
+                exponent * math.log2(abs(base) + 2) > MAX_POWER_BITS:
+            raise ValueError(f"the result of power({base}, {exponent}) would exceed {MAX_POWER_BITS} bits")
+    places = kwargs.get("decimal_places")
+    if name == "round_number" and isinstance(places, int) and abs(places) > MAX_PRECISION:
+        # round(an int, -n) computes 10**n
+        raise ValueError(f"decimal_places {places} is beyond +-{MAX_PRECISION}")
+    precision = kwargs.get("precision")
+    if name in ("square_root", "logarithm") and isinstance(precision, (int, float)) and \
+            abs(precision) > MAX_PRECISION:
+        raise ValueError(f"precision {precision} is above {MAX_PRECISION}")
 
 
 def is_long_context(task_id: str) -> bool:
@@ -52,6 +91,7 @@ class ApiState:
     def __init__(self, initial_config: dict[str, Any], classes: list[str], long_context: bool) -> None:
         self.instances: dict[str, Any] = {}
         self.methods: dict[str, Any] = {}
+        self.math_methods: set[str] = set()
         for name in classes:
             if name not in API_MODULES:
                 raise ValueError(f"unknown BFCL API class {name!r}")
@@ -62,29 +102,46 @@ class ApiState:
             for method, bound in inspect.getmembers(instance, predicate=inspect.ismethod):
                 if not method.startswith("_"):
                     self.methods[method] = bound
+                    if name == "MathAPI":
+                        self.math_methods.add(method)
 
     def execute(self, name: str, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> str:
-        """Call one method; its result as BFCL turns it into text (errors included)."""
+        """Call one method (guarded, see the module doc); its result as BFCL turns it into text (errors included)."""
+        kwargs = kwargs or {}
         try:
             if name in _REFUSED:
                 raise Exception(f"Function call {name} is not allowed.")
             if name not in self.methods:
                 raise NameError(f"name {name!r} is not defined")
-            result = self.methods[name](*args, **(kwargs or {}))
+            _guard(name, kwargs)
+            if name in self.math_methods:
+                import mpmath
+                with _MATH_LOCK, decimal.localcontext(), mpmath.workdps(mpmath.mp.dps):
+                    text = _as_text(self.methods[name](*args, **kwargs))
+            else:
+                with decimal.localcontext():
+                    text = _as_text(self.methods[name](*args, **kwargs))
+            if len(text) > MAX_RESULT_CHARS:
+                raise ValueError(f"the result is longer than {MAX_RESULT_CHARS} characters")
+            return text
         except Exception as exc:  # the model's call failing is a result it sees, as in BFCL
             return f"Error during execution: {exc}"
-        if type(result) is str:
-            return result
-        if type(result) is dict:
-            try:
-                return json.dumps(result)
-            except (TypeError, ValueError):
-                return str(result)
-        return str(result)
 
     def public_state(self, class_name: str) -> dict[str, Any]:
         """The attributes the state check compares."""
         return {k: v for k, v in vars(self.instances[class_name]).items() if not k.startswith("_")}
+
+
+def _as_text(result: Any) -> str:
+    """A result as BFCL's executor formats it (inside its ``try``: a failure here is an error result)."""
+    if type(result) is str:
+        return result
+    if type(result) is dict:
+        try:
+            return json.dumps(result)
+        except (TypeError, ValueError):
+            return str(result)
+    return str(result)
 
 
 def parse_call(text: str) -> tuple[str, tuple[Any, ...], dict[str, Any]]:
@@ -185,7 +242,13 @@ class MultiTurnSession(ToolSession):
         self.turns: list[list[list[list[str]]]] = [[]]
         self.steps_in_turn = 0
         self.force_quit = False
-        self.stopped = False  # force-quit and called again: nothing more is executed
+        self.timed_out = False
+        self._pending: list[list[str]] = []  # the current step's calls, recorded as they are executed
+        self._step: list[list[str]] | None = None
+        self._rejected = False  # the current step does not decode: nothing runs, the turn ends
+        self._worker: concurrent.futures.ThreadPoolExecutor | None = None
+        #: seconds one call may take before the question ends
+        self.call_timeout_s = CALL_TIMEOUT_S
 
     def tools(self) -> list[dict[str, Any]]:
         if self._tools is None:
@@ -197,20 +260,48 @@ class MultiTurnSession(ToolSession):
 
     async def on_assistant(self, message: dict[str, Any]) -> None:
         calls = message.get("tool_calls") or []
-        if not calls:
+        self._pending, self._step, self._rejected = [], None, False
+        if not calls or self.finished():
             return
-        if self.force_quit:
-            self.stopped = True
+        raw = [[c["function"]["name"], c["function"]["arguments"]] for c in calls]
+        if not _decoded_steps([raw]):
+            # as BFCL's inference: a step that does not decode runs nothing and ends the turn; it is kept as sent
+            # (grading drops it as BFCL's checker does)
+            self._rejected = True
+            self.turns[-1].append(raw)
             return
-        self.turns[-1].append([[c["function"]["name"], c["function"]["arguments"]] for c in calls])
+        self._pending = raw
+        self._step = []
+        self.turns[-1].append(self._step)
         self.steps_in_turn += 1
         if self.steps_in_turn > MAX_STEPS_PER_TURN:
-            self.force_quit = True
+            self.force_quit = True  # this step still runs, as BFCL's 21st does; no model turn follows
+
+    def finished(self) -> bool:
+        return self.force_quit or self.timed_out
+
+    def ends_turn(self) -> bool:
+        return self._rejected
 
     async def call(self, name: str, arguments: dict[str, Any]) -> str:
-        if self.stopped:
-            raise ToolError(f"the model was forced to quit after {MAX_STEPS_PER_TURN} steps in this turn")
-        return self.state.execute(name, (), arguments)
+        if self._rejected:
+            raise ToolError("the step's arguments are not all JSON objects: nothing of it was executed")
+        if self.timed_out or self._step is None or len(self._step) >= len(self._pending):
+            raise ToolError("no further calls are executed in this question")
+        expected = self._pending[len(self._step)]
+        if expected[0] != name:
+            raise ToolError(f"call {name!r} is not the next call of this step")
+        self._step.append(expected)  # what ran is what grading replays
+        if self._worker is None:
+            self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bfcl-call")
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(self._worker, self.state.execute, name, (), arguments)
+        try:
+            async with asyncio.timeout(self.call_timeout_s):
+                return await asyncio.shield(future)
+        except TimeoutError:
+            self.timed_out = True  # the worker may still be running: nothing more is executed in this question
+            raise ToolError(f"the call took over {self.call_timeout_s:g}s; the question ends here") from None
 
     async def next_user_message(self, messages: list[dict[str, Any]]) -> str | None:
         if self.force_quit or self.turn + 1 >= len(self.entry["question"]):
@@ -225,7 +316,26 @@ class MultiTurnSession(ToolSession):
         return "\n".join(str(m.get("content", "")) for m in self.entry["question"][self.turn])
 
     def record(self) -> dict[str, Any]:
-        return {"turns": self.turns, "force_quit": self.force_quit}
+        out: dict[str, Any] = {"turns": self.turns, "force_quit": self.force_quit}
+        if self.timed_out:
+            out["timed_out"] = True
+        return out
+
+    async def aclose(self) -> None:
+        if self._worker is not None:
+            self._worker.shutdown(wait=False, cancel_futures=True)
 
 
-__all__ = ["API_MODULES", "ApiState", "MultiTurnSession", "check_multi_turn", "parse_call"]
+async def grade_multi_turn(entry: dict[str, Any], turns: list[list[list[list[str]]]],
+                           ground_truth: list[list[str]], timeout_s: float = GRADE_TIMEOUT_S) -> dict[str, Any]:
+    """``check_multi_turn`` off the event loop under a deadline (TimeoutError beyond it)."""
+    worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bfcl-grade")
+    try:
+        future = asyncio.get_running_loop().run_in_executor(worker, check_multi_turn, entry, turns, ground_truth)
+        async with asyncio.timeout(timeout_s):
+            return await asyncio.shield(future)
+    finally:
+        worker.shutdown(wait=False, cancel_futures=True)
+
+
+__all__ = ["API_MODULES", "ApiState", "MultiTurnSession", "check_multi_turn", "grade_multi_turn", "parse_call"]

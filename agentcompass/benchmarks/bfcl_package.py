@@ -15,6 +15,7 @@ import importlib.metadata
 import importlib.util
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -70,42 +71,80 @@ def _use(target: Path) -> None:
     importlib.invalidate_caches()
 
 
+def _lock_path(target: Path) -> Path:
+    return target.parent / f".{target.name}.lock"
+
+
 @contextlib.contextmanager
-def _install_lock(target: Path) -> Any:
-    """One installer at a time per cache directory (test workers, concurrent runs), across processes."""
+def _install_lock(target: Path, field: str, cancelled: threading.Event | None,
+                  timeout_s: float = _PIP_TIMEOUT_S) -> Any:
+    """One installer at a time per cache directory (test workers, concurrent runs), across processes; waiting
+    for it is given up at ``timeout_s`` or when ``cancelled`` is set."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / f".{target.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    path = _lock_path(target)
+    with open(path, "w") as lock:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if cancelled is not None and cancelled.is_set():
+                    raise ConfigError(f"installing bfcl-eval was cancelled while waiting for the lock {path}",
+                                      field=field) from None
+                if time.monotonic() > deadline:
+                    raise ConfigError(f"another process held the install lock {path} for over {timeout_s:.0f}s "
+                                      "(remove it if no installer is running)", field=field) from None
+                time.sleep(0.2)
         try:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def _manual_hint(target: Path) -> str:
+    return (f"install it by hand with `{shlex.join(install_command(target))}`, or point {DIR_ENV} at a directory "
+            "holding it")
+
+
 def _install(target: Path, field: str, cancelled: threading.Event | None) -> None:
-    with _install_lock(target):
+    with _install_lock(target, field, cancelled):
         if _in_cache(target):  # another process installed it while this one waited
             return
-        with tempfile.TemporaryFile() as err:
-            proc = subprocess.Popen(install_command(target), stdout=subprocess.DEVNULL, stderr=err,
-                                    start_new_session=True)
-            try:
-                deadline = time.monotonic() + _PIP_TIMEOUT_S
-                while proc.poll() is None:
-                    if cancelled is not None and cancelled.is_set():
-                        raise ConfigError("installing bfcl-eval was cancelled", field=field)
-                    if time.monotonic() > deadline:
-                        raise ConfigError(f"installing bfcl-eval into {target} took over {_PIP_TIMEOUT_S:.0f}s",
-                                          field=field)
-                    time.sleep(0.2)
-            finally:
-                if proc.poll() is None:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
-            err.seek(0)
-            tail = err.read()[-2000:].decode(errors="replace")
-        if proc.returncode != 0 or not _in_cache(target):
-            raise ConfigError(f"installing bfcl-eval into {target} failed: {tail}", field=field)
+        # pip writes into a fresh directory renamed into place once complete: a killed or cancelled install
+        # leaves no half-written cache behind, and one left by an older version is replaced
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+        try:
+            _pip(staging, target, field, cancelled)
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(staging, target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _pip(staging: Path, target: Path, field: str, cancelled: threading.Event | None) -> None:
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(install_command(staging), stdout=subprocess.DEVNULL, stderr=err,
+                                start_new_session=True)
+        try:
+            deadline = time.monotonic() + _PIP_TIMEOUT_S
+            while proc.poll() is None:
+                if cancelled is not None and cancelled.is_set():
+                    raise ConfigError("installing bfcl-eval was cancelled", field=field)
+                if time.monotonic() > deadline:
+                    raise ConfigError(f"installing bfcl-eval into {target} took over {_PIP_TIMEOUT_S:.0f}s",
+                                      field=field)
+                time.sleep(0.2)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        err.seek(0)
+        tail = err.read()[-2000:].decode(errors="replace")
+    if proc.returncode != 0 or not _in_cache(staging):
+        raise ConfigError(f"installing bfcl-eval into {target} failed: {tail.strip()}\n{_manual_hint(target)}",
+                          field=field)
 
 
 def ensure_bfcl_eval(*, auto_install: bool, field: str = "benchmark",

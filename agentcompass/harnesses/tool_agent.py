@@ -122,7 +122,8 @@ class ToolAgent(Harness):
                 step.observation = "\n".join(observations)
                 step.exec_latency_s = round(time.monotonic() - t0, 6)
                 ctx.artifacts[RECORD_KEY] = session.record()
-                continue
+                if not session.ends_turn():
+                    continue
             ctx.artifacts[RECORD_KEY] = session.record()
             nxt = await session.next_user_message(messages)
             if nxt is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import importlib.util
 import json
 import os
 import sys
@@ -80,18 +81,23 @@ def official_single_turn_verdict(functions: list[dict[str, Any]], answer: Any, p
     return {"valid": bool(result["valid"]), **({} if result["valid"] else {"error_type": result["error_type"]})}
 
 
+def _bfcl_utils() -> Any:
+    """bfcl-eval's ``bfcl_eval.utils`` (the format checks), imported for real: it imports ``filelock`` (not
+    installed, used only by its result-file writers, never by the functions the oracle calls), given as a stub."""
+    bfcl_data()
+    if "filelock" not in sys.modules and importlib.util.find_spec("filelock") is None:
+        stub = types.ModuleType("filelock")
+        stub.FileLock = object  # type: ignore[attr-defined]
+        sys.modules["filelock"] = stub
+    return importlib.import_module("bfcl_eval.utils")
+
+
 def _is_function_calling_format(decoded: Any) -> bool:
-    # bfcl_eval.utils.is_function_calling_format_output; bfcl_eval.utils imports filelock (not installed)
-    if type(decoded) is not list:
-        return False
-    return all(type(i) is dict and len(i) == 1 and type(next(iter(i.values()))) is dict for i in decoded)
+    return bool(_bfcl_utils().is_function_calling_format_output(decoded))
 
 
 def _is_empty_output(decoded: Any) -> bool:
-    # bfcl_eval.utils.is_empty_output
-    if not _is_function_calling_format(decoded):
-        return True
-    return len(decoded) == 0 or (len(decoded) == 1 and len(decoded[0]) == 0)
+    return bool(_bfcl_utils().is_empty_output(decoded))
 
 
 _RUNS = [0]

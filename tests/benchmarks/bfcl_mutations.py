@@ -9,9 +9,13 @@ import json
 import random
 from typing import Any
 
+#: arguments that are not a JSON object or not JSON at all (what the format checks must catch).
+FORMAT_KINDS = ("bad_json", "non_object_args", "empty_args", "one_of_two_broken")
 SINGLE_KINDS = ("wrong_value", "drop_param", "extra_param", "extra_call", "drop_call", "wrong_type", "swap_order",
-                "rename", "text", "bad_json", "restyle", "none")
-MULTI_KINDS = ("wrong_value", "drop_call", "extra_call", "swap_order", "wrong_type", "skip_step", "bad_json", "none")
+                "rename", "text", "restyle", "none", *FORMAT_KINDS)
+MULTI_KINDS = ("wrong_value", "drop_call", "extra_call", "swap_order", "wrong_type", "skip_step", "none",
+               *FORMAT_KINDS)
+NON_OBJECTS = ("[1]", "null", "1", '"x"', "true")
 
 
 def wrong_value(value: Any, rng: random.Random) -> Any:
@@ -97,6 +101,17 @@ def _mutate_calls(calls: list[dict[str, Any]], kind: str, rng: random.Random, ot
     elif kind == "bad_json":
         calls[target]["arguments"] = calls[target]["arguments"][:-1]
         return calls
+    elif kind == "non_object_args":
+        calls[target]["arguments"] = rng.choice(NON_OBJECTS)
+        return calls
+    elif kind == "empty_args":
+        calls[target]["arguments"] = ""
+        return calls
+    elif kind == "one_of_two_broken":  # a good call next to a broken one
+        broken = copy.deepcopy(calls[target])
+        broken["arguments"] = broken["arguments"][:-1]
+        calls.insert(rng.randrange(len(calls) + 1), broken)
+        return calls
     _set_args(calls[target], args)
     return calls
 
@@ -107,9 +122,11 @@ def mutate_single_turn(turns: list[Any], entry: dict[str, Any], rng: random.Rand
     first = turns[0]
     names = [f["name"].replace(".", "_") for f in entry["function"]] or ["some_function"]
     if isinstance(first, str):  # an irrelevance question: calling anything is wrong, any text is right
-        if (kind or rng.choice(["call", "text"])) == "call":
-            return [{"tool_calls": [{"name": names[0], "arguments": "{}"}]}]
-        return ["Sorry, I cannot do that."]
+        kind = kind if kind in ("call", "text", *FORMAT_KINDS) else rng.choice(["call", "text", *FORMAT_KINDS])
+        if kind == "text":
+            return ["Sorry, I cannot do that."]
+        calls = [{"name": names[0], "arguments": "{}"}]
+        return [{"tool_calls": calls if kind == "call" else _mutate_calls(calls, kind, rng, names[0])}]
     kind = kind or rng.choice(SINGLE_KINDS)
     if kind == "none":
         return copy.deepcopy(turns)
@@ -138,7 +155,8 @@ def mutate_multi_turn(turns: list[Any], rng: random.Random, kind: str | None = N
 
 def record_of(script: list[Any], n_turns: int) -> list[list[list[list[str]]]]:
     """The multi-turn record the session keeps when the scripted model plays ``script``: per user turn, the steps
-    with calls until a text answer (the script's last turn repeats once it runs out)."""
+    with calls until a text answer or a step whose arguments do not all decode to an object (BFCL ends the turn
+    there); the script's last turn repeats once it runs out."""
     turns: list[list[list[list[str]]]] = []
     current: list[list[list[str]]] = []
     i = 0
@@ -149,9 +167,20 @@ def record_of(script: list[Any], n_turns: int) -> list[list[list[list[str]]]]:
             turns.append(current)
             current = []
         else:
-            current.append([[c["name"], c["arguments"]] for c in turn["tool_calls"]])
+            step = [[c["name"], c["arguments"]] for c in turn["tool_calls"]]
+            current.append(step)
+            if not all(_decodes(raw) for _, raw in step):  # as BFCL's inference: the step ends the turn
+                turns.append(current)
+                current = []
     return turns
 
 
-__all__ = ["MULTI_KINDS", "SINGLE_KINDS", "mutate_multi_turn", "mutate_single_turn", "record_of", "restyle",
-           "wrong_type", "wrong_value"]
+def _decodes(raw: str) -> bool:
+    try:
+        return isinstance(json.loads(raw), dict)
+    except ValueError:
+        return False
+
+
+__all__ = ["FORMAT_KINDS", "MULTI_KINDS", "SINGLE_KINDS", "mutate_multi_turn", "mutate_single_turn", "record_of",
+           "restyle", "wrong_type", "wrong_value"]

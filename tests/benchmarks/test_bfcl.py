@@ -198,12 +198,76 @@ async def test_native_tool_calls_on_each_protocol(protocol: str, tmp_path: Path)
     assert mt.trajectory is not None and mt.trajectory.stop_reason == "answered"
 
 
+def _multi_turn_task(task_id: str) -> TaskSpec:
+    bench = BFCL({"task_ids": [task_id], "categories": [task_id.rsplit("_", 1)[0]]},
+                 ComponentContext(auto_install_dependencies=True))
+    [task] = bench.load_tasks()
+    return task
+
+
+def test_calls_the_harness_did_not_execute_are_not_graded(tmp_path: Path) -> None:
+    # the reference answer sends cd, mkdir and mv in one step; with parallel_tool_calls off only cd runs
+    task = _multi_turn_task("multi_turn_base_0")
+    turns = _reference_turns(task)
+    assert turns is not None and len(turns[0]["tool_calls"]) > 1
+    details = _run([task], [{"match": _first_user(task), "turns": turns}], tmp_path,
+                   harness_params={"parallel_tool_calls": False})
+    attempt = details[task.task_id].attempts["1"]
+    assert attempt.correct is False
+    assert attempt.extra["bfcl"]["error_type"] == "multi_turn:instance_state_mismatch"
+    # the same script with every call executed is right
+    details = _run([task], [{"match": _first_user(task), "turns": turns}], tmp_path / "parallel")
+    assert details[task.task_id].attempts["1"].correct is True
+
+
+def test_after_the_force_quit_the_model_is_not_asked_again(tmp_path: Path) -> None:
+    task = _multi_turn_task("multi_turn_base_0")
+    turns = [{"tool_calls": [_call("pwd", {})]}] * 40
+    details = _run([task], [{"match": _first_user(task), "turns": turns}], tmp_path,
+                   harness_params={"step_limit": 40})
+    attempt = details[task.task_id].attempts["1"]
+    assert attempt.trajectory is not None
+    assert len(attempt.trajectory.steps) == 21 and attempt.trajectory.stop_reason == "session_finished"
+    assert attempt.extra["bfcl"]["error_type"] == "multi_turn:force_terminated"
+
+
+def test_a_step_that_does_not_decode_ends_the_turn_live_and_in_grading(tmp_path: Path) -> None:
+    task = _multi_turn_task("multi_turn_base_0")
+    turns = _reference_turns(task)
+    assert turns is not None
+    broken = [{"tool_calls": [_call("mkdir", {"dir_name": "temp"}), _call("pwd", "")]}]
+    details = _run([task], [{"match": _first_user(task), "turns": broken + turns}], tmp_path)
+    attempt = details[task.task_id].attempts["1"]
+    assert attempt.trajectory is not None
+    assert "nothing of it was executed" in (attempt.trajectory.steps[0].observation or "")
+    # the reference's first step came as the answer to the second user turn: graded on what ran
+    assert attempt.extra["bfcl"]["valid"] is False
+    assert attempt.status == "completed"
+
+
+def test_the_summary_has_bfcls_leaderboard_groups(tmp_path: Path) -> None:
+    tasks = _sample(per_category=1, seed=5)
+    script = [{"match": _first_user(t), "turns": [REFUSAL]} for t in tasks]  # never calls a function
+    out = agentcompass.run_evaluation(
+        "bfcl", "tool_agent", "scripted", "local", benchmark_params={"task_ids": [t.task_id for t in tasks]},
+        model_params={"script": script, "bundled": False}, results_dir=str(tmp_path), progress="none",
+        auto_install_dependencies=True)
+    assert out.status == "completed", out.error
+    metrics = out.metrics
+    assert metrics["bfcl_non_live"] == 0.0 and metrics["bfcl_live"] == 0.0 and metrics["bfcl_multi_turn"] == 0.0
+    assert metrics["bfcl_irrelevance"] == 1.0 and metrics["bfcl_relevance"] == 0.0
+    assert metrics["bfcl_overall"] == pytest.approx(0.1)
+    assert metrics["bfcl_overall_without_agentic"] == pytest.approx(10 / 60)
+
+
 @pytest.mark.parametrize(("params", "field"), [
     ({"categories": ["simple"]}, "categories"),
     ({"categories": ["memory_kv"]}, "categories"),
     ({"task_ids": ["simple_python_100000"]}, "task_ids"),
     ({"limit": 2, "sample": 2}, "sample"),
     ({"limit": 0}, "limit"),
+    ({"task_ids": []}, "task_ids"),
+    ({"categories": []}, "categories"),
 ])
 def test_bad_params_are_refused_naming_the_field(params: dict[str, Any], field: str, tmp_path: Path) -> None:
     bfcl_data()
@@ -211,8 +275,17 @@ def test_bad_params_are_refused_naming_the_field(params: dict[str, Any], field: 
         agentcompass.run_evaluation("bfcl", "tool_agent", "scripted", "local", benchmark_params=params,
                                     results_dir=str(tmp_path), progress="none", auto_install_dependencies=True)
     assert field in str(err.value)
-    if field == "categories":
+    if field == "categories" and params["categories"]:
         assert "simple_python" in str(err.value) and "multi_turn_base" in str(err.value)
+    if params.get(field) == []:
+        assert "must not be empty" in str(err.value)
+
+
+def test_a_repeated_category_is_run_once() -> None:
+    bfcl_data()
+    bench = BFCL({"categories": ["simple_python", "simple_python"], "limit": 2},
+                 ComponentContext(auto_install_dependencies=True))
+    assert [t.task_id for t in bench.load_tasks()] == ["simple_python_0", "simple_python_1"]
 
 
 def test_sample_is_per_category_and_repeatable() -> None:

@@ -3,6 +3,7 @@ results fed back, next user turns asked for, the session's record graded, the se
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -136,3 +137,39 @@ def test_bad_params_name_the_field(bad: dict[str, Any], tmp_path: Path) -> None:
         agentcompass.run_evaluation(f"{HERE}:LedgerTasks", "tool_agent", "scripted", "local", harness_params=bad,
                                     results_dir=str(tmp_path), progress="none")
     assert next(iter(bad)) in str(err.value)
+
+
+class TurnEndingLedger(Ledger):
+    """A ledger whose session ends the user turn after any call with ``n`` 0 (``ends_turn``)."""
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__(task_id)
+        self._end = False
+
+    async def on_assistant(self, message: dict[str, Any]) -> None:
+        await super().on_assistant(message)
+        self._end = any(json.loads(c["function"]["arguments"]).get("n") == 0 for c in message.get("tool_calls") or [])
+
+    def ends_turn(self) -> bool:
+        return self._end
+
+
+class TurnEndingTasks(LedgerTasks):
+    def load_tasks(self) -> list[TaskSpec]:
+        return [TaskSpec(task_id="ledger-0", ground_truth=10)]
+
+    def tool_session(self, task: TaskSpec, ctx: RunContext) -> ToolSession | None:
+        return TurnEndingLedger(task.task_id)
+
+
+def test_a_session_can_end_the_user_turn_after_a_step(tmp_path: Path) -> None:
+    # the step with n=0 ends the first user turn: the next model reply answers the second ("now add 10")
+    script = {"bundled": False, "script": [{"match": "ledger-task ledger-0:", "turns": [
+        {"tool_calls": [_call("add", {"n": 0})]}, {"tool_calls": [_call("add", {"n": 10})]}, "done, 10"]}]}
+    out = agentcompass.run_evaluation(f"{HERE}:TurnEndingTasks", "tool_agent", "scripted", "local",
+                                      model_params=script, results_dir=str(tmp_path), progress="none")
+    assert out.status == "completed", out.error
+    attempt = _details(out.run_dir)["ledger-0"].attempts["1"]
+    assert attempt.correct and attempt.trajectory is not None
+    assert attempt.trajectory.stop_reason == "answered" and len(attempt.trajectory.steps) == 3
+    # without the hook the model would go on in the first turn and be asked "now add 10" once more: 4 steps
