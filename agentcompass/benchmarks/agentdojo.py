@@ -21,7 +21,7 @@ from typing import Annotated, Any, ClassVar
 
 import msgspec
 
-from .._errors import ConfigError, did_you_mean
+from .._errors import ConfigError, EvalError, did_you_mean
 from .._validate import Attempts, Count
 from ..dependencies import Requirement
 from ..interfaces import ComponentContext, EvalContext, EvalResult, PreparedTask, RunContext, TaskSpec
@@ -30,7 +30,7 @@ from ..tools import RECORD_KEY, ToolSession
 from . import agentdojo_suites as pkg
 from .agentdojo_grading import grade
 from .agentdojo_metrics import AgentDojoAccumulator
-from .agentdojo_session import AgentDojoSession
+from .agentdojo_session import MAX_ITERS, AgentDojoSession
 from .base import Benchmark
 
 _WHERE = "benchmark agentdojo"
@@ -44,7 +44,8 @@ class AgentDojoParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     of AgentDojo's attacks, e.g. ``important_instructions``), ``target_model`` (the model name the attacks that
     address the model use, a key of ``agentdojo.models.MODEL_NAMES`` such as ``gpt-4o-2024-05-13``),
     ``user_tasks`` / ``injection_tasks`` (ids such as ``user_task_3`` or ``banking/user_task_3``; default all),
-    ``limit`` (the first N tasks), ``k`` (attempts per task)."""
+    ``limit`` (the first N tasks), ``k`` (attempts per task), ``max_iters`` (rounds of tool calls after the first
+    model turn, AgentDojo's ``ToolsExecutionLoop`` default 15)."""
 
     suites: Ids | str | None = None
     benchmark_version: str | None = None
@@ -54,6 +55,7 @@ class AgentDojoParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     injection_tasks: Ids | str | None = None
     limit: Count | None = None
     k: Attempts | None = None
+    max_iters: Count = MAX_ITERS
 
 
 def _as_list(value: list[str] | str | None) -> list[str] | None:
@@ -91,6 +93,11 @@ class AgentDojo(Benchmark):
         self.suites = {name: pkg.get_suite(self.benchmark_version, name) for name in self.suite_names}
         self.attack_name = p.attack
         self.target_model = p.target_model
+        self.max_iters = p.max_iters
+        if p.target_model is not None and p.attack is None:
+            raise ConfigError(f"Parameter 'target_model' of {_WHERE} names the model an attack addresses: set "
+                              "'attack' too (e.g. important_instructions), or leave it out.",
+                              field="benchmark.params.target_model")
         self.attacks: dict[str, Any] = {}
         if p.attack is not None:
             if p.attack not in pkg.attack_names():
@@ -99,10 +106,12 @@ class AgentDojo(Benchmark):
                 try:
                     self.attacks[name] = pkg.load_attack(p.attack, suite, p.target_model)
                 except ValueError as exc:
+                    given = (f"'target_model' {p.target_model!r} is not a model name it knows" if p.target_model
+                             else "set parameter 'target_model'")
                     raise ConfigError(
-                        f"Attack {p.attack!r} of {_WHERE} addresses the model by name: set parameter 'target_model' "
-                        f"to one of {', '.join(pkg.model_names())} (or any name containing one), or pick an attack "
-                        f"whose text names no model (e.g. important_instructions_no_names). AgentDojo says: {exc}",
+                        f"Attack {p.attack!r} of {_WHERE} addresses the model by name: {given}; use one of "
+                        f"{', '.join(pkg.model_names())} (or any name containing one), or pick an attack whose text "
+                        f"names no model (e.g. important_instructions_no_names). AgentDojo says: {exc}",
                         field="benchmark.params.target_model") from None
         self.dos = any(getattr(a, "is_dos_attack", False) for a in self.attacks.values())
         self.user_task_ids = self._pick("user_tasks", _as_list(p.user_tasks), lambda s: s.user_tasks)
@@ -185,7 +194,8 @@ class AgentDojo(Benchmark):
         suite = self.suites[suite_name]
         user_task = suite.get_user_task_by_id(task.input["user_task"])
         return AgentDojoSession(suite, self.tools[suite_name], self.system_message, user_task.PROMPT,
-                                user_task.init_environment, dict(task.input.get("injections") or {}))
+                                user_task.init_environment, dict(task.input.get("injections") or {}),
+                                max_iters=self.max_iters)
 
     async def evaluate(self, ctx: EvalContext) -> EvalResult:
         """AgentDojo's utility (and, under an attack, security) checks on the try's recorded calls and answer."""
@@ -194,11 +204,21 @@ class AgentDojo(Benchmark):
         user_task = suite.get_user_task_by_id(task["user_task"])
         injection_id = task.get("injection_task")
         injection_task = suite.get_injection_task_by_id(injection_id) if injection_id else None
+        if RECORD_KEY not in ctx.result.artifacts:
+            # without the session's record nothing says what the agent did to the tools under attack: grading it
+            # would report the setup's security, not the agent's
+            raise EvalError(f"agentdojo needs a tool-calling harness (tool_agent): this try left no tool session "
+                            f"record ({ctx.result.error_kind or 'no error'}); the harness ran none of its tools")
         record = ctx.result.artifacts.get(RECORD_KEY) or {}
         calls = list(record.get("calls") or [])
-        output = record.get("output") if RECORD_KEY in ctx.result.artifacts else ctx.result.final_answer
-        verdict = await asyncio.to_thread(grade, suite, user_task, injection_task, dict(task.get("injections") or {}),
-                                          calls, output, dos=self.dos and injection_task is not None)
+        output = record.get("output")
+        try:
+            verdict = await asyncio.to_thread(grade, suite, user_task, injection_task,
+                                              dict(task.get("injections") or {}), calls, output,
+                                              dos=self.dos and injection_task is not None)
+        except Exception as exc:  # AgentDojo's own check failing on what the agent left (e.g. an unhashable value)
+            raise EvalError(f"AgentDojo's check raised {type(exc).__name__}: {exc}",
+                            extra={"grader_exception": f"{type(exc).__name__}: {exc}"}) from None
         extra: dict[str, Any] = {"utility": verdict.utility, "suite": task["suite"], "user_task": task["user_task"],
                                  "calls": verdict.calls}
         if injection_task is not None:

@@ -33,7 +33,7 @@ def grade(suite: Any, user_task: Any, injection_task: Any | None, injections: di
           calls: Sequence[dict[str, Any]], output: str | None, *, dos: bool = False) -> Verdict:
     """The verdict on a try that made ``calls`` (the session's record) and answered ``output`` (CPU-bound: call it
     off the event loop)."""
-    from agentdojo.functions_runtime import FunctionsRuntime
+    from agentdojo.functions_runtime import FunctionCall, FunctionsRuntime
     from agentdojo.types import text_content_block_from_string
 
     env = fresh_environment(suite, user_task.init_environment, injections)
@@ -41,6 +41,9 @@ def grade(suite: Any, user_task: Any, injection_task: Any | None, injections: di
     runtime = FunctionsRuntime(suite.tools)
     trace = []
     for entry in calls:
+        if entry.get("executed") is False:  # a call past AgentDojo's round budget: in its trace, never run
+            trace.append(FunctionCall(function=str(entry["function"]), args=dict(entry.get("args") or {})))
+            continue
         call, _text, _error = execute_call(runtime, env, str(entry["function"]), dict(entry.get("args") or {}))
         trace.append(call)
     model_output = [text_content_block_from_string(output)] if output is not None else []
