@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from .agentdojo_session import execute_call, fresh_environment
+from .agentdojo_session import execute_call, fresh_environment, initializer
 
 
 class Verdict(msgspec.Struct, frozen=True):
@@ -36,7 +36,7 @@ def grade(suite: Any, user_task: Any, injection_task: Any | None, injections: di
     from agentdojo.functions_runtime import FunctionCall, FunctionsRuntime
     from agentdojo.types import text_content_block_from_string
 
-    env = fresh_environment(suite, user_task.init_environment, injections)
+    env = fresh_environment(suite, initializer(user_task), injections)
     pre = env.model_copy(deep=True)
     runtime = FunctionsRuntime(suite.tools)
     trace = []

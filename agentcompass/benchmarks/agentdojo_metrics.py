@@ -12,6 +12,11 @@ emitted, so a dashboard never compares a clean and an attacked run under one nam
   attempts. AgentDojo scores such a run ``security = True``; its other errors abort its run, so they have no
   AgentDojo equivalent and count as not successful here.
 
+Injection tasks run alone as user tasks (``<suite>/<injection_task>``, param ``injection_tasks_as_user_tasks``) stay
+out of all of these (and of pass@k): they give ``injection_task_utility`` (passed / attempts) with
+``injection_tasks_passed`` and ``injection_task_attempts``, as AgentDojo reports "Passed injection tasks as user
+tasks" next to its rates.
+
 Errored attempts count as not useful (as pass@k counts them) and are counted in ``errored_attempts``. The same
 metrics are given per suite.
 """
@@ -80,8 +85,15 @@ class AgentDojoAccumulator:
         self._attack = attack
         self._all = _Rates()
         self._by_suite: dict[str, _Rates] = {}
+        self._injection_attempts = 0
+        self._injection_passed = 0
 
     def add(self, detail: TaskDetail) -> None:
+        if self._attack is not None and detail.task_id.count("/") == 1:  # an injection task run alone
+            attempts = [a for a in detail.attempts.values() if a.status != "skipped"]
+            self._injection_attempts += len(attempts)
+            self._injection_passed += sum(a.extra.get("utility") is True for a in attempts)
+            return
         self._default.add(detail)
         if all(a.status == "skipped" for a in detail.attempts.values()):
             return
@@ -93,6 +105,10 @@ class AgentDojoAccumulator:
         metrics, by_category = self._default.result()
         attack = self._attack is not None
         metrics.update(self._all.result(attack))
+        if self._injection_attempts:
+            metrics.update(injection_task_utility=self._injection_passed / self._injection_attempts,
+                           injection_tasks_passed=self._injection_passed,
+                           injection_task_attempts=self._injection_attempts)
         for suite, rates in self._by_suite.items():
             by_category.setdefault(suite, {}).update(rates.result(attack))
         return metrics, by_category

@@ -50,6 +50,17 @@ def _as_list(value: str) -> Any:
     return parsed if isinstance(parsed, list) else value
 
 
+def _unchanged(environment: Any) -> Any:
+    return environment
+
+
+def initializer(task: Any) -> Callable[[Any], Any]:
+    """The task's ``init_environment``: a user task's own; an injection task run alone as a user task has none
+    (AgentDojo's ``run_task_with_pipeline`` leaves the environment as it is)."""
+    init = getattr(task, "init_environment", None)
+    return init if callable(init) else _unchanged
+
+
 def fresh_environment(suite: Any, init_environment: Callable[[Any], Any], injections: dict[str, str]) -> Any:
     """The suite's default environment with ``injections`` in its vectors, set up by the user task's
     ``init_environment`` (CPU-bound: a YAML parse and a pydantic validation; call it off the event loop)."""
@@ -158,4 +169,4 @@ class AgentDojoSession(ToolSession):
         return {"calls": list(self.calls), "output": self.output}
 
 
-__all__ = ["AgentDojoSession", "execute_call", "fresh_environment"]
+__all__ = ["AgentDojoSession", "execute_call", "fresh_environment", "initializer"]

@@ -625,3 +625,28 @@ def test_an_attack_that_names_no_model_ignores_an_unknown_target_model() -> None
     bench = AgentDojo({"suites": "banking", "attack": "important_instructions_no_names", "target_model": "my-model"},
                       ComponentContext(run_id="t"))
     assert bench.attacks["banking"] is not None
+
+
+def test_injection_tasks_run_alone_as_user_tasks_stay_out_of_the_attack_rates(tmp_path: Path) -> None:
+    suite = get_suite(VERSION, "banking")
+    user_task = suite.get_user_task_by_id("user_task_0")
+    injections = [suite.get_injection_task_by_id(i) for i in ("injection_task_0", "injection_task_1")]
+    env = suite.load_and_inject_default_environment({})
+    entries = [{"match": injections[0].GOAL, "turns": [*_turns(injections[0].ground_truth(env)), "Done."]},
+               {"match": injections[1].GOAL, "turns": ["I will not do that."]},
+               ground_truth_entry(suite, user_task)]
+    out = _run(tmp_path, {"suites": "banking", "user_tasks": "user_task_0", **ATTACK,
+                          "injection_tasks": ["injection_task_0", "injection_task_1"],
+                          "injection_tasks_as_user_tasks": True}, _script(entries))
+    details = _details(out.run_dir)
+    assert sorted(details) == ["banking/injection_task_0", "banking/injection_task_1",
+                               "banking/user_task_0/injection_task_0", "banking/user_task_0/injection_task_1"]
+    # the same verdict AgentDojo's run_task_with_pipeline gives on the injection task run alone
+    theirs, _ = suite.run_task_with_pipeline(GroundTruthPipeline(injections[0]), injections[0], None, {})
+    assert details["banking/injection_task_0"].attempts["1"].extra["utility"] is theirs is True
+    assert details["banking/injection_task_1"].attempts["1"].extra["utility"] is False
+    m = out.metrics
+    assert m["injection_task_utility"] == 0.5 and m["injection_tasks_passed"] == 1
+    assert m["tasks"] == 2 and m["attack_graded"] == 2 and m["utility_attempts"] == 2  # the pairs only
+    with pytest.raises(agentcompass.ConfigError, match="injection_tasks_as_user_tasks"):
+        AgentDojo({"suites": "banking", "injection_tasks_as_user_tasks": True}, ComponentContext(run_id="t"))
