@@ -509,6 +509,7 @@ def test_the_round_budget_is_agentdojos(idle_rounds: int, tmp_path: Path) -> Non
     assert attempt.trajectory is not None and len(attempt.trajectory.steps) == llm.calls
     calls = attempt.artifacts["tool_session"]["calls"]
     assert len(calls) == idle_rounds + len(ground_truth)  # AgentDojo's trace lists the calls it did not execute
+    assert attempt.extra["calls"] == idle_rounds + (len(ground_truth) if idle_rounds < 15 else 0)  # re-executed
     assert all(("executed" in c) is (idle_rounds >= 15) for c in calls[idle_rounds:])
 
 
@@ -650,3 +651,14 @@ def test_injection_tasks_run_alone_as_user_tasks_stay_out_of_the_attack_rates(tm
     assert m["tasks"] == 2 and m["attack_graded"] == 2 and m["utility_attempts"] == 2  # the pairs only
     with pytest.raises(agentcompass.ConfigError, match="injection_tasks_as_user_tasks"):
         AgentDojo({"suites": "banking", "injection_tasks_as_user_tasks": True}, ComponentContext(run_id="t"))
+
+
+def test_a_try_stopped_in_its_first_model_call_is_still_graded(tmp_path: Path) -> None:
+    out = agentcompass.run_evaluation(
+        "agentdojo", "tool_agent", "scripted", "local", results_dir=str(tmp_path), progress="none",
+        benchmark_params={"suites": "banking", "user_tasks": "user_task_0"},
+        model_params={"bundled": False, "latency_s": 30, "script": [{"match": "", "turns": ["late"]}]},
+        harness_params={"agent_timeout": 0.5})
+    attempt = _details(out.run_dir)["banking/user_task_0"].attempts["1"]
+    assert attempt.error_kind == "agent_timeout" and attempt.correct is False  # graded on the empty record
+    assert attempt.extra["utility"] is False and attempt.extra["calls"] == 0
