@@ -8,8 +8,11 @@ every assistant turn to ``on_assistant``, executes each tool call with ``call`` 
 ``next_user_message`` for the next user turn when the model answers without a tool call (a multi-turn question's
 next part, a simulated user's reply); None ends the episode. ``start()`` runs before ``initial_messages()`` (a
 start that needs I/O), and ``finished()`` lets the session end the episode before the next model turn (a budget
-spent); ``ends_turn()`` ends the current user turn once an assistant turn's calls are answered. ``record()`` is
-the JSON-able account the benchmark grades from (the harness puts it in ``HarnessResult.artifacts["tool_session"]``).
+spent); ``ends_turn()`` ends the current user turn once an assistant turn's calls are answered.
+``max_tool_output`` and ``max_tool_rounds`` state the benchmark's own limits (how much of a tool result the model sees, how many rounds of tool calls it gets), so a default run gives the benchmark's numbers; the harness
+honours them (a limit the user sets on the harness explicitly still wins for the output). ``record()`` is the
+JSON-able account the benchmark grades from (the harness puts it in
+``HarnessResult.artifacts["tool_session"]``).
 """
 
 from __future__ import annotations
@@ -31,6 +34,13 @@ class ToolSession(abc.ABC):
     #: False: the model's tool calls are its answer and are not executed (e.g. BFCL's single-turn AST
     #: categories); the episode then ends after the first assistant turn unless ``next_user_message`` goes on.
     executes_tools: ClassVar[bool] = True
+    #: characters of one tool result the model sees, as the benchmark poses it; None: the harness's default. A
+    #: ``tool_output_limit`` the user sets on the harness overrides it.
+    max_tool_output: int | None = None
+    #: rounds of tool execution the benchmark allows (AgentDojo: 15); None: no limit of its own. A model turn
+    #: after the last round ends the episode with its calls not executed (the harness's ``step_limit`` still
+    #: applies when smaller).
+    max_tool_rounds: int | None = None
 
     @abc.abstractmethod
     def tools(self) -> list[dict[str, Any]]:

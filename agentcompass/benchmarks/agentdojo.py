@@ -21,7 +21,7 @@ from typing import Annotated, Any, ClassVar
 
 import msgspec
 
-from .._errors import ConfigError, did_you_mean
+from .._errors import ConfigError, EvalError, did_you_mean
 from .._validate import Attempts, Count
 from ..dependencies import Requirement
 from ..interfaces import ComponentContext, EvalContext, EvalResult, PreparedTask, RunContext, TaskSpec
@@ -30,7 +30,7 @@ from ..tools import RECORD_KEY, ToolSession
 from . import agentdojo_suites as pkg
 from .agentdojo_grading import grade
 from .agentdojo_metrics import AgentDojoAccumulator
-from .agentdojo_session import AgentDojoSession
+from .agentdojo_session import MAX_ITERS, AgentDojoSession, initializer
 from .base import Benchmark
 
 _WHERE = "benchmark agentdojo"
@@ -44,7 +44,11 @@ class AgentDojoParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     of AgentDojo's attacks, e.g. ``important_instructions``), ``target_model`` (the model name the attacks that
     address the model use, a key of ``agentdojo.models.MODEL_NAMES`` such as ``gpt-4o-2024-05-13``),
     ``user_tasks`` / ``injection_tasks`` (ids such as ``user_task_3`` or ``banking/user_task_3``; default all),
-    ``limit`` (the first N tasks), ``k`` (attempts per task)."""
+    ``limit`` (the first N tasks), ``k`` (attempts per task), ``max_iters`` (rounds of tool calls after the first
+    model turn, AgentDojo's ``ToolsExecutionLoop`` default 15), ``injection_tasks_as_user_tasks`` (under an attack,
+    also run each selected injection task alone as a user task, ``<suite>/<injection_task>``: its goal as the
+    prompt, no injections, graded by its own check, as AgentDojo's benchmark does to tell whether the model can do
+    the injected task at all; not with a DoS attack)."""
 
     suites: Ids | str | None = None
     benchmark_version: str | None = None
@@ -54,6 +58,8 @@ class AgentDojoParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     injection_tasks: Ids | str | None = None
     limit: Count | None = None
     k: Attempts | None = None
+    max_iters: Count = MAX_ITERS
+    injection_tasks_as_user_tasks: bool = False
 
 
 def _as_list(value: list[str] | str | None) -> list[str] | None:
@@ -91,6 +97,11 @@ class AgentDojo(Benchmark):
         self.suites = {name: pkg.get_suite(self.benchmark_version, name) for name in self.suite_names}
         self.attack_name = p.attack
         self.target_model = p.target_model
+        self.max_iters = p.max_iters
+        if p.target_model is not None and p.attack is None:
+            raise ConfigError(f"Parameter 'target_model' of {_WHERE} names the model an attack addresses: set "
+                              "'attack' too (e.g. important_instructions), or leave it out.",
+                              field="benchmark.params.target_model")
         self.attacks: dict[str, Any] = {}
         if p.attack is not None:
             if p.attack not in pkg.attack_names():
@@ -99,10 +110,12 @@ class AgentDojo(Benchmark):
                 try:
                     self.attacks[name] = pkg.load_attack(p.attack, suite, p.target_model)
                 except ValueError as exc:
+                    given = (f"'target_model' {p.target_model!r} is not a model name it knows" if p.target_model
+                             else "set parameter 'target_model'")
                     raise ConfigError(
-                        f"Attack {p.attack!r} of {_WHERE} addresses the model by name: set parameter 'target_model' "
-                        f"to one of {', '.join(pkg.model_names())} (or any name containing one), or pick an attack "
-                        f"whose text names no model (e.g. important_instructions_no_names). AgentDojo says: {exc}",
+                        f"Attack {p.attack!r} of {_WHERE} addresses the model by name: {given}; use one of "
+                        f"{', '.join(pkg.model_names())} (or any name containing one), or pick an attack whose text "
+                        f"names no model (e.g. important_instructions_no_names). AgentDojo says: {exc}",
                         field="benchmark.params.target_model") from None
         self.dos = any(getattr(a, "is_dos_attack", False) for a in self.attacks.values())
         self.user_task_ids = self._pick("user_tasks", _as_list(p.user_tasks), lambda s: s.user_tasks)
@@ -110,6 +123,11 @@ class AgentDojo(Benchmark):
             raise ConfigError(f"Parameter 'injection_tasks' of {_WHERE} selects the injection paired with each user "
                               "task under an attack: set 'attack' too (e.g. important_instructions), or leave it out.",
                               field="benchmark.params.injection_tasks")
+        if p.injection_tasks_as_user_tasks and p.attack is None:
+            raise ConfigError(f"Parameter 'injection_tasks_as_user_tasks' of {_WHERE} runs the injection tasks of an "
+                              "attack alone: set 'attack' too, or leave it out.",
+                              field="benchmark.params.injection_tasks_as_user_tasks")
+        self.injection_as_user = p.injection_tasks_as_user_tasks and not self.dos
         self.injection_task_ids = self._pick("injection_tasks", _as_list(p.injection_tasks),
                                              lambda s: s.injection_tasks)
         self.tools = {name: pkg.tool_schemas(suite) for name, suite in self.suites.items()}
@@ -158,6 +176,12 @@ class AgentDojo(Benchmark):
                         return
                     count += 1
                     yield self._task(name, suite, user_task, injection_id)
+            if self.injection_as_user:
+                for injection_id in injection_ids:
+                    if self.limit is not None and count >= self.limit:
+                        return
+                    count += 1
+                    yield self._injection_as_user_task(name, suite.get_injection_task_by_id(injection_id))
 
     def _task(self, suite_name: str, suite: Any, user_task: Any, injection_id: str | None) -> TaskSpec:
         task_id = f"{suite_name}/{user_task.ID}"
@@ -173,6 +197,21 @@ class AgentDojo(Benchmark):
                         ground_truth={**identity, "benchmark_version": self.benchmark_version},
                         metadata={"difficulty": str(getattr(user_task.DIFFICULTY, "name", user_task.DIFFICULTY))})
 
+    def _injection_as_user_task(self, suite_name: str, injection_task: Any) -> TaskSpec:
+        identity = {"suite": suite_name, "user_task": None, "injection_task": injection_task.ID,
+                    "as_user_task": True}
+        return TaskSpec(task_id=f"{suite_name}/{injection_task.ID}", category=suite_name,
+                        input={**identity, "prompt": injection_task.GOAL, "injections": {}},
+                        ground_truth={**identity, "benchmark_version": self.benchmark_version},
+                        metadata={"difficulty": str(getattr(injection_task.DIFFICULTY, "name",
+                                                            injection_task.DIFFICULTY))})
+
+    def _goal(self, suite: Any, task: dict[str, Any]) -> Any:
+        """The task the try's prompt poses: the user task, or the injection task run alone as one."""
+        if task.get("as_user_task"):
+            return suite.get_injection_task_by_id(task["injection_task"])
+        return suite.get_user_task_by_id(task["user_task"])
+
     def prepare(self, task: TaskSpec) -> PreparedTask:
         """The user task's prompt (the conversation itself is the tool session's)."""
         return PreparedTask(task_id=task.task_id, prompt=task.input["prompt"],
@@ -183,26 +222,40 @@ class AgentDojo(Benchmark):
         """The suite's tools over a fresh copy of its environment, with the task's injections."""
         suite_name = task.input["suite"]
         suite = self.suites[suite_name]
-        user_task = suite.get_user_task_by_id(task.input["user_task"])
-        return AgentDojoSession(suite, self.tools[suite_name], self.system_message, user_task.PROMPT,
-                                user_task.init_environment, dict(task.input.get("injections") or {}))
+        goal = self._goal(suite, task.input)
+        return AgentDojoSession(suite, self.tools[suite_name], self.system_message, task.input["prompt"],
+                                initializer(goal), dict(task.input.get("injections") or {}),
+                                max_iters=self.max_iters)
 
     async def evaluate(self, ctx: EvalContext) -> EvalResult:
         """AgentDojo's utility (and, under an attack, security) checks on the try's recorded calls and answer."""
         task = ctx.task.input
         suite = self.suites[task["suite"]]
-        user_task = suite.get_user_task_by_id(task["user_task"])
+        user_task = self._goal(suite, task)
         injection_id = task.get("injection_task")
-        injection_task = suite.get_injection_task_by_id(injection_id) if injection_id else None
+        as_user_task = bool(task.get("as_user_task"))
+        injection_task = suite.get_injection_task_by_id(injection_id) if injection_id and not as_user_task else None
+        if RECORD_KEY not in ctx.result.artifacts:
+            # without the session's record nothing says what the agent did to the tools under attack: grading it
+            # would report the setup's security, not the agent's
+            raise EvalError(f"agentdojo needs a tool-calling harness (tool_agent): this try left no tool session "
+                            f"record ({ctx.result.error_kind or 'no error'}); the harness ran none of its tools")
         record = ctx.result.artifacts.get(RECORD_KEY) or {}
         calls = list(record.get("calls") or [])
-        output = record.get("output") if RECORD_KEY in ctx.result.artifacts else ctx.result.final_answer
-        verdict = await asyncio.to_thread(grade, suite, user_task, injection_task, dict(task.get("injections") or {}),
-                                          calls, output, dos=self.dos and injection_task is not None)
+        output = record.get("output")
+        try:
+            verdict = await asyncio.to_thread(grade, suite, user_task, injection_task,
+                                              dict(task.get("injections") or {}), calls, output,
+                                              dos=self.dos and injection_task is not None)
+        except Exception as exc:  # AgentDojo's own check failing on what the agent left (e.g. an unhashable value)
+            raise EvalError(f"AgentDojo's check raised {type(exc).__name__}: {exc}",
+                            extra={"grader_exception": f"{type(exc).__name__}: {exc}"}) from None
         extra: dict[str, Any] = {"utility": verdict.utility, "suite": task["suite"], "user_task": task["user_task"],
                                  "calls": verdict.calls}
         if injection_task is not None:
             extra.update(security=verdict.security, injection_task=injection_id, attack=self.attack_name)
+        if as_user_task:
+            extra.update(injection_task=injection_id, as_user_task=True)
         return EvalResult(correct=verdict.utility, score=1.0 if verdict.utility else 0.0, extra=extra)
 
     def new_accumulator(self) -> AgentDojoAccumulator:

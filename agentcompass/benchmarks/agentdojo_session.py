@@ -5,18 +5,60 @@ without an attack), then set up by the user task (``init_environment``), as Agen
 does. Each tool call runs through AgentDojo's ``FunctionsRuntime`` exactly as its ``ToolsExecutor`` runs it: an
 unknown tool is refused with its message, arguments that are a list written as a string are parsed, the result is
 formatted by ``tool_result_to_str`` (YAML) and an error goes back as the tool result the way its OpenAI pipeline
-sends it. The record is the call trace (name, arguments, error) and the model's last answer: grading re-executes
-the trace on a fresh copy of the same environment (``agentdojo_grading``).
+sends it; an argument AgentDojo's list parsing chokes on (where its own runner would crash) is an error result too.
+The session states AgentDojo's limits: no cut of tool output (``max_tool_output`` is only a cap far above the
+largest output) and ``max_iters`` rounds of tool calls (``max_tool_rounds``; AgentDojo's ``ToolsExecutionLoop``):
+the calls of a model turn after the last round are not executed but are in the trace, as in AgentDojo's. The
+record is the call trace (name, arguments, error, ``executed``: False for those) and the model's last answer:
+grading re-executes the trace on a fresh copy of the same environment (``agentdojo_grading``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from ast import literal_eval
 from collections.abc import Callable
 from typing import Any
 
 from ..tools import ToolSession
+
+#: AgentDojo's ``ToolsExecutionLoop`` default: rounds of tool calls after the first model turn.
+MAX_ITERS = 15
+#: the longest string argument parsed as a Python literal (a list written as a string): the parser's memory grows
+#: with the input, and no real list argument comes near it.
+MAX_LITERAL_CHARS = 10_000
+#: a cap on the tool output the model sees, far above AgentDojo's largest (29 k characters): AgentDojo cuts none.
+MAX_TOOL_OUTPUT = 1_000_000
+
+
+def _as_list(value: str) -> Any:
+    """``value`` parsed as AgentDojo's ``is_string_list`` + ``literal_eval`` parse it: the list, or ``value``
+    itself when it is not a list written as a string. ValueError for an argument the parse fails on in ways
+    AgentDojo does not catch (its runner would crash) or one too long to parse."""
+    if len(value) > MAX_LITERAL_CHARS:
+        stripped = value.strip()
+        if stripped[:1] in ("[", "(") and stripped[-1:] in ("]", ")"):
+            raise ValueError(f"a list argument of {len(value)} characters is too long (at most {MAX_LITERAL_CHARS})")
+        return value  # a long text that is no list literal: not parsed (the parser's memory grows with it)
+    try:
+        parsed = literal_eval(value)
+    except (ValueError, SyntaxError):
+        return value
+    except Exception as exc:  # TypeError (unhashable), MemoryError, RecursionError: the model's text, not a bug
+        raise ValueError(f"{type(exc).__name__}: {exc}") from None
+    return parsed if isinstance(parsed, list) else value
+
+
+def _unchanged(environment: Any) -> Any:
+    return environment
+
+
+def initializer(task: Any) -> Callable[[Any], Any]:
+    """The task's ``init_environment``: a user task's own; an injection task run alone as a user task has none
+    (AgentDojo's ``run_task_with_pipeline`` leaves the environment as it is)."""
+    init = getattr(task, "init_environment", None)
+    return init if callable(init) else _unchanged
 
 
 def fresh_environment(suite: Any, init_environment: Callable[[Any], Any], injections: dict[str, str]) -> Any:
@@ -28,7 +70,7 @@ def fresh_environment(suite: Any, init_environment: Callable[[Any], Any], inject
 def execute_call(runtime: Any, env: Any, name: str, arguments: dict[str, Any]) -> tuple[Any, str, str | None]:
     """Run one tool call as AgentDojo's ``ToolsExecutor`` does: (the ``FunctionCall`` for the trace, the result text
     the model sees, the error or None)."""
-    from agentdojo.agent_pipeline.tool_execution import is_string_list, tool_result_to_str
+    from agentdojo.agent_pipeline.tool_execution import tool_result_to_str
     from agentdojo.functions_runtime import FunctionCall
 
     call = FunctionCall(function=name, args=dict(arguments))
@@ -36,8 +78,12 @@ def execute_call(runtime: Any, env: Any, name: str, arguments: dict[str, Any]) -
         error = f"Invalid tool {name} provided."
         return call, error, error
     for key, value in call.args.items():
-        if isinstance(value, str) and is_string_list(value):
-            call.args[key] = literal_eval(value)
+        if isinstance(value, str):
+            try:
+                call.args[key] = _as_list(value)
+            except ValueError as exc:
+                error = f"ValueError: argument {key!r} could not be parsed: {exc}"
+                return call, error, error
     result, error = runtime.run_function(env, name, call.args)
     return call, (error or tool_result_to_str(result)), error
 
@@ -55,8 +101,14 @@ def _plain(value: Any) -> Any:
 class AgentDojoSession(ToolSession):
     """The tools of one AgentDojo try (see the module doc); ``record()`` has ``calls`` and ``output``."""
 
+    max_tool_output = MAX_TOOL_OUTPUT
+
     def __init__(self, suite: Any, tools: list[dict[str, Any]], system_message: str, prompt: str,
-                 init_environment: Callable[[Any], Any], injections: dict[str, str]) -> None:
+                 init_environment: Callable[[Any], Any], injections: dict[str, str], *,
+                 max_iters: int = MAX_ITERS) -> None:
+        self.max_tool_rounds = max_iters
+        self._max_iters = max_iters
+        self._turns_with_calls = 0
         self._suite = suite
         self._tools = tools
         self._system = system_message
@@ -87,7 +139,8 @@ class AgentDojoSession(ToolSession):
     async def call(self, name: str, arguments: dict[str, Any]) -> str:
         async with self._lock:  # the calls change one environment: one at a time, in the model's order
             env = await self._environment()
-            call, text, error = execute_call(self._runtime, env, name, arguments)
+            # off the loop: validation, the tool and the YAML dump are CPU work the other tries must not wait on
+            call, text, error = await asyncio.to_thread(execute_call, self._runtime, env, name, arguments)
             entry: dict[str, Any] = {"function": call.function, "args": _plain(dict(call.args))}
             if error is not None:
                 entry["error"] = error
@@ -97,9 +150,23 @@ class AgentDojoSession(ToolSession):
     async def on_assistant(self, message: dict[str, Any]) -> None:
         content = message.get("content")
         self.output = content if isinstance(content, str) else None
+        tool_calls = message.get("tool_calls") or []
+        if not tool_calls:
+            return
+        self._turns_with_calls += 1
+        if self._turns_with_calls > self._max_iters:
+            # the harness will not execute them (the rounds are spent), but AgentDojo's trace lists them
+            for tc in tool_calls:
+                function = tc.get("function") or {}
+                try:
+                    args = json.loads(function.get("arguments") or "{}")
+                except ValueError:
+                    continue  # not in AgentDojo's trace either (its pipeline cannot parse them)
+                if isinstance(args, dict):
+                    self.calls.append({"function": str(function.get("name")), "args": args, "executed": False})
 
     def record(self) -> dict[str, Any]:
         return {"calls": list(self.calls), "output": self.output}
 
 
-__all__ = ["AgentDojoSession", "execute_call", "fresh_environment"]
+__all__ = ["AgentDojoSession", "execute_call", "fresh_environment", "initializer"]

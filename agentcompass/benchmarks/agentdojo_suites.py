@@ -31,14 +31,9 @@ def benchmark_versions() -> tuple[str, ...]:
     return tuple(load_suites._SUITES)
 
 
-@functools.cache
 def default_benchmark_version() -> str:
-    """The version AgentDojo's own benchmark script runs by default (its ``--benchmark-version`` option)."""
-    from agentdojo.scripts import benchmark as script
-
-    for option in script.main.params:
-        if option.name == "benchmark_version" and isinstance(option.default, str):
-            return option.default
+    """The newest version the package registers (``v1.2.2`` in 0.1.35, which is also its benchmark script's
+    default; read from the registry rather than the script, which imports every provider's SDK)."""
     return benchmark_versions()[-1]
 
 
@@ -83,16 +78,15 @@ def load_attack(name: str, suite: Any, target_model: str | None) -> Any:
     """AgentDojo's attack ``name`` on ``suite``, aimed at a pipeline named ``target_model``. ValueError (the
     package's message) when the attack's text depends on the model's name and ``target_model`` is not one it knows.
 
-    Without ``target_model``, an attack whose constructor insists on a name but whose text does not depend on it
+    When ``target_model`` is None or unknown, an attack whose constructor insists on a name but whose text does not
+    depend on it
     (``important_instructions_no_model_name`` replaces the name with its own) is built with a stand-in name: the
     text is the same whichever name it gets."""
     import agentdojo.attacks  # noqa: F401  (importing the package registers its attacks)
     from agentdojo.attacks.attack_registry import load_attack as load
 
-    if target_model is not None:
-        return load(name, suite, _target(target_model))
     try:
-        return load(name, suite, _target(None))
+        return load(name, suite, _target(target_model))
     except ValueError:
         names = _two_model_names()
         built = [load(name, suite, _target(n)) for n in names]

@@ -28,24 +28,37 @@ _WHERE = "harness tool_agent"
 
 
 class ToolAgentParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    """``step_limit``: model turns at most; ``tool_output_limit``: characters of one tool result the model sees;
-    ``model_params``: merged into every model call; ``parallel_tool_calls``: execute all calls of a turn (else
-    only the first, the others answered with an error)."""
+    """``step_limit``: model turns at most (a session's ``max_tool_rounds`` may end it sooner);
+    ``tool_output_limit``: characters of one tool result the model sees (None: the session's
+    ``max_tool_output``, else 20,000; a value set here overrides the session's); ``model_params``: merged into every
+    model call; ``parallel_tool_calls``: execute all calls of a turn (else only the first, the others answered with
+    an error); ``max_calls_per_turn``: calls of one turn executed (the others answered with an error)."""
 
     step_limit: int = msgspec.field(default=50)
-    tool_output_limit: int = 20_000
+    tool_output_limit: int | None = None
     model_params: dict[str, Any] = {}
     parallel_tool_calls: bool = True
+    max_calls_per_turn: int = 64
 
     def __post_init__(self) -> None:
         if self.step_limit < 1:
             raise ValueError("step_limit must be >= 1")
-        if self.tool_output_limit < 100:
+        if self.tool_output_limit is not None and self.tool_output_limit < 100:
             raise ValueError("tool_output_limit must be >= 100")
+        if self.max_calls_per_turn < 1:
+            raise ValueError("max_calls_per_turn must be >= 1")
+
+
+#: the tool output limit when neither the user nor the session sets one.
+DEFAULT_TOOL_OUTPUT_LIMIT = 20_000
+#: the size of one call's raw arguments (JSON text) the harness parses; a larger one is answered with an error.
+MAX_ARGUMENT_CHARS = 256 * 1024
 
 
 def _arguments(raw: str) -> dict[str, Any]:
     """A call's arguments as an object; ToolError (shown to the model) when they are not a JSON object."""
+    if len(raw) > MAX_ARGUMENT_CHARS:
+        raise ToolError(f"the arguments are {len(raw)} characters long; at most {MAX_ARGUMENT_CHARS} are accepted")
     if not raw.strip():
         return {}
     try:
@@ -85,9 +98,15 @@ class ToolAgent(Harness):
         traj = ctx.trajectory
         traj.started_at = time.time()
         await session.start()
+        # written before the first model call: a try stopped then (agent_timeout, a model error) is still graded
+        ctx.artifacts[RECORD_KEY] = session.record()
+        output_limit = self.p.tool_output_limit or session.max_tool_output or DEFAULT_TOOL_OUTPUT_LIMIT
+        rounds_allowed = session.max_tool_rounds
+        turns = self.p.step_limit if rounds_allowed is None else min(self.p.step_limit, rounds_allowed + 1)
+        rounds = 0
         messages = list(session.initial_messages())
         stop = "step_limit"
-        for index in range(self.p.step_limit):
+        for index in range(turns):
             if session.finished():
                 stop = "session_finished"
                 break
@@ -106,17 +125,26 @@ class ToolAgent(Harness):
                         model_latency_s=resp.latency_s, finish_reason=resp.finish_reason, started_at=started)
             traj.steps.append(step)
             if calls and session.executes_tools:
+                if rounds_allowed is not None and rounds >= rounds_allowed:
+                    # the benchmark's round budget is spent: this turn's calls are not executed (AgentDojo's loop)
+                    stop = "tool_round_limit"
+                    ctx.artifacts[RECORD_KEY] = session.record()
+                    break
+                rounds += 1
                 t0 = time.monotonic()
                 observations = []
                 for n, call in enumerate(calls):
                     if n and not self.p.parallel_tool_calls:
                         out = "Error: only one tool call per turn is executed; call it again."
+                    elif n >= self.p.max_calls_per_turn:
+                        out = (f"Error: too many tool calls in one turn; only the first {self.p.max_calls_per_turn} "
+                               "are executed.")
                     else:
                         try:
                             out = await session.call(call.name, _arguments(call.arguments))
                         except ToolError as exc:
                             out = f"Error: {exc}"
-                    out = truncate_middle(out, self.p.tool_output_limit)
+                    out = truncate_middle(out, output_limit)
                     observations.append(f"[{call.name}] {out}")
                     messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": out})
                 step.observation = "\n".join(observations)
@@ -131,7 +159,7 @@ class ToolAgent(Harness):
                 break
             messages.append({"role": "user", "content": nxt})
         else:
-            log.info("tool_agent %s: step limit %d reached", ctx.task_id, self.p.step_limit)
+            log.info("tool_agent %s: step limit %d reached", ctx.task_id, turns)
         traj.finished_at = time.time()
         traj.stop_reason = stop
         final = next((m.get("content") for m in reversed(messages) if m.get("role") == "assistant"), None)

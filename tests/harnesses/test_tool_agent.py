@@ -173,3 +173,94 @@ def test_a_session_can_end_the_user_turn_after_a_step(tmp_path: Path) -> None:
     assert attempt.correct and attempt.trajectory is not None
     assert attempt.trajectory.stop_reason == "answered" and len(attempt.trajectory.steps) == 3
     # without the hook the model would go on in the first turn and be asked "now add 10" once more: 4 steps
+class Echo(ToolSession):
+    """``echo`` returns ``n`` x's; the session states its own limits (the task id says which)."""
+
+    def __init__(self, task_id: str, max_tool_output: int | None, max_tool_rounds: int | None) -> None:
+        self.task_id = task_id
+        self.max_tool_output = max_tool_output
+        self.max_tool_rounds = max_tool_rounds
+        self.executed: list[int] = []
+
+    def tools(self) -> list[dict[str, Any]]:
+        return [{"type": "function", "function": {
+            "name": "echo", "description": "n x's",
+            "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}}]
+
+    def initial_messages(self) -> list[dict[str, Any]]:
+        return [{"role": "user", "content": f"echo-task {self.task_id}:"}]
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> str:
+        self.executed.append(int(arguments.get("n", 0)))
+        return "x" * int(arguments.get("n", 0))
+
+    def record(self) -> dict[str, Any]:
+        return {"executed": list(self.executed)}
+
+
+#: task id -> (the session's max_tool_output, its max_tool_rounds)
+ECHO_LIMITS: dict[str, tuple[int | None, int | None]] = {
+    "long-output": (50_000, None), "no-hint": (None, None), "two-rounds": (None, 2), "many-calls": (None, None)}
+
+
+class EchoTasks(Benchmark):
+    dimension = "tool_use"
+
+    def load_tasks(self) -> list[TaskSpec]:
+        return [TaskSpec(task_id=t) for t in ECHO_LIMITS]
+
+    def prepare(self, task: TaskSpec) -> PreparedTask:
+        return PreparedTask(task_id=task.task_id, prompt="(the tool session holds the conversation)")
+
+    def tool_session(self, task: TaskSpec, ctx: RunContext) -> ToolSession | None:
+        return Echo(task.task_id, *ECHO_LIMITS[task.task_id])
+
+    async def evaluate(self, ctx: EvalContext) -> EvalResult:
+        return EvalResult(correct=True, extra={"record": ctx.result.artifacts[RECORD_KEY]})
+
+
+ECHO_SCRIPT: dict[str, Any] = {"bundled": False, "script": [
+    {"match": "echo-task long-output:", "turns": [{"tool_calls": [_call("echo", {"n": 30_000})]}, "done"]},
+    {"match": "echo-task no-hint:", "turns": [{"tool_calls": [_call("echo", {"n": 30_000})]}, "done"]},
+    {"match": "echo-task two-rounds:", "turns": [{"tool_calls": [_call("echo", {"n": 1})]},
+                                                 {"tool_calls": [_call("echo", {"n": 2})]},
+                                                 {"tool_calls": [_call("echo", {"n": 3})]}, "done"]},
+    {"match": "echo-task many-calls:", "turns": [
+        {"tool_calls": [_call("echo", {"n": 1}), _call("echo", {"n": 2}), _call("echo", {"n": 3}),
+                        _call("echo", '{"n": 4, "pad": "' + "p" * (300 * 1024) + '"}')]}, "done"]},
+]}
+
+
+def _echo_run(tmp_path: Path, harness_params: dict[str, Any] | None = None) -> dict[str, Any]:
+    out = agentcompass.run_evaluation(f"{HERE}:EchoTasks", "tool_agent", "scripted", "local",
+                                      model_params=ECHO_SCRIPT, harness_params=harness_params or {},
+                                      results_dir=str(tmp_path), progress="none")
+    assert out.status == "completed", out.error
+    return {t: d.attempts["1"] for t, d in _details(out.run_dir).items()}
+
+
+def _observation(attempt: Any, step: int) -> str:
+    return (attempt.trajectory.steps[step].observation or "") if attempt.trajectory else ""
+
+
+def test_the_sessions_limits_apply_by_default(tmp_path: Path) -> None:
+    runs = _echo_run(tmp_path / "default", {"max_calls_per_turn": 2})
+    assert _observation(runs["long-output"], 0) == "[echo] " + "x" * 30_000  # the session's 50,000: not cut
+    assert len(_observation(runs["no-hint"], 0)) < 21_000  # no hint: the harness's 20,000
+    rounds = runs["two-rounds"]
+    assert rounds.extra["record"] == {"executed": [1, 2]}  # the third turn's call is past the session's 2 rounds
+    assert rounds.trajectory is not None and len(rounds.trajectory.steps) == 3
+    assert rounds.trajectory.stop_reason == "tool_round_limit"
+    many = runs["many-calls"]
+    assert many.extra["record"] == {"executed": [1, 2]}
+    assert _observation(many, 0).count("too many tool calls in one turn") == 2
+    # an explicit tool_output_limit overrides the session's; a smaller step_limit ends the episode first
+    runs = _echo_run(tmp_path / "user", {"tool_output_limit": 1000, "step_limit": 1})
+    assert len(_observation(runs["long-output"], 0)) < 1100
+    assert runs["two-rounds"].extra["record"] == {"executed": [1]}
+
+
+def test_oversized_arguments_are_answered_with_an_error(tmp_path: Path) -> None:
+    many = _echo_run(tmp_path)["many-calls"]
+    assert many.extra["record"] == {"executed": [1, 2, 3]}  # the 300 kB call never reached the session
+    assert "at most 262144 are accepted" in _observation(many, 0)
