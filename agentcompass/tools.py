@@ -7,12 +7,12 @@ offers ``tools()`` through the model's native tool calling (all three protocols 
 every assistant turn to ``on_assistant``, executes each tool call with ``call`` when ``executes_tools``, and asks
 ``next_user_message`` for the next user turn when the model answers without a tool call (a multi-turn question's
 next part, a simulated user's reply); None ends the episode. ``start()`` runs before ``initial_messages()`` (a
-start that needs I/O), and ``finished()`` lets the session end the episode before the next model turn (a budget
+start that needs I/O); ``finished()`` lets the session end the episode before the next model turn (a budget
 spent); ``ends_turn()`` ends the current user turn once an assistant turn's calls are answered.
-``max_tool_output`` and ``max_tool_rounds`` state the benchmark's own limits (how much of a tool result the model sees, how many rounds of tool calls it gets), so a default run gives the benchmark's numbers; the harness
-honours them (a limit the user sets on the harness explicitly still wins for the output). ``record()`` is the
-JSON-able account the benchmark grades from (the harness puts it in
-``HarnessResult.artifacts["tool_session"]``).
+``max_tool_output`` and ``max_tool_rounds`` state the benchmark's own limits (how much of a tool result the model
+sees, how many rounds of tool calls it gets), so a default run gives the benchmark's numbers; the harness honours
+them (a ``tool_output_limit`` the user sets on the harness still wins). ``record()`` is the JSON-able account the
+benchmark grades from (the harness puts it in ``HarnessResult.artifacts["tool_session"]``).
 """
 
 from __future__ import annotations
