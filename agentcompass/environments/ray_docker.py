@@ -44,7 +44,8 @@ class RayDockerParams(DockerParams, frozen=True):
     """``ray_docker`` params: every ``docker`` param (applied on each node's daemon) plus where the cluster is,
     how much each node takes, and how node loss is detected (see docs/scale-out.md)."""
 
-    #: the cluster (``ray://`` or ``host:port``); None: ``RAY_ADDRESS``, else a local cluster for a trial
+    #: the cluster's GCS address (``host:port``; Ray Client ``ray://`` is refused); None: ``RAY_ADDRESS``, else
+    #: a local cluster for a trial
     address: Annotated[str, msgspec.Meta(min_length=1)] | None = None
     #: the coordinator's address as the nodes reach it (the model gateway is relayed there); None: Ray's node IP
     gateway_host: Annotated[str, msgspec.Meta(min_length=1)] | None = None
@@ -266,6 +267,9 @@ class RayDockerProvider(EnvironmentProvider):
             raise ConfigError("environment ray_docker: docker_host must be a unix:// socket on each node (the "
                               "daemon of the node itself); leave it out to use each node's DOCKER_HOST",
                               field="environment.params.docker_host")
+        from .ray_cluster import refuse_ray_client
+
+        refuse_ray_client(p.address, "environment.params.address")
         # the docker provider's own checks of its params (pids, workdir, registry env), before any node is asked
         DockerProvider(dict(self.docker_params, prestart=0), ComponentContext())
         self.image: str = p.image or DEFAULT_BASE_IMAGE
