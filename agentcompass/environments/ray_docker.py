@@ -35,6 +35,7 @@ from .docker import DockerParams, DockerProvider, parse_memory
 from .docker_api import DEFAULT_BASE_IMAGE
 from .ray_node_actor import ErrorWire, NodeActor, NodeFacts, OpenedWire, decode_error
 from .ray_placement import NodeSlots, Placement
+from .ray_rescan_backoff import RescanBackoff
 
 log = logging.getLogger("agentcompass.environments.ray_docker")
 
@@ -43,7 +44,8 @@ class RayDockerParams(DockerParams, frozen=True):
     """``ray_docker`` params: every ``docker`` param (applied on each node's daemon) plus where the cluster is,
     how much each node takes, and how node loss is detected (see docs/scale-out.md)."""
 
-    #: the cluster (``ray://`` or ``host:port``); None: ``RAY_ADDRESS``, else a local cluster for a trial
+    #: the cluster's GCS address (``host:port``; Ray Client ``ray://`` is refused); None: ``RAY_ADDRESS``, else
+    #: a local cluster for a trial
     address: Annotated[str, msgspec.Meta(min_length=1)] | None = None
     #: the coordinator's address as the nodes reach it (the model gateway is relayed there); None: Ray's node IP
     gateway_host: Annotated[str, msgspec.Meta(min_length=1)] | None = None
@@ -265,6 +267,9 @@ class RayDockerProvider(EnvironmentProvider):
             raise ConfigError("environment ray_docker: docker_host must be a unix:// socket on each node (the "
                               "daemon of the node itself); leave it out to use each node's DOCKER_HOST",
                               field="environment.params.docker_host")
+        from .ray_cluster import refuse_ray_client
+
+        refuse_ray_client(p.address, "environment.params.address")
         # the docker provider's own checks of its params (pids, workdir, registry env), before any node is asked
         DockerProvider(dict(self.docker_params, prestart=0), ComponentContext())
         self.image: str = p.image or DEFAULT_BASE_IMAGE
@@ -279,8 +284,9 @@ class RayDockerProvider(EnvironmentProvider):
         self._route: tuple[str, int] | None = None
         self._join_lock = asyncio.Lock()
         self._lost_nodes = 0
-        #: node id -> why it took no environments the last time (logged once per reason)
-        self._refusals: dict[str, str] = {}
+        #: nodes that refused an actor are asked again after a doubling delay (5 s up to 5 min), not every rescan
+        self._backoff = RescanBackoff()
+        self._rescan: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ the cluster
 
@@ -324,8 +330,10 @@ class RayDockerProvider(EnvironmentProvider):
             nodes = await ray_cluster.live_nodes()
             # a node without an actor: new, come back (a new raylet), or lost while Ray still lists it (its daemon
             # died): its daemon may answer again
+            now = time.monotonic()
             fresh = [n for n in nodes if (n.node_id not in self._handles or not self._handles[n.node_id].alive)
-                     and (self.p.node_resource is None or n.resources.get(self.p.node_resource, 0) > 0)]
+                     and (self.p.node_resource is None or n.resources.get(self.p.node_resource, 0) > 0)
+                     and self._backoff.due(n.node_id, now)]
             results = await asyncio.gather(*(self._place(n) for n in fresh), return_exceptions=True)
             joined = []
             for node, res in zip(fresh, results, strict=True):
@@ -333,11 +341,13 @@ class RayDockerProvider(EnvironmentProvider):
                     raise res
                 if isinstance(res, BaseException):
                     why = str(res).splitlines()[0] if str(res) else type(res).__name__
-                    if self._refusals.get(node.node_id) != why:  # once per reason, not every rescan
-                        self._refusals[node.node_id] = why
-                        log.warning("node %s (%s) takes no environments: %s", node.address, node.node_id[:8], why)
+                    delay, new = self._backoff.refused(node.node_id, why, time.monotonic())
+                    # once per reason, not every rescan
+                    (log.warning if new else log.debug)(
+                        "node %s (%s) takes no environments: %s (asked again in %gs)", node.address,
+                        node.node_id[:8], why, delay)
                     continue
-                self._refusals.pop(node.node_id, None)
+                self._backoff.joined(node.node_id)
                 joined.append(res)
             return joined
 
@@ -388,12 +398,17 @@ class RayDockerProvider(EnvironmentProvider):
                     await self._lose(h, h.lost_reason or "lost")
             alive = [h for h in self._handles.values() if h.alive]
             await asyncio.gather(*(self._beat(h) for h in alive))
-            if time.monotonic() - last_scan >= self.p.rescan_interval:
+            # the rescan runs beside the heartbeat (placing on a slow node takes up to connect_timeout), one at a time
+            if time.monotonic() - last_scan >= self.p.rescan_interval and (
+                    self._rescan is None or self._rescan.done()):
                 last_scan = time.monotonic()
-                try:
-                    await self._join_new()
-                except Exception as exc:  # the run goes on with the nodes it has
-                    log.warning("looking for new nodes failed: %s", exc)
+                self._rescan = asyncio.create_task(self._rescan_once(), name="ray_docker-rescan")
+
+    async def _rescan_once(self) -> None:
+        try:
+            await self._join_new()
+        except Exception as exc:  # the run goes on with the nodes it has
+            log.warning("looking for new nodes failed: %s", exc)
 
     async def _beat(self, handle: NodeHandle) -> None:
         try:
@@ -501,10 +516,11 @@ class RayDockerProvider(EnvironmentProvider):
         of the cluster."""
         from . import ray_cluster
 
-        if self._monitor is not None:
-            self._monitor.cancel()
-            await asyncio.gather(self._monitor, return_exceptions=True)
-            self._monitor = None
+        for task in (self._monitor, self._rescan):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        self._monitor = self._rescan = None
         alive = [h for h in self._handles.values() if h.alive]
 
         async def shut(h: NodeHandle) -> None:

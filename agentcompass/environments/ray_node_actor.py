@@ -110,6 +110,9 @@ class NodeActor:
         self._envs: dict[str, Any] = {}
         self._creates: asyncio.Semaphore | None = None
         self._pacer: Any = None
+        #: the heartbeat's own client (own connection pool): every attached exec holds a connection of the
+        #: provider's pool for as long as its command runs, so a ping queued there waits behind a busy node's work
+        self._ping_client: Any = None
 
     def _docker(self) -> Any:
         if self._provider is None:
@@ -148,7 +151,11 @@ class NodeActor:
         died is as lost as one whose actor died)."""
         async def run() -> int:
             if self._provider is not None:
-                await self._provider.docker.version()
+                if self._ping_client is None:
+                    from .docker_api import make_client
+
+                    self._ping_client = make_client(self._provider.docker_host)
+                await self._ping_client.version()
             return os.getpid()
         return await _answer(run())
 
@@ -249,6 +256,9 @@ class NodeActor:
         """Close every environment still open here and the provider (its forwarders and networks)."""
         async def run() -> None:
             self._envs.clear()
+            if self._ping_client is not None:
+                client, self._ping_client = self._ping_client, None
+                await client.close()
             if self._provider is not None:
                 await self._provider.aclose()
         return await _answer(run())

@@ -34,6 +34,7 @@ def _details(run_dir: Path) -> dict[str, TaskDetail]:
     ({"node_capacity": 0}, "node_capacity"),
     ({"heartbeat_interval": -1}, "heartbeat_interval"),
     ({"pids": 10, "pids_limit": 10}, "environment.params.pids"),
+    ({"address": "ray://10.0.0.1:10001"}, "environment.params.address"),
 ])
 def test_bad_params_are_refused_naming_the_field(params: dict[str, object], field: str) -> None:
     with pytest.raises(ConfigError) as info:

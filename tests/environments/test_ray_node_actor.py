@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+
+import pytest
+
 from agentcompass._errors import ConfigError, EnvironmentError_
 from agentcompass.environments.docker_pull import ImagePullError
 from agentcompass.environments.ray_node_actor import decode_error, encode_error
@@ -24,3 +28,39 @@ def test_file_errors_stay_file_errors_and_anything_else_is_an_environment_error_
 
     odd = decode_error(encode_error(Odd("strange")), "n3")
     assert isinstance(odd, EnvironmentError_) and "Odd: strange" in str(odd)
+
+
+async def test_the_heartbeat_answers_while_every_connection_of_the_node_s_docker_client_is_busy(
+        base_image: str, docker_run_id: str) -> None:
+    import os
+
+    import aiohttp
+
+    from agentcompass.environments.ray_node_actor import NodeActor
+
+    actor = NodeActor({"image": base_image, "prestart": 0}, {"run_id": docker_run_id}, node_id="n1",
+                      creates_in_flight=1, open_qps=0.0, env_limit=1)
+    assert (await actor.start())[0] == "ok"
+    client = actor._provider.docker
+    pool = client.connector.limit  # aiohttp's default: 100 connections, each held by a streaming exec
+    url = client._canonicalize_url("events", versioned_api=False)
+
+    async def hold() -> None:  # a long-running request, as an attached exec is
+        async with client.session.get(url, timeout=aiohttp.ClientTimeout(total=None)) as resp:
+            await resp.content.read()
+
+    holders = [asyncio.create_task(hold()) for _ in range(pool)]
+    try:
+        for _ in range(200):
+            if len(client.connector._acquired) >= pool:
+                break
+            await asyncio.sleep(0.05)
+        assert len(client.connector._acquired) >= pool
+        with pytest.raises(TimeoutError):  # the provider's own pool is saturated: a ping there would queue
+            await asyncio.wait_for(client.version(), 1.0)
+        assert await asyncio.wait_for(actor.ping(), 5.0) == ("ok", os.getpid())
+    finally:
+        for t in holders:
+            t.cancel()
+        await asyncio.gather(*holders, return_exceptions=True)
+        assert (await actor.aclose())[0] == "ok"
