@@ -37,7 +37,7 @@ import agentcompass
 from agentcompass.environments.docker_api import DEFAULT_BASE_IMAGE
 from agentcompass.environments.ray_docker import RayDockerProvider
 from agentcompass.interfaces import ComponentContext
-from tests.standins.ray_cluster import AUTH_ENV, RayCluster
+from tests.standins.ray_cluster import RayCluster, auth_env
 from tests.standins.second_node import claimed_node
 
 
@@ -88,7 +88,7 @@ def main() -> int:
     ap.add_argument("--hop-tasks", type=int, default=6, help="tasks run one at a time for the hop overhead")
     ap.add_argument("--results-dir", type=Path, default=None)
     a = ap.parse_args()
-    os.environ.update(AUTH_ENV)  # this process is the cluster's driver
+    os.environ.update(auth_env())  # this process is the cluster's driver
     report: dict[str, Any] = {"tasks": a.tasks, "concurrency": a.concurrency}
     with tempfile.TemporaryDirectory(prefix="scale-out-") as tmp, claimed_node() as node:
         results = Path(tmp)

@@ -22,7 +22,7 @@ from agentcompass.environments.docker_api import DEFAULT_BASE_IMAGE
 from agentcompass.environments.ray_docker import RayDockerProvider
 from agentcompass.interfaces import ComponentContext
 from agentcompass.records import AttemptFinished, EnvOpened, ProgressEvent, TaskDetail
-from tests.standins.ray_cluster import AUTH_ENV, RayCluster
+from tests.standins.ray_cluster import RayCluster, auth_env
 from tests.standins.second_node import SecondNode
 
 from .conftest import containers_of, networks_of
@@ -35,7 +35,7 @@ K = 2
 def ray_cluster(second_docker_node: SecondNode, base_image: str,
                 monkeypatch: pytest.MonkeyPatch) -> Iterator[RayCluster]:
     second_docker_node.load_images([base_image, DEFAULT_BASE_IMAGE])
-    for key, value in AUTH_ENV.items():  # this process is the cluster's driver (the coordinator)
+    for key, value in auth_env().items():  # this process is the cluster's driver (the coordinator)
         monkeypatch.setenv(key, value)
     cluster = RayCluster(second_docker_node)
     try:

@@ -13,8 +13,10 @@ line) are killed by pid too. Every wait has a deadline.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -31,9 +33,20 @@ RAY = str(Path(sys.executable).parent / "ray")
 START_TIMEOUT_S = 120.0
 STOP_GRACE_S = 10.0
 OBJECT_STORE_BYTES = 100 * 1024 * 1024
-#: the cluster's token authentication (the token in ~/.ray/auth_token); a driver connecting to an existing cluster
-#: must ask for it explicitly
-AUTH_ENV = {"RAY_AUTH_MODE": "token"}
+_TOKEN_FILE: list[str] = []
+
+
+def auth_env() -> dict[str, str]:
+    """The cluster's token authentication (Ray 2.60 turns it on for ``ray start``): a token of this process's own,
+    in a 0600 file (removed at exit), given to the head, the worker and the driver; a driver connecting to an
+    existing cluster must ask for token mode explicitly. Never ``~/.ray/auth_token``: a fresh machine has none."""
+    if not _TOKEN_FILE:
+        fd, path = tempfile.mkstemp(prefix="acray-token-")
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32))
+        atexit.register(lambda: Path(path).unlink(missing_ok=True))
+        _TOKEN_FILE.append(path)
+    return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": _TOKEN_FILE[0]}
 
 
 def _free_port(host: str) -> int:
@@ -120,7 +133,7 @@ class RayCluster:
                 "--disable-usage-stats", "--block", *extra]
 
     def start_head(self) -> RayCluster:
-        env = {**{k: v for k, v in os.environ.items() if k not in ("DOCKER_HOST", "RAY_ADDRESS")}, **AUTH_ENV}
+        env = {**{k: v for k, v in os.environ.items() if k not in ("DOCKER_HOST", "RAY_ADDRESS")}, **auth_env()}
         self.head = subprocess.Popen(
             [RAY, "start", "--head", "--node-ip-address", self.node.host_address, "--port", str(self.port),
              "--include-dashboard", "false", "--temp-dir", self.temp_dir, *self._common(self.head_resources)],
@@ -131,7 +144,7 @@ class RayCluster:
 
     def start_worker(self) -> RayCluster:
         """Start (or start again) the worker node in the namespace; wait until the cluster has two live nodes."""
-        env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, **AUTH_ENV}
+        env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, **auth_env()}
         self.worker = self.node.exec(
             [RAY, "start", "--address", self.address, "--node-ip-address", self.node.address,
              *self._common(self.worker_resources)],
@@ -142,7 +155,7 @@ class RayCluster:
     def _live_nodes(self) -> list[str]:
         code = (f"import json, ray; ray.init(address={self.address!r}, log_to_driver=False); "
                 "print(json.dumps([n['NodeManagerAddress'] for n in ray.nodes() if n['Alive']]))")
-        env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, **AUTH_ENV}
+        env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, **auth_env()}
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env,
                              stdin=subprocess.DEVNULL)
         if out.returncode != 0:
