@@ -13,7 +13,6 @@ line) are killed by pid too. Every wait has a deadline.
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import secrets
@@ -33,20 +32,22 @@ RAY = str(Path(sys.executable).parent / "ray")
 START_TIMEOUT_S = 120.0
 STOP_GRACE_S = 10.0
 OBJECT_STORE_BYTES = 100 * 1024 * 1024
-_TOKEN_FILE: list[str] = []
-
-
 def auth_env() -> dict[str, str]:
-    """The cluster's token authentication (Ray 2.60 turns it on for ``ray start``): a token of this process's own,
-    in a 0600 file (removed at exit), given to the head, the worker and the driver; a driver connecting to an
-    existing cluster must ask for token mode explicitly. Never ``~/.ray/auth_token``: a fresh machine has none."""
-    if not _TOKEN_FILE:
-        fd, path = tempfile.mkstemp(prefix="acray-token-")
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_hex(32))
-        atexit.register(lambda: Path(path).unlink(missing_ok=True))
-        _TOKEN_FILE.append(path)
-    return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": _TOKEN_FILE[0]}
+    """The cluster's token authentication (Ray 2.60 turns it on for ``ray start``): Ray's own default token file,
+    ``~/.ray/auth_token``, created (0600, random) when a fresh machine has none, given to the head, the worker and the
+    driver. Ray's default and not a file of our own: a local trial cluster started earlier in the same process
+    (``ray.init()``) has already loaded that file's token and Ray keeps it for the whole process."""
+    path = Path.home() / ".ray" / "auth_token"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another test process made it first: theirs is the token
+            pass
+        else:
+            with os.fdopen(fd, "w") as f:
+                f.write(secrets.token_hex(32))
+    return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(path)}
 
 
 def _free_port(host: str) -> int:
