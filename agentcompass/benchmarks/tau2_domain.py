@@ -21,6 +21,7 @@ import types
 from collections.abc import Iterator
 from typing import Any
 
+from .._environ import environ_set
 from .._errors import ConfigError
 from ..dependencies import Requirement
 
@@ -37,17 +38,8 @@ _IMPORT_LOCK = threading.Lock()
 def _quiet_import_env() -> Iterator[None]:
     # litellm fetches its cost map from the network on import unless told to use its local copy; tau2 and litellm
     # call load_dotenv() on import. Set only for the import, restored after.
-    saved = {k: os.environ.get(k) for k in ("LITELLM_LOCAL_MODEL_COST_MAP", "PYTHON_DOTENV_DISABLED")}
-    os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
-    os.environ["PYTHON_DOTENV_DISABLED"] = "1"
-    try:
+    with environ_set({"LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHON_DOTENV_DISABLED": "1"}):
         yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 @functools.cache

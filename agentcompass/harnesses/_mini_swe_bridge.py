@@ -30,6 +30,7 @@ from collections.abc import Coroutine, Iterator
 from types import SimpleNamespace
 from typing import Any, TypeVar
 
+from .._environ import environ_set
 from .._errors import ConfigError, EnvironmentError_
 from ..interfaces import Environment, ModelClient, ModelResponse
 from ..models.pricing import PriceTable
@@ -78,20 +79,10 @@ def ensure_package(auto_install: bool, module: str = PACKAGE_MODULE) -> None:
 @contextlib.contextmanager
 def _quiet_first_import() -> Iterator[None]:
     """Its ``__init__`` prints a banner and creates + loads a global config dir: silence and sandbox both."""
-    keys = ("MSWEA_SILENT_STARTUP", "MSWEA_GLOBAL_CONFIG_DIR")
-    saved = {k: os.environ.get(k) for k in keys}
-    with tempfile.TemporaryDirectory(prefix="agentcompass-mswea-") as tmp:
-        os.environ["MSWEA_SILENT_STARTUP"] = saved["MSWEA_SILENT_STARTUP"] or "1"
-        if not saved["MSWEA_GLOBAL_CONFIG_DIR"]:
-            os.environ["MSWEA_GLOBAL_CONFIG_DIR"] = tmp
-        try:
-            yield
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+    with tempfile.TemporaryDirectory(prefix="agentcompass-mswea-") as tmp, environ_set({
+            "MSWEA_SILENT_STARTUP": os.environ.get("MSWEA_SILENT_STARTUP") or "1",
+            "MSWEA_GLOBAL_CONFIG_DIR": os.environ.get("MSWEA_GLOBAL_CONFIG_DIR") or tmp}):
+        yield
 
 
 def load_minisweagent(auto_install: bool, module: str = PACKAGE_MODULE) -> SimpleNamespace:
