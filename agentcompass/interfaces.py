@@ -105,7 +105,9 @@ class Mount(msgspec.Struct, frozen=True):
 
 class EnvOpenSpec(msgspec.Struct, omit_defaults=True):
     """What the pool asks a provider to open. ``mounts``: host directories to bind (for the agent's
-    environment, from ``Harness.mounts()``)."""
+    environment, from ``Harness.mounts()``). ``upcoming``: how many of the request's attempts were still to start
+    when this one started (None: unknown); a provider that opens environments ahead of need starts no more than
+    that, so a run's last opens leave none unused."""
 
     run_id: str
     task_id: str
@@ -119,6 +121,7 @@ class EnvOpenSpec(msgspec.Struct, omit_defaults=True):
     labels: dict[str, str] = {}
     keep: bool = False
     mounts: list[Mount] = []
+    upcoming: int | None = None
 
 
 @runtime_checkable

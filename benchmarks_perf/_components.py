@@ -12,7 +12,7 @@ task costs the engine, with the model and the sandbox taking no time.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import IO, Any, ClassVar
 
 from agentcompass.interfaces import (
     Benchmark,
@@ -72,7 +72,7 @@ class NoopEnvironment:
     async def read_file(self, path: str) -> bytes:
         return b""
 
-    async def put_archive(self, path: str, tar_bytes: bytes) -> None:
+    async def put_archive(self, path: str, tar_bytes: bytes | IO[bytes]) -> None:
         pass
 
     async def get_archive(self, path: str) -> bytes:

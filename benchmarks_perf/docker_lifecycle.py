@@ -53,9 +53,15 @@ async def _lifecycle_into(provider: DockerProvider, run_id: str, opens: list[flo
     await _provider_lifecycle(provider, run_id, i, opens, work_s)
 
 
-async def _raw_lifecycle(docker: aiodocker.Docker, image: str, run_id: str, i: int, work_s: float = 0.0) -> None:
+async def _raw_lifecycle(docker: aiodocker.Docker, image: str, run_id: str, i: int, work_s: float = 0.0,
+                         network: str | None = None) -> None:
+    """create + start (init process) + one ``echo`` exec + force remove, straight on aiodocker; ``network``: the
+    ``NetworkMode`` (None: the daemon's default bridge)."""
+    host: dict[str, Any] = {"Init": True}
+    if network is not None:
+        host["NetworkMode"] = network
     config: dict[str, Any] = {"Image": image, "Entrypoint": ["tail", "-f", "/dev/null"], "Labels": {
-        "agentcompass.run_id": run_id, "agentcompass.task_id": f"raw-{i}"}, "HostConfig": {"Init": True}}
+        "agentcompass.run_id": run_id, "agentcompass.task_id": f"raw-{i}"}, "HostConfig": host}
     container = await docker.containers.create(config)
     try:
         await container.start()

@@ -13,6 +13,8 @@ is a fresh child process (clean peak RSS).
   dir) and on tmpfs (``/dev/shm``), each next to the floor measured in the same script run on the same file
   system: one atomic detail write (``write_atomic``, the same bytes as an engine detail) plus one progress line
   per task, in a loop (measured before and after the engine run; their mean). Target: within 1.5x.
+  Next to it, the same work with no engine (the harness, the model, the grading, the detail and the progress
+  line in a plain asyncio loop): its ratio to the floor is the least any engine can reach with this workload.
 - HTTP: the same workload against ``agentcompass serve-scripted`` (a separate process): turns/s.
 - import time: `python -c "import agentcompass"` (median of fresh interpreters, next to a bare one) and what
   ``-X importtime`` reports for ``agentcompass`` and ``agentcompass.api``.
@@ -26,12 +28,15 @@ ends with a ``RESULT`` line.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +59,20 @@ CHILD_TIMEOUT_S = 1800.0
 # ----------------------------------------------------------------------------- child: one measured run
 
 
+@contextlib.contextmanager
+def scratch(prefix: str, where: str | None, keep: bool) -> Iterator[str]:
+    """A fresh directory under ``where``; removed on exit unless ``keep`` (the parent removes the lot at the end:
+    removing 10,000 files right before the next measured run makes ext4 skip past the freed inodes on each of
+    that run's creates, which showed as 50-130 us of system time per file there)."""
+    if keep:
+        yield tempfile.mkdtemp(prefix=prefix, dir=where)
+        return
+    with tempfile.TemporaryDirectory(prefix=prefix, dir=where) as tmp:
+        yield tmp
+
+
 def child_run(tasks: int, concurrency: int, base_url: str | None, progress: str, gc_default: bool,
-              where: str | None = None, sample_out: str | None = None) -> dict[str, Any]:
+              where: str | None = None, sample_out: str | None = None, keep: bool = False) -> dict[str, Any]:
     """Run the workload once in this process (its run directory under ``where``); the measurements.
     ``sample_out``: where one of its details is copied (the floor writes the same bytes)."""
     import gc
@@ -97,7 +114,7 @@ def child_run(tasks: int, concurrency: int, base_url: str | None, progress: str,
         model_kwargs = {"model_base_url": base_url, "model_api_key": "perf"}
     rss_before = rss_mb()
     gc.callbacks.append(on_gc)
-    with tempfile.TemporaryDirectory(prefix="ac-perf-", dir=where) as tmp, RssSampler() as sampler:
+    with scratch("ac-perf-", where, keep) as tmp, RssSampler() as sampler:
         cpu0 = os.times()
         t0 = time.perf_counter()
         out = run_evaluation(
@@ -126,7 +143,7 @@ def child_run(tasks: int, concurrency: int, base_url: str | None, progress: str,
             "first_event_ms": round(1e3 * (first_event[0] - t0), 1) if first_event else None}
 
 
-def child_floor(tasks: int, where: str, sample: str) -> dict[str, Any]:
+def child_floor(tasks: int, where: str, sample: str, keep: bool = False) -> dict[str, Any]:
     """The floor of a task's own files: ``tasks`` times one atomic detail (the engine's ``write_atomic``, the
     bytes of a real detail) and one progress line (a real ``task_finished`` event, appended to a buffered
     progress.jsonl as the engine's event bus does), in a plain loop."""
@@ -137,7 +154,7 @@ def child_floor(tasks: int, where: str, sample: str) -> dict[str, Any]:
 
     data = Path(sample).read_bytes()
     enc = msgspec.json.Encoder()
-    with tempfile.TemporaryDirectory(prefix="ac-perf-floor-", dir=where) as tmp:
+    with scratch("ac-perf-floor-", where, keep) as tmp:
         details = Path(tmp) / "details"
         details.mkdir()
         t0 = time.perf_counter()
@@ -150,12 +167,69 @@ def child_floor(tasks: int, where: str, sample: str) -> dict[str, Any]:
     return {"tasks": tasks, "dir": where, "us_per_task": round(1e6 * wall / tasks, 1), "detail_bytes": len(data)}
 
 
+def child_bare(tasks: int, concurrency: int, where: str, sample: str, keep: bool = False) -> dict[str, Any]:
+    """The same work with no engine: each task's harness run (``shell_agent``, the in-process scripted model, the
+    no-op environment), its grading, its detail (the bytes of a real one, ``write_atomic``) and its progress
+    line, in a plain asyncio loop at ``concurrency`` -- no actors, events, logs, timeouts or accounting. What any
+    engine running this workload costs at least."""
+    import asyncio
+    import logging
+    import threading
+
+    import msgspec
+
+    from agentcompass.engine.run_dir import write_atomic
+    from agentcompass.harnesses.shell_agent import ShellAgent
+    from agentcompass.interfaces import ComponentContext, EvalContext, RunContext
+    from agentcompass.models.factory import create_model_client
+    from agentcompass.records import TaskFinished
+    from agentcompass.specs import ModelSpec
+    from benchmarks_perf._components import SCRIPT, MockTasks, NoopEnvironment
+
+    ctx = ComponentContext(cancelled=threading.Event(), run_id="bare", request="default")
+    bench = MockTasks({"n": tasks}, ctx)
+    harness = ShellAgent({}, ctx)
+    data = Path(sample).read_bytes()
+    enc = msgspec.json.Encoder()
+    log = logging.getLogger("bare")
+
+    async def run(tmp: Path) -> float:
+        model = create_model_client(ModelSpec(id="scripted", params=SCRIPT))
+        gate = asyncio.Semaphore(concurrency)
+        details = tmp / "details"
+        details.mkdir()
+        with open(tmp / "progress.jsonl", "ab") as progress:
+            async def one(task: Any) -> None:
+                async with gate:
+                    prepared = bench.prepare(task)
+                    run_ctx = RunContext(request="default", run_id="bare", task_id=task.task_id, attempt=1)
+                    result = await harness.run(prepared, NoopEnvironment(task.task_id), model, run_ctx, log)
+                    verdict = await bench.evaluate(EvalContext(task, prepared, result, {}, None, log))
+                    if not verdict.correct:
+                        raise SystemExit(f"bare loop: {task.task_id} not solved: {result}")
+                    write_atomic(details / f"{task.task_id}.json", data)
+                    progress.write(enc.encode(TaskFinished(ts=time.time(), request="default", run_id="bare",
+                                                           task_id=task.task_id, correct=True)) + b"\n")
+
+            t0 = time.perf_counter()
+            await asyncio.gather(*(one(t) for t in bench.load_tasks()))
+            wall = time.perf_counter() - t0
+        await model.aclose()
+        return wall
+
+    with scratch("ac-perf-bare-", where, keep) as tmp:
+        wall = asyncio.run(run(Path(tmp)))
+    return {"tasks": tasks, "dir": where, "us_per_task": round(1e6 * wall / tasks, 1)}
+
+
 # ----------------------------------------------------------------------------- parent
 
 
 def _child(tasks: int, concurrency: int, base_url: str | None = None, gc_default: bool = False,
-           where: str | None = None, sample_out: str | None = None) -> dict[str, Any]:
+           where: str | None = None, sample_out: str | None = None, keep: bool = False) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--child", "--tasks", str(tasks), "--concurrency", str(concurrency)]
+    if keep:
+        cmd.append("--keep-scratch")
     if base_url:
         cmd += ["--base-url", base_url]
     if gc_default:
@@ -168,25 +242,43 @@ def _child(tasks: int, concurrency: int, base_url: str | None = None, gc_default
 
 
 def _floor(tasks: int, where: str, sample: str) -> dict[str, Any]:
-    return run_child([sys.executable, __file__, "--floor", "--tasks", str(tasks), "--dir", where, "--sample", sample],
-                     timeout=CHILD_TIMEOUT_S)
+    return run_child([sys.executable, __file__, "--floor", "--tasks", str(tasks), "--dir", where, "--sample", sample,
+                      "--keep-scratch"], timeout=CHILD_TIMEOUT_S)
+
+
+def _bare(tasks: int, concurrency: int, where: str, sample: str) -> dict[str, Any]:
+    return run_child([sys.executable, __file__, "--bare", "--tasks", str(tasks), "--concurrency", str(concurrency),
+                      "--dir", where, "--sample", sample, "--keep-scratch"], timeout=CHILD_TIMEOUT_S)
 
 
 def vs_floor(label: str, tasks: int, concurrency: int, where: str,
              sample: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The engine's run with its run directory on ``where``, and how its wall per task compares with the floor
-    measured there just before and just after it."""
-    before = _floor(tasks, where, sample)
-    engine = _child(tasks, concurrency, where=where)
-    after = _floor(tasks, where, sample)
+    measured there just before and just after it; and, as the lower bound of that ratio for this workload, the
+    same work in a plain loop with no engine (``child_bare``), run between the two floors too."""
+    root = tempfile.mkdtemp(prefix="ac-perf-vs-floor-", dir=where)  # each run's files kept until all four ran
+    try:
+        before = _floor(tasks, root, sample)
+        engine = _child(tasks, concurrency, where=root, keep=True)
+        bare = _bare(tasks, concurrency, root, sample)
+        after = _floor(tasks, root, sample)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
     floor = (before["us_per_task"] + after["us_per_task"]) / 2
     ratio = engine["us_per_task"] / floor
+    bare_ratio = bare["us_per_task"] / floor
     print(f"  vs floor    {label:<6} {where:<12} engine {engine['us_per_task']:>6.0f} us/task, floor {floor:>5.0f} "
           f"us (before {before['us_per_task']:.0f}, after {after['us_per_task']:.0f}): {ratio:.2f}x (target 1.5x); "
           f"{engine['run_files']} files for {tasks} tasks", flush=True)
+    print(f"              {'':<6} {'':<12} no engine {bare['us_per_task']:>4.0f} us/task (the same harness, model, "
+          f"grading, detail and progress line in a plain loop): {bare_ratio:.2f}x the floor, the least any engine "
+          f"can reach with this workload; the engine's own share {engine['us_per_task'] - bare['us_per_task']:.0f} "
+          "us/task", flush=True)
     return engine, {"dir": where, "engine_us_per_task": engine["us_per_task"], "floor_us_per_task": round(floor, 1),
                     "floor_before_us": before["us_per_task"], "floor_after_us": after["us_per_task"],
-                    "ratio": round(ratio, 2), "run_files": engine["run_files"], "detail_bytes": before["detail_bytes"]}
+                    "ratio": round(ratio, 2), "bare_us_per_task": bare["us_per_task"],
+                    "bare_ratio": round(bare_ratio, 2), "run_files": engine["run_files"],
+                    "detail_bytes": before["detail_bytes"]}
 
 
 def start_scripted_server(tmp: Path) -> tuple[subprocess.Popen[str], str]:
@@ -278,7 +370,8 @@ def main(tasks: int, concurrency: int, http_tasks: int, repeats: int, gc_compare
         "first_event_ms": r["first_event_ms"], "http_tasks": http_tasks, "http_turns_per_s": h["turns_per_s"],
         **{key.format(fs): floors[fs][field] if fs in floors else None for fs in ("disk", "tmpfs")
            for key, field in (("floor_{}_us", "floor_us_per_task"), ("engine_{}_us", "engine_us_per_task"),
-                              ("ratio_{}", "ratio"))},
+                              ("ratio_{}", "ratio"), ("bare_{}_us", "bare_us_per_task"),
+                              ("bare_ratio_{}", "bare_ratio"))},
         "vs_floor": floors,
         **imports}
     return {"summary": summary, "runs": runs}
@@ -296,6 +389,8 @@ def cli() -> int:
     parser.add_argument("--progress", default="none", help=argparse.SUPPRESS)
     parser.add_argument("--gc-default", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--floor", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--bare", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--keep-scratch", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--dir", help=argparse.SUPPRESS)
     parser.add_argument("--sample", help=argparse.SUPPRESS)
     parser.add_argument("--sample-out", help=argparse.SUPPRESS)
@@ -308,10 +403,13 @@ def cli() -> int:
     tasks = 100_000 if args.large else args.tasks
     if args.child:
         emit_child_report(child_run(tasks, args.concurrency, args.base_url, args.progress, args.gc_default,
-                                    args.dir, args.sample_out))
+                                    args.dir, args.sample_out, args.keep_scratch))
         return 0
     if args.floor:
-        emit_child_report(child_floor(tasks, args.dir, args.sample))
+        emit_child_report(child_floor(tasks, args.dir, args.sample, args.keep_scratch))
+        return 0
+    if args.bare:
+        emit_child_report(child_bare(tasks, min(args.concurrency, tasks), args.dir, args.sample, args.keep_scratch))
         return 0
     concurrency = min(args.concurrency, tasks)
     if concurrency <= LOW_CONCURRENCY:
@@ -325,7 +423,8 @@ def cli() -> int:
         "gc_default_tasks_per_s", "gc_default_gc_us_per_task", "peak_rss_mb",
         "rss_per_task_in_flight_kb", "rss_growth_mb", "first_event_ms", "http_turns_per_s",
         "import_agentcompass_ms", "importtime_agentcompass_ms", "importtime_api_ms", "floor_disk_us",
-        "engine_disk_us", "ratio_disk", "floor_tmpfs_us", "engine_tmpfs_us", "ratio_tmpfs")}, "json": out}))
+        "engine_disk_us", "ratio_disk", "bare_ratio_disk", "floor_tmpfs_us", "engine_tmpfs_us", "ratio_tmpfs",
+        "bare_tmpfs_us", "bare_ratio_tmpfs")}, "json": out}))
     return 0
 
 

@@ -14,6 +14,8 @@ Mock: each sample is two model turns with one tool call in between (turn 1 calls
 Docker: the same 2-turn sample, but the command runs in a busybox container (one per sample):
 Inspect's docker sandbox (docker compose) vs our docker provider, both on ``agentcompass/base:busybox``
 with no network, containers labelled ``agentcompass.run_id``; containers left behind are counted.
+Next to them, the Docker daemon alone (raw aiodocker: create + start + one exec + remove per sample, same
+concurrency): how close we run to it, and its rate over Inspect's, the most any framework can reach there.
 Targets (issue 15; printed with the ratios of this run, not asserted): at least 30x Inspect's samples/s on the
 mock workload and at least 5x on docker.
 
@@ -180,6 +182,29 @@ def ours_docker_child(samples: int, concurrency: int, run_id: str) -> dict[str, 
             "peak_rss_mb": round(max(sampler.peak_mb, peak_rss_mb()), 1), "settings": settings}
 
 
+def daemon_child(samples: int, concurrency: int, run_id: str) -> dict[str, Any]:
+    """The Docker daemon alone: per sample what its container needs at the least (create + start with an init
+    process, no network, one ``echo`` exec, force remove), straight on aiodocker at the same concurrency. No
+    framework can run the docker workload faster on this daemon."""
+    import asyncio
+    import functools
+
+    import aiodocker
+    from docker_lifecycle import _raw_lifecycle, _timed
+
+    async def run() -> float:
+        docker = aiodocker.Docker()
+        try:
+            job = functools.partial(_raw_lifecycle, docker, BUSYBOX, run_id, network="none")
+            return await _timed(lambda i: job(i), samples, concurrency)
+        finally:
+            await docker.close()
+
+    wall = asyncio.run(run())
+    return {"framework": "docker daemon alone", "samples": samples, "concurrency": concurrency,
+            "wall_s": round(wall, 3), "samples_per_s": round(samples / wall, 2), "peak_rss_mb": round(peak_rss_mb(), 1)}
+
+
 # ----------------------------------------------------------------------------- parent
 
 
@@ -281,6 +306,19 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
             print(_line(f"{peer_d['framework']} (docker)", peer_d), flush=True)
             report["docker"]["speedup"] = round(ours_d["samples_per_s"] / peer_d["samples_per_s"], 2)
             print(f"  -> AgentCompass {report['docker']['speedup']}x the samples/s", flush=True)
+        rid = f"perf-daemon-{uuid.uuid4().hex[:8]}"
+        raw = report["docker"]["daemon"] = _docker_run(
+            [sys.executable, __file__, "--child", "daemon", "--samples", str(n), "--concurrency", str(c),
+             "--run-id", rid], rid)
+        print(_line(raw["framework"], raw), flush=True)
+        report["docker"]["ours_of_daemon"] = round(ours_d["samples_per_s"] / raw["samples_per_s"], 2)
+        line = (f"  -> AgentCompass runs at {report['docker']['ours_of_daemon']:.2f}x the daemon's own rate (create, "
+                "start, one exec, remove per sample, same concurrency)")
+        if inspect_py is not None:
+            report["docker"]["daemon_ceiling"] = round(raw["samples_per_s"] / peer_d["samples_per_s"], 2)
+            line += (f"; the daemon alone is {report['docker']['daemon_ceiling']}x Inspect's samples/s: the most any "
+                     "framework can reach on this daemon")
+        print(line, flush=True)
         print(target_line("Inspect AI's samples/s, docker sandbox", report["docker"].get("speedup"), TARGET_DOCKER),
               flush=True)
     return report
@@ -295,7 +333,7 @@ def cli() -> int:
     parser.add_argument("--skip-docker", action="store_true", help="only the mock workload")
     parser.add_argument("--skip-peer", action="store_true", help="only AgentCompass (no Inspect virtualenv)")
     parser.add_argument("--results-dir", type=Path, help="where the JSON goes (default: results/ here)")
-    parser.add_argument("--child", choices=["inspect", "ours-docker"], help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=["inspect", "ours-docker", "daemon"], help=argparse.SUPPRESS)
     parser.add_argument("--run-id", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child == "inspect":
@@ -303,6 +341,9 @@ def cli() -> int:
         return 0
     if args.child == "ours-docker":
         emit_child_report(ours_docker_child(args.samples, args.concurrency, args.run_id))
+        return 0
+    if args.child == "daemon":
+        emit_child_report(daemon_child(args.samples, args.concurrency, args.run_id))
         return 0
     report = main(args)
     out = write_json(NAME, report, args.results_dir)
@@ -317,6 +358,8 @@ def cli() -> int:
         "docker_ours_samples_per_s": docker.get("agentcompass", {}).get("samples_per_s"),
         "docker_inspect_samples_per_s": docker.get("inspect", {}).get("samples_per_s"),
         "docker_speedup": docker.get("speedup"), "target": TARGET_MOCK, "docker_target": TARGET_DOCKER,
+        "docker_daemon_samples_per_s": docker.get("daemon", {}).get("samples_per_s"),
+        "docker_ours_of_daemon": docker.get("ours_of_daemon"), "docker_daemon_ceiling": docker.get("daemon_ceiling"),
         "docker_ours_containers_left": docker.get("agentcompass", {}).get("containers_left"),
         "docker_inspect_containers_left": docker.get("inspect", {}).get("containers_left"),
         "json": out}

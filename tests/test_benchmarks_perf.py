@@ -56,6 +56,11 @@ def test_engine_overhead_runs_every_task_and_reports_throughput_memory_and_impor
     # one file per task (its detail) besides the run's own six files
     assert runs["inproc"]["run_files"] == 200 + len(["params", "run_info", "progress", "summary", "run.log", ".lock"])
     assert float(values["floor_disk_us"]) > 0 and float(values["ratio_disk"]) > 0
+    # the same work with no engine, next to the floor: what any engine's ratio is bounded by
+    disk = report["summary"]["vs_floor"]["disk"]
+    assert disk["bare_us_per_task"] > 0
+    assert disk["bare_ratio"] == pytest.approx(disk["bare_us_per_task"] / disk["floor_us_per_task"], rel=0.05)
+    assert float(values["bare_ratio_disk"]) == disk["bare_ratio"]
     assert report["machine"]["cores"] == os.cpu_count()
 
 
@@ -76,6 +81,15 @@ def test_vs_inspect_compares_the_mock_workload_and_leaves_no_container(tmp_path:
     if HAVE_DOCKER:
         assert float(values["docker_ours_samples_per_s"]) > 0
         assert values["docker_ours_containers_left"] == "0"
+        # the daemon alone at the same concurrency, and how close ours runs to it
+        assert float(values["docker_daemon_samples_per_s"]) > 0
+        assert float(values["docker_ours_of_daemon"]) == pytest.approx(
+            float(values["docker_ours_samples_per_s"]) / float(values["docker_daemon_samples_per_s"]), rel=0.02)
+        assert json.loads(Path(values["json"]).read_text())["docker"]["daemon"]["containers_left"] == 0
+        if HAVE_INSPECT:
+            assert float(values["docker_daemon_ceiling"]) == pytest.approx(
+                float(values["docker_daemon_samples_per_s"]) / float(values["docker_inspect_samples_per_s"]),
+                rel=0.02)
     report = json.loads(Path(values["json"]).read_text())
     assert report["mock"]["agentcompass"]["samples"] == 40
     assert values["target"] == "30" and values["docker_target"] == "5"

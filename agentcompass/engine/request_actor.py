@@ -141,6 +141,8 @@ class RequestActor:
         #: the tries of attempts that reported ``AttemptInterrupted``, by (task id, attempt)
         self._interrupted: dict[tuple[str, int], list[TryRecord]] = {}
         self._lane_open = False
+        #: attempts of this request not started yet (passed to each attempt runner as a provider hint)
+        self._to_start = 0
         self.started_at = time.time()
 
     @property
@@ -405,6 +407,7 @@ class RequestActor:
         self._lane_open = True
         window = max(2 * lane_limit, 16)
         outstanding = 0
+        self._to_start = len(to_run) * rt.k
         for task, ident in to_run:
             self.in_flight[task.task_id] = _InFlight(task, ident, {})
             for attempt in range(1, rt.k + 1):
@@ -432,7 +435,8 @@ class RequestActor:
     def _start_attempt(self, item: WorkItem) -> None:
         """One attempt runner (TaskActor) for a granted attempt; it reports on the inbox on every path."""
         assert self.rt is not None
-        actor = TaskActor(self.rt, item, self.inbox)
+        self._to_start = max(0, self._to_start - 1)
+        actor = TaskActor(self.rt, item, self.inbox, upcoming=self._to_start)
         runner = asyncio.create_task(actor.run(),
                                      name=f"attempt-{self.index}-{item.task.task_id}#{item.attempt}")
         self._runners.add(runner)

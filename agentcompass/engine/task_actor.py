@@ -97,10 +97,13 @@ class TaskActor:
     """One attempt of one task: one instance per attempt, started by the request's RequestActor when the
     scheduler grants the attempt a slot. Its tries are its own state; it reports on ``outbox`` exactly once."""
 
-    def __init__(self, rt: RequestRuntime, item: WorkItem, outbox: MsgQueue[RequestMsg]) -> None:
+    def __init__(self, rt: RequestRuntime, item: WorkItem, outbox: MsgQueue[RequestMsg], *,
+                 upcoming: int | None = None) -> None:
         self.rt = rt
         self.item = item
         self.outbox = outbox
+        #: the request's attempts still to start when this one started (a hint for providers that open ahead)
+        self.upcoming = upcoming
         self._tries: list[TryRecord] = []
         self._started = time.time()
         #: True once its report is on the outbox (nothing after that may send a second one)
@@ -425,7 +428,7 @@ class TaskActor:
                            image=image, image_recipe=recipe, workdir=workdir, env={**rt.container_env, **env_vars},
                            files=files, network=policy,
                            keep=rt.keep_environment, labels={"agentcompass.request": rt.name},
-                           mounts=self._mounts(role))
+                           mounts=self._mounts(role), upcoming=self.upcoming)
         waiting_image = rt.images is not None
         try:
             if rt.images is not None:  # the image first: its fetch is shared, bounded and not the open's time

@@ -946,7 +946,8 @@ class DockerProvider(EnvironmentProvider):
         env = env_vars(spec.env, "env")
         binds = self._binds(spec)
         shape = self._shape(spec, image, workdir, binds)
-        ahead = self._prestart.take(shape, spec.task_id) if self._prestart is not None and shape else None
+        ahead = (self._prestart.take(shape, spec.task_id, upcoming=spec.upcoming)
+                 if self._prestart is not None and shape else None)
         handle: DockerEnvironment | None = None
         create: asyncio.Future[DockerContainer] | None = None
         try:

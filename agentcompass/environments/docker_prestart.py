@@ -5,7 +5,9 @@ A :class:`Shape` is everything a container is created with except its name: imag
 A shape is pooled once two different tasks have opened it (a task's own image, e.g. SWE-bench's, is opened by
 that task alone: starting one ahead would be waste); from then on every open of it refills the pool up to
 ``per_shape`` containers in the background, so the next open takes a running container instead of waiting on
-``docker create`` + ``docker start``.
+``docker create`` + ``docker start``. The pool starts no more than the opens the engine still expects
+(``EnvOpenSpec.upcoming``: the request's attempts not started yet), so the last attempts of a run leave no
+container started for nothing.
 
 Each pre-started container holds a slot of the provider's process-wide count of active environments (the one
 ``provider_limits`` caps) from before its create until it is handed out (the engine's open holds a slot for it
@@ -106,8 +108,9 @@ class PrestartPool:
         queues = [self._ready.get(shape, deque())] if shape is not None else list(self._ready.values())
         return [p.container.id for q in queues for p in q]
 
-    def take(self, shape: Shape, task_id: str) -> Prestarted | None:
-        """A running container of ``shape`` for task ``task_id``'s open, or None; starts the next ones ahead."""
+    def take(self, shape: Shape, task_id: str, *, upcoming: int | None = None) -> Prestarted | None:
+        """A running container of ``shape`` for task ``task_id``'s open, or None; starts the next ones ahead: up to
+        ``per_shape`` ready, and no more than ``upcoming`` (the opens still to come, when the engine knows)."""
         if self._closed:
             return None
         openers = self._openers.setdefault(shape, set())
@@ -119,13 +122,13 @@ class PrestartPool:
             self._give_back()
             self.handed_out += 1
         if len(openers) >= _OPENERS_TO_POOL:
-            self._fill(shape)
+            self._fill(shape, self.per_shape if upcoming is None else min(self.per_shape, upcoming))
         return got
 
-    def _fill(self, shape: Shape) -> None:
+    def _fill(self, shape: Shape, want: int) -> None:
         if self._unregister is None:
             self._unregister = self._active.on_wait(self._yield_all)
-        missing = self.per_shape - len(self._ready.get(shape, ())) - self._starting.get(shape, 0)
+        missing = want - len(self._ready.get(shape, ())) - self._starting.get(shape, 0)
         for _ in range(missing):
             if not self._active.try_acquire(self.limit, spare=1):
                 return

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 from typing import Any, ClassVar
 
 from agentcompass.interfaces import (
@@ -130,6 +131,31 @@ class FlakyOpenProvider(EnvironmentProvider):
         self.opens += 1
         if self.opens <= self.fail_first:
             raise ConnectionResetError("sandbox service reset the connection")
+        return await self.inner.open(spec)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class UpcomingRecordingProvider(EnvironmentProvider):
+    """The local provider, appending each agent open's ``EnvOpenSpec.upcoming`` to the file ``record``."""
+
+    name: ClassVar[str] = "upcoming_local"
+
+    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
+        from agentcompass.environments.local import LocalProvider
+
+        params = dict(params)
+        self.record = Path(params.pop("record"))
+        self.inner = LocalProvider(params, ctx)
+
+    def check_network_policy(self, policy: Any) -> None:
+        self.inner.check_network_policy(policy)
+
+    async def open(self, spec: Any) -> Any:
+        if spec.role == "agent":
+            with self.record.open("a") as f:
+                f.write(f"{spec.task_id} {spec.upcoming}\n")
         return await self.inner.open(spec)
 
     async def aclose(self) -> None:

@@ -560,3 +560,21 @@ async def test_call_bounds_a_hanging_daemon_call_by_its_timeout(retry_timeouts: 
         with pytest.raises(EnvironmentError_, match="timed out after 0.2s"):
             await call(op, what="x", timeout_s=0.2, retries=1, retry_timeouts=retry_timeouts)
     assert op.tries == tries
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_each_open_tells_the_provider_how_many_attempts_are_still_to_start(tmp_path: Path,
+                                                                           concurrency: int) -> None:
+    # 2 tasks x k=4 = 8 attempts: each open carries the attempts still to start when its attempt started, 7
+    # down to 0 (what a provider that opens ahead of need bounds its pool by)
+    record = tmp_path / "upcoming.txt"
+    out = agentcompass.run_evaluation(
+        "shell_tasks", "shell_agent", "scripted", "tests.engine.components:UpcomingRecordingProvider",
+        benchmark_params={"sample_ids": ["files/hello_world", "answer/count_lines"], "k": 4},
+        environment_params={"record": str(record)}, task_concurrency=concurrency,
+        results_dir=str(tmp_path / "runs"), progress="none")
+    assert out.ok and out.counts.done == 2, out.errors_by_kind
+    upcoming = [int(line.split()[1]) for line in record.read_text().splitlines()]
+    assert sorted(upcoming, reverse=True) == list(range(7, -1, -1))
+    if concurrency == 1:  # one at a time: opened in the order they started
+        assert upcoming == list(range(7, -1, -1))

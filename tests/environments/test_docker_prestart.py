@@ -163,6 +163,31 @@ async def test_a_container_started_ahead_for_policy_none_has_no_network(busybox_
     assert containers_of(docker_run_id) == []
 
 
+async def test_the_pool_starts_no_more_containers_than_the_opens_still_to_come(busybox_image: str,
+                                                                                docker_run_id: str) -> None:
+    # five opens of one shape, told 4, 3, 2, 1, 0 more are to come: every container started ahead is handed
+    # out, and after the last open none is ready or was started for nothing (without the hint: 2 left over)
+    provider = DockerProvider({"image": busybox_image, "prestart": 2}, ComponentContext(run_id=docker_run_id))
+    pool = provider._prestart
+    assert pool is not None
+    none = NetworkPolicy(mode="none")
+    try:
+        for i, upcoming in enumerate((4, 3, 2, 1, 0)):
+            env = await provider.open(EnvOpenSpec(run_id=docker_run_id, task_id=f"t{i}", network=none,
+                                                  upcoming=upcoming))
+            try:
+                assert (await env.exec("echo $((6 * 7))")).stdout.strip() == "42"
+            finally:
+                await env.close()
+            await pool.settled(60)
+            assert len(pool.ready_ids()) <= upcoming
+        assert pool.ready_ids() == [] and pool.discarded == 0
+        assert pool.started == pool.handed_out >= 2
+    finally:
+        await provider.aclose()
+    assert containers_of(docker_run_id) == []
+
+
 async def test_closing_the_provider_while_containers_start_ahead_leaves_none(
         busybox_image: str, docker_run_id: str) -> None:
     provider = DockerProvider({"image": busybox_image, "prestart": 4}, ComponentContext(run_id=docker_run_id))
