@@ -265,7 +265,7 @@ class EnvironmentPool:
         self._emit(EnvOpened(ts=time.time(), request=request, run_id=spec.run_id, task_id=spec.task_id,
                              provider=provider.name, env_id=env.id, role=spec.role,
                              open_s=time.monotonic() - t0, granted_at=granted_at,
-                             node=getattr(env, "node", None)))
+                             node=provider.node_of(env)))
         return env
 
     async def close(self, env: Environment, *, timeout: float) -> None:

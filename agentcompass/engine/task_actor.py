@@ -449,7 +449,7 @@ class TaskActor:
             raise _Failure("run_error", kind_of(exc, own or "env_open_failed"),
                            f"opening the {role} environment: {describe(exc)}") from None
         entry: dict[str, Any] = {"role": role, "id": env.id, "workdir": env.workdir, "provider": rt.provider.name}
-        node = getattr(env, "node", None)  # a provider spread over machines says which ran it
+        node = rt.provider.node_of(env)  # a provider spread over machines says which ran it
         if node is not None:
             entry["node"] = node
         image_ref = spec.image or rt.provider.image

@@ -141,6 +141,11 @@ class EnvironmentProvider(abc.ABC):
         """How ``image`` came to be present (for the attempt's detail); None (the default) when unknown."""
         return None
 
+    def node_of(self, env: Environment) -> str | None:
+        """The machine ``env`` runs on, for a provider spread over several (recorded per attempt and in
+        ``EnvOpened``); None (the default) for a provider on one machine."""
+        return None
+
     async def image_size(self, ref: str) -> int | None:
         """The size in bytes of image ``ref`` in the store, None when it is not there. A provider that does not
         override it cannot tell: the image cache then makes its images present and never removes them."""

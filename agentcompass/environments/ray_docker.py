@@ -27,7 +27,7 @@ import msgspec
 from .._errors import ConfigError, EnvironmentError_
 from .._validate import Seconds
 from ..dependencies import Requirement
-from ..interfaces import ComponentContext, EnvOpenSpec, ExecResult, NetworkPolicy
+from ..interfaces import ComponentContext, Environment, EnvOpenSpec, ExecResult, NetworkPolicy
 from ..params import as_params
 from ._tar import SkippedMember, SpooledArchive
 from .base import ALL_NETWORK_MODES, EnvironmentProvider, ProviderCapabilities
@@ -480,6 +480,10 @@ class RayDockerProvider(EnvironmentProvider):
         return self._gateway_host()
 
     # ------------------------------------------------------------------ environments
+
+    def node_of(self, env: Environment) -> str | None:
+        """The Ray node ``env`` runs on (its node actor's name)."""
+        return env.node if isinstance(env, RayEnvironment) else None
 
     async def open(self, spec: EnvOpenSpec) -> RayEnvironment:
         """Open the environment on the task's node (placed now if the task has none)."""
