@@ -10,7 +10,6 @@ already importable in the running interpreter at the pinned version is used as i
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import importlib.metadata
 import importlib.util
 import os
@@ -23,9 +22,9 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 from .._errors import ConfigError
+from .._file_lock import LockWaitEnd, file_lock
 
 #: the release whose data and checker our grading is tested against.
 BFCL_EVAL_VERSION = "2026.3.23"
@@ -75,31 +74,19 @@ def _lock_path(target: Path) -> Path:
     return target.parent / f".{target.name}.lock"
 
 
-@contextlib.contextmanager
 def _install_lock(target: Path, field: str, cancelled: threading.Event | None,
-                  timeout_s: float = _PIP_TIMEOUT_S) -> Any:
+                  timeout_s: float = _PIP_TIMEOUT_S) -> contextlib.AbstractContextManager[None]:
     """One installer at a time per cache directory (test workers, concurrent runs), across processes; waiting
     for it is given up at ``timeout_s`` or when ``cancelled`` is set."""
-    target.parent.mkdir(parents=True, exist_ok=True)
     path = _lock_path(target)
-    with open(path, "w") as lock:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if cancelled is not None and cancelled.is_set():
-                    raise ConfigError(f"installing bfcl-eval was cancelled while waiting for the lock {path}",
-                                      field=field) from None
-                if time.monotonic() > deadline:
-                    raise ConfigError(f"another process held the install lock {path} for over {timeout_s:.0f}s "
-                                      "(remove it if no installer is running)", field=field) from None
-                time.sleep(0.2)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def error(end: LockWaitEnd) -> ConfigError:
+        if end == "cancelled":
+            return ConfigError(f"installing bfcl-eval was cancelled while waiting for the lock {path}", field=field)
+        return ConfigError(f"another process held the install lock {path} for over {timeout_s:.0f}s (remove it if "
+                           "no installer is running)", field=field)
+
+    return file_lock(path, timeout_s, error, cancelled=cancelled)
 
 
 def _manual_hint(target: Path) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import fcntl
 import glob
 import hashlib
 import inspect
@@ -34,6 +33,7 @@ import aiodocker
 from yarl import URL
 
 from .._errors import ConfigError, EnvironmentError_
+from .._file_lock import LockWaitEnd, async_file_lock
 from .docker_api import DEFAULT_BASE_IMAGE, make_client
 
 log = logging.getLogger("agentcompass.environments.docker_images")
@@ -361,21 +361,12 @@ async def host_lock(key: str, timeout_s: float = HOST_LOCK_TIMEOUT_S) -> AsyncIt
     """An exclusive lock on ``key`` for every process of this host (a ``flock`` on a file in the temp dir)."""
     path = os.path.join(tempfile.gettempdir(), f"agentcompass-build-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
                                                ".lock")
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise EnvironmentError_(f"waited {timeout_s:.0f}s for another process's build of {key} "
-                                            f"(lock {path})") from None
-                await asyncio.sleep(0.5)
+
+    def error(_: LockWaitEnd) -> EnvironmentError_:
+        return EnvironmentError_(f"waited {timeout_s:.0f}s for another process's build of {key} (lock {path})")
+
+    async with async_file_lock(path, timeout_s, error, poll_s=0.5, mode=0o666):
         yield
-    finally:
-        os.close(fd)  # releases the lock
 
 
 async def build_base_image(tag: str = DEFAULT_BASE_IMAGE, *, method: BuildMethod = "debootstrap",

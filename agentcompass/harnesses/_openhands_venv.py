@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import os
 import re
 import shlex
@@ -26,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .._errors import ConfigError, EnvironmentError_
+from .._file_lock import LockWaitEnd, async_file_lock
 
 DEFAULT_VERSION = "1.58.2"
 #: what the terminal and file editor of ``openhands-tools`` import beyond the SDK.
@@ -142,19 +142,6 @@ async def _run(argv: Sequence[str], deadline: float) -> None:
                                 f"{tail}")
 
 
-async def _lock(path: Path, deadline: float) -> int:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return fd
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                os.close(fd)
-                raise TimeoutError(f"another process held {path} past the install deadline") from None
-            await asyncio.sleep(_LOCK_POLL_S)
-
-
 async def ensure_venv(python: str, venv: Path, version: str, *, auto_install: bool,
                       timeout_s: float = DEFAULT_INSTALL_TIMEOUT_S) -> Path:
     """The venv's Python, installing the venv first when allowed (else the ConfigError naming the commands)."""
@@ -163,9 +150,12 @@ async def ensure_venv(python: str, venv: Path, version: str, *, auto_install: bo
     if not auto_install:
         raise missing_error(python, venv, version)
     deadline = time.monotonic() + timeout_s
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    fd = await _lock(venv.parent / f"{venv.name}.lock", deadline)
-    try:
+    lock = venv.parent / f"{venv.name}.lock"
+
+    def error(_: LockWaitEnd) -> TimeoutError:
+        return TimeoutError(f"another process held {lock} past the install deadline")
+
+    async with async_file_lock(lock, timeout_s, error, poll_s=_LOCK_POLL_S):
         if is_ready(venv):  # another process (or caller) installed it while we waited
             return venv_python(venv)
         tmp = venv.parent / f"{venv.name}.tmp-{os.getpid()}"
@@ -178,6 +168,4 @@ async def ensure_venv(python: str, venv: Path, version: str, *, auto_install: bo
             os.replace(tmp, venv)  # bin/python finds its pyvenv.cfg relative to itself, so the move is safe
         finally:
             await asyncio.to_thread(shutil.rmtree, tmp, True)
-    finally:
-        os.close(fd)  # releases the lock
     return venv_python(venv)

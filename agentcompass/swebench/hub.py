@@ -19,7 +19,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from urllib.parse import quote
 import msgspec
 
 from .._errors import AgentCompassError, ConfigError
+from .._file_lock import LockWaitEnd, file_lock
 
 log = logging.getLogger("agentcompass.swebench.hub")
 
@@ -177,34 +178,19 @@ def _bar_class(progress: _Progress) -> type:
     return _Bar
 
 
-@contextlib.contextmanager
-def _locked(path: Path, wait: float, cancelled: threading.Event | None = None) -> Iterator[None]:
+def _locked(path: Path, wait: float,
+            cancelled: threading.Event | None = None) -> contextlib.AbstractContextManager[None]:
     """An exclusive lock on ``path`` between processes and threads, waited for at most ``wait`` seconds (a
     DatasetDownloadError as soon as ``cancelled`` is set)."""
-    import fcntl
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if cancelled is not None and cancelled.is_set():
-                    raise DatasetDownloadError(f"waiting for {path} (another process downloading the same "
-                                               "dataset): cancelled") from None
-                if time.monotonic() > deadline:
-                    raise DatasetDownloadError(f"another process holds {path} (downloading the same dataset) "
-                                               f"for more than {wait:.0f} s") from None
-                if cancelled is not None:
-                    cancelled.wait(_LOCK_POLL)
-                else:
-                    time.sleep(_LOCK_POLL)
-        yield
-    finally:
-        os.close(fd)
+    def error(end: LockWaitEnd) -> DatasetDownloadError:
+        if end == "cancelled":
+            return DatasetDownloadError(f"waiting for {path} (another process downloading the same dataset): "
+                                        "cancelled")
+        return DatasetDownloadError(f"another process holds {path} (downloading the same dataset) for more than "
+                                    f"{wait:.0f} s")
+
+    return file_lock(path, wait, error, cancelled=cancelled, poll_s=_LOCK_POLL)
 
 
 def _fsync(path: Path) -> None:
