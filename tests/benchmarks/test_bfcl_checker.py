@@ -41,19 +41,24 @@ def _single_turn_answers(rng: random.Random) -> list[tuple[str, str, dict[str, A
     """(kind, category, entry, possible, answer): each question's reference and three mutations of it."""
     out = []
     for category, entry, possible in all_rows(SINGLE_TURN_CATEGORIES):
-        if possible is None:  # relevance categories: a call or none
-            first = entry["function"][0]["name"].replace(".", "_") if entry["function"] else "some_function"
-            script: list[Any] = [REFUSAL] if "irrelevance" in category else [
-                {"tool_calls": [{"name": first, "arguments": "{}"}]}]
-        else:
-            calls = reference_calls(entry, possible, category)
-            if calls is None:
-                continue
-            script = [{"tool_calls": [{"name": n, "arguments": json.dumps(a)} for n, a in calls]}]
+        script = _reference_script(category, entry, possible)
+        if script is None:
+            continue
         out.append(("reference", category, entry, possible, _answer(script)))
         for kind in rng.sample(SINGLE_KINDS, 3):
             out.append((kind, category, entry, possible, _answer(mutate_single_turn(script, entry, rng, kind))))
     return out
+
+
+def _reference_script(category: str, entry: dict[str, Any], possible: Any) -> list[Any] | None:
+    """The scripted model's turns answering ``entry`` with its reference; None when it has none we can build."""
+    if possible is None:  # relevance categories: a call or none
+        first = entry["function"][0]["name"].replace(".", "_") if entry["function"] else "some_function"
+        return [REFUSAL] if "irrelevance" in category else [{"tool_calls": [{"name": first, "arguments": "{}"}]}]
+    calls = reference_calls(entry, possible, category)
+    if calls is None:
+        return None
+    return [{"tool_calls": [{"name": n, "arguments": json.dumps(a)} for n, a in calls]}]
 
 
 def _answer(script: list[Any]) -> Any:
@@ -117,15 +122,9 @@ def test_arguments_that_are_not_an_object_get_bfcl_evals_verdict_in_every_catego
     for category, entry, possible in all_rows(SINGLE_TURN_CATEGORIES):
         if per_category[category] >= 25:
             continue
-        if possible is None:
-            first = entry["function"][0]["name"].replace(".", "_") if entry["function"] else "some_function"
-            script: list[Any] = [REFUSAL] if "irrelevance" in category else [
-                {"tool_calls": [{"name": first, "arguments": "{}"}]}]
-        else:
-            calls = reference_calls(entry, possible, category)
-            if calls is None:
-                continue
-            script = [{"tool_calls": [{"name": n, "arguments": json.dumps(a)} for n, a in calls]}]
+        script = _reference_script(category, entry, possible)
+        if script is None:
+            continue
         per_category[category] += 1
         for kind in FORMAT_KINDS:
             answer = _answer(mutate_single_turn(script, entry, rng, kind))
