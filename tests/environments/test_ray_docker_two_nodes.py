@@ -19,7 +19,7 @@ import pytest
 
 import agentcompass
 from agentcompass.environments.docker_api import DEFAULT_BASE_IMAGE
-from agentcompass.environments.ray_docker import RayDockerProvider
+from agentcompass.environments.ray_docker import NodeHandle, RayDockerProvider, RayEnvironment
 from agentcompass.interfaces import ComponentContext
 from agentcompass.records import AttemptFinished, EnvOpened, ProgressEvent, TaskDetail
 from tests.standins.ray_cluster import RayCluster, auth_env
@@ -158,6 +158,28 @@ def test_two_nodes_share_the_run_and_a_lost_node_s_attempts_are_retried_on_the_o
     assert _node_labelled(ray_cluster.node, docker_run_id) == []
 
 
+async def _one_env_per_node(provider: RayDockerProvider, run_id: str, head: str,
+                            node2: str) -> tuple[RayEnvironment, RayEnvironment]:
+    """Tasks ``a`` and ``b`` opened: one lands on each node (the emptier one); (on the head, on node 2)."""
+    from agentcompass.interfaces import EnvOpenSpec
+
+    envs = [await provider.open(EnvOpenSpec(run_id=run_id, task_id=t)) for t in ("a", "b")]
+    assert {e.node for e in envs} == {head, node2}
+    [on_head] = [e for e in envs if e.node == head]
+    [on2] = [e for e in envs if e.node == node2]
+    return on_head, on2
+
+
+async def _taken_in_again(provider: RayDockerProvider, node: str) -> NodeHandle:
+    """The live handle of ``node`` once the provider's rescan has taken it in again (within 60 s)."""
+    for _ in range(600):
+        back = [h for h in provider.handles() if h.alive and h.name == node]
+        if back:
+            return back[0]
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"node {node} came back but was not taken in")
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_node_that_comes_back_during_a_run_is_swept_and_takes_work_again(
@@ -173,10 +195,7 @@ def test_a_node_that_comes_back_during_a_run_is_swept_and_takes_work_again(
              "rescan_interval": 1, "node_capacity": 2, "prestart": 0}, ComponentContext(run_id=docker_run_id))
         try:
             await provider.start()
-            envs = [await provider.open(EnvOpenSpec(run_id=docker_run_id, task_id=t)) for t in ("a", "b")]
-            assert {e.node for e in envs} == {head, node2}
-            [on2] = [e for e in envs if e.node == node2]
-            [on_head] = [e for e in envs if e.node == head]
+            on_head, on2 = await _one_env_per_node(provider, docker_run_id, head, node2)
             await asyncio.to_thread(ray_cluster.kill_worker_raylet)
             lost: EnvironmentError_ | None = None
             for _ in range(120):  # its actor may answer a little longer; the loss is seen within node_timeout
@@ -192,13 +211,8 @@ def test_a_node_that_comes_back_during_a_run_is_swept_and_takes_work_again(
             await on2.close()  # nothing to call on a lost node: its slot is freed
             assert await asyncio.to_thread(ray_cluster.wait_worker_gone) == []
             await asyncio.to_thread(ray_cluster.start_worker)
-            for _ in range(600):  # the next rescan places an actor on the node that came back
-                back = [h for h in provider.handles() if h.alive and h.name == node2]
-                if back:
-                    break
-                await asyncio.sleep(0.1)
-            assert back, "the node that came back was not taken in"
-            assert back[0].facts.swept >= 1  # its new actor swept what the lost one left
+            back = await _taken_in_again(provider, node2)  # the next rescan places an actor on it
+            assert back.facts.swept >= 1  # its new actor swept what the lost one left
             assert _node_labelled(ray_cluster.node, docker_run_id) == []
             again = await provider.open(EnvOpenSpec(run_id=docker_run_id, task_id="c"))
             assert again.node == node2  # the emptier node
@@ -229,9 +243,7 @@ def test_a_node_whose_daemon_dies_is_lost_and_taken_in_again_when_the_daemon_is_
             ComponentContext(run_id=docker_run_id))
         try:
             await provider.start()
-            envs = [await provider.open(EnvOpenSpec(run_id=docker_run_id, task_id=t)) for t in ("a", "b")]
-            [on2] = [e for e in envs if e.node == node2]
-            [on_head] = [e for e in envs if e.node == head]
+            on_head, on2 = await _one_env_per_node(provider, docker_run_id, head, node2)
             await asyncio.to_thread(ray_cluster.node.kill_daemon)
             with pytest.raises(EnvironmentError_):
                 await on2.exec("true", timeout=30)
@@ -245,13 +257,8 @@ def test_a_node_whose_daemon_dies_is_lost_and_taken_in_again_when_the_daemon_is_
             assert moved.node == head
             await moved.close()
             await asyncio.to_thread(ray_cluster.node.restart_daemon)
-            for _ in range(600):  # the next rescan finds the daemon answering again
-                back = [h for h in provider.handles() if h.alive and h.name == node2]
-                if back:
-                    break
-                await asyncio.sleep(0.1)
-            assert back, "the node whose daemon came back was not taken in"
-            assert back[0].facts.swept >= 1  # what the lost actor left on that daemon is gone
+            back = await _taken_in_again(provider, node2)  # the next rescan finds the daemon answering again
+            assert back.facts.swept >= 1  # what the lost actor left on that daemon is gone
             assert _node_labelled(ray_cluster.node, docker_run_id) == []
             await on_head.close()
         finally:
