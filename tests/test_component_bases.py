@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
-import msgspec
 import pytest
 
 import agentcompass
@@ -30,7 +29,8 @@ from agentcompass.interfaces import (
     RunContext,
     TaskSpec,
 )
-from agentcompass.records import TaskDetail
+
+from .run_details import details_by_task
 
 HERE = "tests.test_component_bases"
 #: the scripted model's answers: right for sum-0 and sum-1, wrong for sum-2
@@ -119,14 +119,6 @@ class AskOnce(Harness):
         return HarnessResult(final_answer=reply.content, artifacts={"exec": res.stdout, "k_seen": self.ctx.k})
 
 
-def _details(run_dir: Path) -> dict[str, TaskDetail]:
-    out = {}
-    for path in (run_dir / "details").glob("*.json"):
-        d = msgspec.json.decode(path.read_bytes(), type=TaskDetail)
-        out[d.task_id] = d
-    return out
-
-
 def _run(tmp_path: Path, benchmark: str = f"{HERE}:SumTasks", **kw: Any) -> Any:
     return agentcompass.run_evaluation(benchmark, f"{HERE}:AskOnce", "scripted", environment=f"{HERE}:MemoryProvider",
                                        model_params=SCRIPT, results_dir=str(tmp_path), progress="none", **kw)
@@ -139,7 +131,7 @@ def test_components_with_only_their_required_methods_run_end_to_end(tmp_path: Pa
     assert out.status == "completed", out.error
     assert out.metrics["tasks"] == 3 and out.metrics["solved"] == 2  # graded: Harness.evaluates defaults to True
     assert out.metrics["pass@1"] == pytest.approx(2 / 3)  # the engine's default accumulator
-    details = _details(out.run_dir)
+    details = details_by_task(out.run_dir)
     assert {t: d.correct for t, d in details.items()} == {"sum-0": True, "sum-1": True, "sum-2": False}
     for task_id, d in details.items():
         a = d.attempts["1"]
@@ -154,7 +146,7 @@ def test_components_with_only_their_required_methods_run_end_to_end(tmp_path: Pa
 def test_the_resolved_k_reaches_the_other_components_through_the_context(tmp_path: Path) -> None:
     out = _run(tmp_path, benchmark=f"{HERE}:TwiceSumTasks")
     assert out.status == "completed", out.error
-    details = _details(out.run_dir)
+    details = details_by_task(out.run_dir)
     assert all(len(d.attempts) == 2 for d in details.values())
     seen = {a.artifacts.get("k_seen") for d in details.values() for a in d.attempts.values()}
     assert seen == {2}

@@ -32,6 +32,8 @@ from agentdojo.agent_pipeline.tool_execution import tool_result_to_str
 from agentdojo.task_suite.load_suites import get_suite, get_suites
 from agentdojo.types import ChatAssistantMessage, ChatToolResultMessage, text_content_block_from_string
 
+from ..run_details import details_by_task
+
 VERSION = "v1.2.2"  # agentdojo 0.1.35's default benchmark version
 ATTACK = {"attack": "important_instructions", "target_model": "gpt-4o-2024-05-13"}
 
@@ -69,14 +71,6 @@ def _script(entries: list[dict[str, Any]]) -> dict[str, Any]:
     return {"bundled": False, "script": sorted(entries, key=lambda e: -len(e["match"]))}
 
 
-def _details(run_dir: str) -> dict[str, TaskDetail]:
-    out = {}
-    for path in (Path(run_dir) / "details").glob("*.json"):
-        d = msgspec.json.decode(path.read_bytes(), type=TaskDetail)
-        out[d.task_id] = d
-    return out
-
-
 def _by_suite(out: Any) -> dict[str, dict[str, Any]]:
     summary = msgspec.json.decode((Path(out.run_dir) / "summary.json").read_bytes())
     return dict(summary["by_category"])
@@ -100,7 +94,7 @@ def test_the_ground_truth_script_has_full_utility_on_the_banking_suite(tmp_path:
     assert out.metrics["tasks"] == len(suite.user_tasks) == 16
     assert out.metrics["utility"] == 1.0 and out.metrics["pass@1"] == 1.0
     assert "attack_success_rate" not in out.metrics and "utility_under_attack" not in out.metrics
-    details = _details(out.run_dir)
+    details = details_by_task(out.run_dir)
     assert sorted(details) == sorted(f"banking/{t}" for t in suite.user_tasks)
     for task_id, detail in details.items():
         attempt = detail.attempts["1"]
@@ -116,7 +110,7 @@ def test_a_wrong_script_has_lower_utility(tmp_path: Path) -> None:
     right, wrong = tasks[::2], tasks[1::2]
     out = _run(tmp_path, {"suites": "banking"},
                _script([ground_truth_entry(suite, t) for t in right] + [refusal_entry(t) for t in wrong]))
-    details = _details(out.run_dir)
+    details = details_by_task(out.run_dir)
     utility = {t.ID: details[f"banking/{t.ID}"].attempts["1"].extra["utility"] for t in tasks}
     assert all(utility[t.ID] is True for t in right)
     # most refusals fail; a few of AgentDojo's banking tasks hold on an untouched environment (user_task_9 asks to
@@ -138,7 +132,7 @@ def test_a_wrong_argument_fails_the_task(tmp_path: Path) -> None:
             if call["name"] == "send_money":
                 call["arguments"]["amount"] = float(call["arguments"]["amount"]) + 1000
     out = _run(tmp_path, {"suites": "banking", "user_tasks": [user_task.ID]}, _script([entry]))
-    (detail,) = _details(out.run_dir).values()
+    (detail,) = details_by_task(out.run_dir).values()
     assert detail.attempts["1"].extra["utility"] is False and out.metrics["utility"] == 0.0
 
 
@@ -155,7 +149,7 @@ def test_an_injection_attack_records_utility_and_security(tmp_path: Path) -> Non
                + [ground_truth_entry(suite, t) for t in ignorers])
     out = _run(tmp_path, {"suites": ["banking"], **ATTACK, "user_tasks": [t.ID for t in users],
                           "injection_tasks": ["injection_task_0"]}, _script(entries))
-    details = _details(out.run_dir)
+    details = details_by_task(out.run_dir)
     assert sorted(details) == sorted(f"banking/{t.ID}/injection_task_0" for t in users)
     for t in users:
         attempt = details[f"banking/{t.ID}/injection_task_0"].attempts["1"]
@@ -444,7 +438,7 @@ def test_an_attacked_run_over_each_model_protocol(protocol: str, tmp_path: Path,
         benchmark_params={"suites": "banking", **ATTACK, "user_tasks": ["user_task_0", "user_task_1"],
                           "injection_tasks": "injection_task_0"})
     assert out.status == "completed", out.error
-    details = _details(out.run_dir)
+    details = details_by_task(out.run_dir)
     follower = details["banking/user_task_0/injection_task_0"].attempts["1"]
     ignorer = details["banking/user_task_1/injection_task_0"].attempts["1"]
     assert follower.extra["security"] is True and ignorer.extra["security"] is False
@@ -504,7 +498,7 @@ def test_the_round_budget_is_agentdojos(idle_rounds: int, tmp_path: Path) -> Non
     theirs, _ = suite.run_task_with_pipeline(pipeline, user_task, None, {})
     out = _run(tmp_path, {"suites": "banking", "user_tasks": "user_task_0"},
                _script([{"match": user_task.PROMPT, "turns": turns}]))
-    attempt = _details(out.run_dir)["banking/user_task_0"].attempts["1"]
+    attempt = details_by_task(out.run_dir)["banking/user_task_0"].attempts["1"]
     assert attempt.extra["utility"] is theirs is (idle_rounds < 15)
     assert attempt.trajectory is not None and len(attempt.trajectory.steps) == llm.calls
     calls = attempt.artifacts["tool_session"]["calls"]
@@ -518,7 +512,7 @@ def test_a_long_workspace_listing_is_not_cut(tmp_path: Path) -> None:
     user_task = suite.get_user_task_by_id("user_task_35")  # find and delete the largest of 26 files
     out = _run(tmp_path, {"suites": "workspace", "user_tasks": "user_task_35"},
                _script([ground_truth_entry(suite, user_task)]))
-    attempt = _details(out.run_dir)["workspace/user_task_35"].attempts["1"]
+    attempt = details_by_task(out.run_dir)["workspace/user_task_35"].attempts["1"]
     listing = attempt.trajectory.steps[0].observation if attempt.trajectory else ""
     assert listing is not None and len(listing) > 25_000 and "..." not in listing[10_000:15_000]
     assert attempt.extra["utility"] is True and out.metrics["utility"] == 1.0
@@ -530,7 +524,7 @@ def test_a_harness_that_runs_no_tools_is_not_graded(tmp_path: Path) -> None:
         benchmark_params={"suites": "banking", "limit": 2, "attack": "important_instructions_no_names"},
         model_params={"bundled": False, "script": [{"match": "", "turns": ["I paid it."]}]},
         results_dir=str(tmp_path), progress="none")
-    for detail in _details(out.run_dir).values():
+    for detail in details_by_task(out.run_dir).values():
         attempt = detail.attempts["1"]
         assert attempt.error_kind == "eval_error" and "tool_agent" in (attempt.error or "")
     assert out.metrics["attack_graded"] == 0 and out.metrics["attack_unscored"] == 2
@@ -544,7 +538,7 @@ def test_an_argument_agentdojos_parser_chokes_on_is_a_tool_error(argument: str, 
         "recipient": argument, "amount": 1, "subject": "x", "date": "2022-01-01"}}]}, "Done."]
     out = _run(tmp_path, {"suites": "banking", "user_tasks": "user_task_0"},
                _script([{"match": user_task.PROMPT, "turns": turns}]))
-    attempt = _details(out.run_dir)["banking/user_task_0"].attempts["1"]
+    attempt = details_by_task(out.run_dir)["banking/user_task_0"].attempts["1"]
     assert attempt.status == "completed" and attempt.extra["utility"] is False
     (call,) = attempt.artifacts["tool_session"]["calls"]
     if argument.startswith("-"):  # a long text that is no list: passed on as the string it is, like AgentDojo
@@ -591,7 +585,7 @@ def test_an_exception_in_agentdojos_own_check_is_an_eval_error(tmp_path: Path) -
         benchmark_params={"suites": "workspace", "user_tasks": "user_task_0", "injection_tasks": "injection_task_11",
                           "attack": "important_instructions_no_names", "benchmark_version": "v1.2.1"},
         model_params=_script([{"match": user_task.PROMPT, "turns": turns}]))
-    (detail,) = _details(out.run_dir).values()
+    (detail,) = details_by_task(out.run_dir).values()
     attempt = detail.attempts["1"]
     assert attempt.error_kind == "eval_error" and "AgentDojo's check raised TypeError" in (attempt.error or "")
     assert out.metrics["attack_unscored"] == 1 and out.metrics["errored_attempts"] == 1
@@ -639,7 +633,7 @@ def test_injection_tasks_run_alone_as_user_tasks_stay_out_of_the_attack_rates(tm
     out = _run(tmp_path, {"suites": "banking", "user_tasks": "user_task_0", **ATTACK,
                           "injection_tasks": ["injection_task_0", "injection_task_1"],
                           "injection_tasks_as_user_tasks": True}, _script(entries))
-    details = _details(out.run_dir)
+    details = details_by_task(out.run_dir)
     assert sorted(details) == ["banking/injection_task_0", "banking/injection_task_1",
                                "banking/user_task_0/injection_task_0", "banking/user_task_0/injection_task_1"]
     # the same verdict AgentDojo's run_task_with_pipeline gives on the injection task run alone
@@ -659,6 +653,6 @@ def test_a_try_stopped_in_its_first_model_call_is_still_graded(tmp_path: Path) -
         benchmark_params={"suites": "banking", "user_tasks": "user_task_0"},
         model_params={"bundled": False, "latency_s": 30, "script": [{"match": "", "turns": ["late"]}]},
         harness_params={"agent_timeout": 0.5})
-    attempt = _details(out.run_dir)["banking/user_task_0"].attempts["1"]
+    attempt = details_by_task(out.run_dir)["banking/user_task_0"].attempts["1"]
     assert attempt.error_kind == "agent_timeout" and attempt.correct is False  # graded on the empty record
     assert attempt.extra["utility"] is False and attempt.extra["calls"] == 0

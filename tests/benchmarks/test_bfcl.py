@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 
 import agentcompass
@@ -22,6 +21,7 @@ from agentcompass.interfaces import ComponentContext, TaskSpec
 from agentcompass.records import TaskDetail
 from tests.fixtures_scripted import running_scripted_server
 
+from ..run_details import details_by_task
 from .bfcl_helpers import (
     bfcl_data,
     multi_turn_reference,
@@ -81,21 +81,13 @@ def _sample(per_category: int, seed: int) -> list[TaskSpec]:
     return chosen
 
 
-def _details(run_dir: str | Path) -> dict[str, TaskDetail]:
-    out = {}
-    for path in (Path(run_dir) / "details").glob("*.json"):
-        d = msgspec.json.decode(path.read_bytes(), type=TaskDetail)
-        out[d.task_id] = d
-    return out
-
-
 def _run(tasks: list[TaskSpec], script: list[dict[str, Any]], tmp_path: Path, **kw: Any) -> dict[str, TaskDetail]:
     out = agentcompass.run_evaluation(
         "bfcl", "tool_agent", "scripted", "local", benchmark_params={"task_ids": [t.task_id for t in tasks]},
         model_params={"script": script, "bundled": False}, results_dir=str(tmp_path), progress="none",
         auto_install_dependencies=True, **kw)
     assert out.status == "completed", out.error
-    details = _details(out.run_dir)
+    details = details_by_task(out.run_dir)
     assert set(details) == {t.task_id for t in tasks}
     return details
 
@@ -184,7 +176,7 @@ async def test_native_tool_calls_on_each_protocol(protocol: str, tmp_path: Path)
         bodies = list(server.recent_requests)
     out = result.outcomes[0]
     assert out.ok, out.error
-    details = _details(out.run_dir)
+    details = details_by_task(out.run_dir)
     assert all(d.attempts["1"].correct for d in details.values()), {
         i: d.attempts["1"].extra for i, d in details.items()}
     # the functions went out as the protocol's native tools, with BFCL's types converted to JSON Schema

@@ -18,21 +18,14 @@ import pytest
 import agentcompass
 from agentcompass.benchmarks.qa_local import QALocal
 from agentcompass.models.scripted_server import ScriptedServer
-from agentcompass.records import AttemptRecord, TaskDetail
+from agentcompass.records import AttemptRecord
 
+from ..run_details import details_by_task
 from ..standins.search_api import SearchStandIn
 
 
-def _details(run_dir: str) -> dict[str, TaskDetail]:
-    out = {}
-    for path in (Path(run_dir) / "details").glob("*.json"):
-        d = msgspec.json.decode(path.read_bytes(), type=TaskDetail)
-        out[d.task_id] = d
-    return out
-
-
 def _attempts(run_dir: str) -> dict[str, AttemptRecord]:
-    return {tid: d.attempts["1"] for tid, d in _details(run_dir).items()}
+    return {tid: d.attempts["1"] for tid, d in details_by_task(run_dir).items()}
 
 
 def _run(tmp_path: Path, agent: list[dict[str, Any]], judge: dict[str, Any] | None, ids: list[str],

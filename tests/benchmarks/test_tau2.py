@@ -22,6 +22,8 @@ from agentcompass.benchmarks.tau2_pass_hat_k import PassHatK
 from agentcompass.records import AttemptRecord, TaskDetail
 from tests.fixtures_scripted import running_scripted_server
 
+from ..run_details import details_by_task
+
 GREETING = "Hi! How can I help you today?"
 
 
@@ -84,15 +86,7 @@ def _run(tmp_path: Path, task_id: str | list[str], agent: dict[str, Any], user: 
         benchmark_params={"task_ids": ids, "user_model": user, **params}, results_dir=str(tmp_path),
         progress="none")
     assert out.status == "completed", out.error
-    return out, _details(out.run_dir)
-
-
-def _details(run_dir: str) -> dict[str, TaskDetail]:
-    out = {}
-    for path in (Path(run_dir) / "details").glob("*.json"):
-        d = msgspec.json.decode(path.read_bytes(), type=TaskDetail)
-        out[d.task_id] = d
-    return out
+    return out, details_by_task(out.run_dir)
 
 
 def test_airline_golden_actions_get_reward_1(tmp_path: Path) -> None:
@@ -159,7 +153,7 @@ def test_a_user_simulator_that_says_nothing_is_an_error_not_a_wrong_answer(tmp_p
         "tau2", "tool_agent", "scripted", "local", model_params={"bundled": False, "script": [_olivia_agent("x")]},
         benchmark_params={"task_ids": ["airline/19"], "user_model": _user({"match": GREETING, "turns": [""]})},
         results_dir=str(tmp_path), progress="none")
-    a = _details(out.run_dir)["airline/19"].attempts["1"]
+    a = details_by_task(out.run_dir)["airline/19"].attempts["1"]
     assert a.correct is None and a.error_kind is not None
     assert "user simulator" in (a.error or "")
 
@@ -169,7 +163,7 @@ def test_tasks_of_both_domains_load_with_their_data_source_recorded(tmp_path: Pa
         "tau2", "none", "scripted", "local",
         benchmark_params={"task_ids": ["airline/0", "retail/0"], "user_model": {"id": "scripted"}},
         results_dir=str(tmp_path), progress="none")
-    details = _details(out.run_dir)
+    details = details_by_task(out.run_dir)
     assert sorted(details) == ["airline/0", "retail/0"]
     assert {d.category for d in details.values()} == {"airline", "retail"}
     params = msgspec.json.decode((Path(out.run_dir) / "params.json").read_bytes())
@@ -192,7 +186,7 @@ async def test_native_tool_calls_over_each_protocol_reach_reward_1(protocol: str
             progress="none")
         bodies = list(server.recent_requests)
     assert out.status == "completed", out.error
-    a = _details(out.run_dir)["airline/19"].attempts["1"]
+    a = details_by_task(out.run_dir)["airline/19"].attempts["1"]
     assert a.correct is True and a.score == 1.0
     tool_bodies = [b for b in bodies if b.get("tools")]
     assert tool_bodies, "the agent's requests offer the domain's tools"
@@ -385,7 +379,7 @@ def test_calls_the_harness_did_not_execute_are_left_out_of_the_graded_conversati
         harness_params={"parallel_tool_calls": False},
         benchmark_params={"task_ids": ["airline/19"], "user_model": _user(OLIVIA_USER)},
         results_dir=str(tmp_path), progress="none")
-    a = _details(out.run_dir)["airline/19"].attempts["1"]
+    a = details_by_task(out.run_dir)["airline/19"].attempts["1"]
     first = a.artifacts["tool_session"]["messages"][2]
     assert [c["name"] for c in first["tool_calls"]] == ["get_user_details"]  # the wrong cancel never ran
     assert a.correct is True and a.score == 1.0

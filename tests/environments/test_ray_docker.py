@@ -7,26 +7,17 @@ import asyncio
 import json
 from pathlib import Path
 
-import msgspec
 import pytest
 
 import agentcompass
 from agentcompass._errors import ConfigError
 from agentcompass.environments.ray_docker import RayDockerProvider
 from agentcompass.interfaces import ComponentContext
-from agentcompass.records import TaskDetail
 
+from ..run_details import details_by_task
 from .conftest import containers_of, networks_of
 
 SAMPLE = ["files/hello_world", "text/uppercase", "python/fizzbuzz", "text/reverse_lines"]
-
-
-def _details(run_dir: Path) -> dict[str, TaskDetail]:
-    out = {}
-    for p in (run_dir / "details").glob("*.json"):
-        d = msgspec.json.decode(p.read_bytes(), type=TaskDetail)
-        out[d.task_id] = d
-    return out
 
 
 @pytest.mark.parametrize(("params", "field"), [
@@ -68,7 +59,7 @@ def test_shell_tasks_on_a_local_ray_cluster_grade_as_on_docker_and_name_the_node
         run_id=docker_run_id + "-ref", results_dir=str(tmp_path / "docker"), **common)  # type: ignore[arg-type]
     assert out.metrics == ref.metrics
     assert out.run_dir is not None
-    details = _details(out.run_dir)
+    details = details_by_task(out.run_dir)
     assert sorted(details) == sorted(SAMPLE)
     nodes = {e["node"] for d in details.values() for a in d.attempts.values() for e in a.meta["environments"]}
     assert len(nodes) == 1  # one node: the local cluster's
@@ -89,7 +80,7 @@ def test_a_sandbox_on_a_node_calls_the_model_through_the_relayed_gateway(
         results_dir=str(tmp_path), progress="none")
     assert out.ok, out.error
     assert out.run_dir is not None
-    a = _details(out.run_dir)["files/hello_world"].attempts["1"]
+    a = details_by_task(out.run_dir)["files/hello_world"].attempts["1"]
     assert (a.final_answer or "").startswith("STATUS 200 "), a.final_answer
     assert "127.0.0.1" not in a.artifacts["env"]  # the sandbox got the forwarder's alias, not the host's loopback
     assert a.meta["gateway"]["calls"] == 1

@@ -7,13 +7,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 
 import agentcompass
 from agentcompass.interfaces import Benchmark, EvalContext, EvalResult, PreparedTask, RunContext, TaskSpec
-from agentcompass.records import TaskDetail
 from agentcompass.tools import RECORD_KEY, ToolError, ToolSession
+
+from ..run_details import details_by_task
 
 HERE = "tests.harnesses.test_tool_agent"
 CLOSED: list[str] = []
@@ -97,20 +97,12 @@ SCRIPT: dict[str, Any] = {"bundled": False, "script": [
 ]}
 
 
-def _details(run_dir: str) -> dict[str, TaskDetail]:
-    out = {}
-    for path in (Path(run_dir) / "details").glob("*.json"):
-        d = msgspec.json.decode(path.read_bytes(), type=TaskDetail)
-        out[d.task_id] = d
-    return out
-
-
 def test_tool_calls_run_in_the_session_and_its_record_is_graded(tmp_path: Path) -> None:
     CLOSED.clear()
     out = agentcompass.run_evaluation(f"{HERE}:LedgerTasks", "tool_agent", "scripted", "local", model_params=SCRIPT,
                                       results_dir=str(tmp_path), progress="none")
     assert out.status == "completed", out.error
-    details = _details(out.run_dir)
+    details = details_by_task(out.run_dir)
     good, bad = details["ledger-0"].attempts["1"], details["ledger-1"].attempts["1"]
     assert good.correct and good.extra["record"] == {
         "total": 15, "calls": [["add", {"n": 2}], ["add", {"n": 3}], ["add", {"n": 10}]], "assistant_turns": 4}
@@ -126,7 +118,7 @@ def test_tool_calls_run_in_the_session_and_its_record_is_graded(tmp_path: Path) 
 def test_a_benchmark_without_tools_is_an_error_naming_the_harness(tmp_path: Path) -> None:
     out = agentcompass.run_evaluation("shell_tasks", "tool_agent", "scripted", "local",
                                       benchmark_params={"limit": 1}, results_dir=str(tmp_path), progress="none")
-    (detail,) = _details(out.run_dir).values()
+    (detail,) = details_by_task(out.run_dir).values()
     attempt = detail.attempts["1"]
     assert attempt.error_kind == "harness_crash" and "offers no tools" in (attempt.error or "")
 
@@ -169,7 +161,7 @@ def test_a_session_can_end_the_user_turn_after_a_step(tmp_path: Path) -> None:
     out = agentcompass.run_evaluation(f"{HERE}:TurnEndingTasks", "tool_agent", "scripted", "local",
                                       model_params=script, results_dir=str(tmp_path), progress="none")
     assert out.status == "completed", out.error
-    attempt = _details(out.run_dir)["ledger-0"].attempts["1"]
+    attempt = details_by_task(out.run_dir)["ledger-0"].attempts["1"]
     assert attempt.correct and attempt.trajectory is not None
     assert attempt.trajectory.stop_reason == "answered" and len(attempt.trajectory.steps) == 3
     # without the hook the model would go on in the first turn and be asked "now add 10" once more: 4 steps
@@ -236,7 +228,7 @@ def _echo_run(tmp_path: Path, harness_params: dict[str, Any] | None = None) -> d
                                       model_params=ECHO_SCRIPT, harness_params=harness_params or {},
                                       results_dir=str(tmp_path), progress="none")
     assert out.status == "completed", out.error
-    return {t: d.attempts["1"] for t, d in _details(out.run_dir).items()}
+    return {t: d.attempts["1"] for t, d in details_by_task(out.run_dir).items()}
 
 
 def _observation(attempt: Any, step: int) -> str:
