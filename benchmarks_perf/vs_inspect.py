@@ -195,8 +195,8 @@ def daemon_child(samples: int, concurrency: int, run_id: str) -> dict[str, Any]:
     async def run() -> float:
         docker = aiodocker.Docker()
         try:
-            job = functools.partial(_raw_lifecycle, docker, BUSYBOX, run_id, network="none")
-            return await _timed(lambda i: job(i), samples, concurrency)
+            return await _timed(functools.partial(_raw_lifecycle, docker, BUSYBOX, run_id, network="none"), samples,
+                                concurrency)
         finally:
             await docker.close()
 
