@@ -168,8 +168,9 @@ def support() -> Support | None:
 class EnvCgroup:
     """One environment's cgroup, in every usable hierarchy."""
 
-    def __init__(self, name: str, dirs: list[str], sup: Support) -> None:
+    def __init__(self, name: str, dirs: list[str], sup: Support, pids_limit: int | None = None) -> None:
         self.name = name
+        self.pids_limit = pids_limit if sup.pids is not None else None
         self.dirs = dirs
         self._support = sup
         self._procs = [os.path.join(d, "cgroup.procs") for d in dirs]
@@ -193,12 +194,33 @@ class EnvCgroup:
                 with contextlib.suppress(OSError):
                     os.rmdir(d)
             raise
-        return cls(name, dirs, sup)
+        return cls(name, dirs, sup, pids_limit)
 
     def wrap(self, shell: str, argv: list[str]) -> list[str]:
         """``argv`` run through ``shell`` so that it joins this cgroup first (exit ``JOIN_FAILED_EXIT`` if
         it cannot, without running the command)."""
         return [shell, "-c", _PRELUDE, "agentcompass", str(len(self._procs)), *self._procs, *argv]
+
+    def host_refusals(self) -> int | None:
+        """How many forks in this cgroup the kernel refused so far while the cgroup itself stayed below its
+        own ``pids.max`` (so the limit hit was an ancestor's: the host's, not this environment's); None when the
+        kernel does not tell (no pids hierarchy, no ``pids.peak``, or the cgroup reached its own limit)."""
+        d = self._dir_in(self._support.pids)
+        limit = self.pids_limit
+        if d is None or limit is None:
+            return None
+        try:
+            events = _read(os.path.join(d, "pids.events"))
+            peak = int(_read(os.path.join(d, "pids.peak")))
+        except (OSError, ValueError):
+            return None
+        if peak >= limit:  # its own limit may be what refused them (an agent's fork bomb)
+            return None
+        for line in events.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "max" and value.strip().isdigit():
+                return int(value)
+        return None
 
     def exists(self) -> bool:
         """True while the cgroup's directories are all there."""

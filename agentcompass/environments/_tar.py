@@ -396,9 +396,11 @@ def _check_member(member: tarfile.TarInfo, dest_real: str) -> None:
                                      field="archive")
 
 
-def extract_tar(tar_bytes: bytes | IO[bytes], dest: str | os.PathLike[str]) -> None:
+def extract_tar(tar_bytes: bytes | IO[bytes], dest: str | os.PathLike[str], *,
+                before_member: Callable[[], None] | None = None) -> None:
     """Extract ``tar_bytes`` (or a tar file object, read from its start) into the existing directory
-    ``dest``; UnsafeArchiveError on an escaping member.
+    ``dest``; UnsafeArchiveError on an escaping member. ``before_member`` runs before each member (what it
+    raises stops the extraction).
 
     Members are checked one by one right before each is extracted, so a symlink planted by an earlier
     member cannot be used to escape by a later one.
@@ -416,13 +418,15 @@ def extract_tar(tar_bytes: bytes | IO[bytes], dest: str | os.PathLike[str]) -> N
         with tarfile.open(fileobj=source, mode="r:*") as tf:
             if _HAS_DATA_FILTER:
                 def _filter(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
+                    if before_member is not None:
+                        before_member()
                     _check_member(member, dest_real)
                     # The stdlib "data" filter additionally clears setuid bits and ownership.
                     return tarfile.data_filter(member, path)  # type: ignore[attr-defined,unused-ignore]
 
                 tf.extractall(dest_real, filter=_filter)  # type: ignore[call-arg,unused-ignore]
             else:
-                _extract_checked(tf, dest_real)
+                _extract_checked(tf, dest_real, before_member)
     except _FILTER_ERRORS as exc:
         raise UnsafeArchiveError(f"unsafe archive: {exc}", field="archive") from exc
     except tarfile.ReadError as exc:
@@ -435,10 +439,12 @@ _FILTER_ERRORS: tuple[type[Exception], ...] = (
     (tarfile.FilterError,) if hasattr(tarfile, "FilterError") else ())  # type: ignore[attr-defined,unused-ignore]
 
 
-def _extract_checked(tf: tarfile.TarFile, dest_real: str) -> None:
+def _extract_checked(tf: tarfile.TarFile, dest_real: str, before_member: Callable[[], None] | None) -> None:
     """Extraction without PEP 706 filters: each member checked, then written with no owner and no
     setuid/setgid/sticky or group/other-write bits (what the "data" filter does)."""
     for member in tf:
+        if before_member is not None:
+            before_member()
         _check_member(member, dest_real)
         # No chown (set_attrs=False); the mode is applied by hand for regular files and directories.
         tf.extract(member, dest_real, set_attrs=False)

@@ -23,10 +23,11 @@ import shutil
 import signal
 import stat
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import IO, Annotated, Any, ClassVar
+from typing import IO, Annotated, Any, ClassVar, TypeVar
 
 import msgspec
 
@@ -49,6 +50,7 @@ from ._tar import (
 from .base import EnvironmentProvider, ProviderCapabilities
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 #: exit code reported for a command killed by its timeout (as coreutils ``timeout`` does).
 TIMEOUT_EXIT_CODE = 124
@@ -64,6 +66,7 @@ _DEFAULT_TIMEOUT_S = 300.0
 _DRAIN_GRACE_S = 0.5
 _REAP_WAIT_S = 5.0
 _CLOSE_TIMEOUT_S = 60.0
+_FILE_OPS_WAIT_S = 20.0  # within the close's bound: a write or one archive member takes far less
 
 
 _HAVE_PROC = os.path.isdir("/proc")
@@ -283,6 +286,8 @@ class LocalEnvironment:
         self._lingering: set[int] = set()  # groups whose leader exited while members lived on
         self._closed = False
         self._close_future: asyncio.Future[None] | None = None
+        self._file_ops = threading.Condition()  # guards _file_ops_running, and _closed's effect on them
+        self._file_ops_running = 0
 
     def __repr__(self) -> str:
         return f"LocalEnvironment(id={self.id!r}, workdir={self.workdir!r})"
@@ -334,6 +339,7 @@ class LocalEnvironment:
         run_env = {**self._env, **env_vars(env or {}, "env"), MARKER_VAR: self.id}
         spawn_argv = argv if self._cgroup is None else self._cgroup.wrap(_PRELUDE_SHELL or self._shell, argv)
 
+        refused_before = self._cgroup.host_refusals() if self._cgroup is not None else None
         loop = asyncio.get_running_loop()
         out_buf, err_buf = CappedBuffer(self._output_limit), CappedBuffer(self._output_limit)
         capture = _Capture(out_buf, err_buf, loop)
@@ -393,6 +399,13 @@ class LocalEnvironment:
                 err_buf.text().startswith(JOIN_FAILED_MARK):
             gone = "" if self._cgroup.exists() else " (it is gone)"
             raise EnvironmentError_(f"environment {self.id}: cannot start a command in its cgroup{gone}")
+        if (timed_out or returncode != 0) and refused_before is not None and self._cgroup is not None:
+            refused = (self._cgroup.host_refusals() or refused_before) - refused_before
+            if refused > 0:  # a starved command (bash retries each refused fork, sleeping) is the host's failure
+                outcome = f"ran past its {limit:g}s timeout" if timed_out else f"exited {returncode}"
+                raise EnvironmentError_(
+                    f"environment {self.id}: the host refused {refused} of the command's forks (process-table "
+                    f"pressure outside the environment, which stayed below its pids_limit) and it {outcome}")
         exit_code = TIMEOUT_EXIT_CODE if timed_out else returncode
         return ExecResult(
             exit_code=exit_code if exit_code is not None else -signal.SIGKILL,
@@ -413,6 +426,35 @@ class LocalEnvironment:
                               f"({self.root}); use a path relative to the workdir", field=field)
         return real
 
+    async def _in_thread(self, work: Callable[[], _T]) -> _T:
+        """``work`` on a worker thread, registered with this environment: it does not start once close()
+        has begun, and close() waits for it before removing the workspace. A caller cancelled (or whose
+        thread could not be started under process-table pressure) may leave it queued or running; unguarded,
+        it would recreate the workspace close() had just removed."""
+
+        def guarded() -> _T:
+            with self._file_ops:
+                if self._closed:
+                    raise EnvironmentError_(f"environment {self.id} is closed")
+                self._file_ops_running += 1
+            try:
+                return work()
+            finally:
+                with self._file_ops:
+                    self._file_ops_running -= 1
+                    self._file_ops.notify_all()
+
+        try:
+            pending = asyncio.get_running_loop().run_in_executor(None, guarded)
+        except RuntimeError as exc:  # no thread could be started (process-table pressure): the host's failure
+            raise EnvironmentError_(f"environment {self.id}: cannot run a file operation: {exc}") from None
+        return await pending
+
+    def _stop_if_closed(self) -> None:
+        """Raised between an extraction's members once close() has begun."""
+        if self._closed:
+            raise EnvironmentError_(f"environment {self.id} was closed during the extraction")
+
     async def write_file(self, path: str, data: bytes | str) -> None:
         """Write ``data`` (str as UTF-8) to ``path``, creating parent directories."""
         self._check_open()
@@ -424,7 +466,7 @@ class LocalEnvironment:
             with open(target, "wb") as f:
                 f.write(payload)
 
-        await asyncio.to_thread(_write)
+        await self._in_thread(_write)
 
     async def read_file(self, path: str) -> bytes:
         """The bytes of ``path``; FileNotFoundError if it does not exist, OSError if it is larger than
@@ -441,7 +483,7 @@ class LocalEnvironment:
                               f"({cap}); read it in parts with a command instead")
             return data
 
-        return await asyncio.to_thread(_read)
+        return await self._in_thread(_read)
 
     async def put_archive(self, path: str, tar_bytes: bytes | IO[bytes]) -> None:
         """Extract a tar (bytes, or a file object read from its start) of a directory's contents into
@@ -451,17 +493,17 @@ class LocalEnvironment:
 
         def _put() -> None:
             os.makedirs(target, exist_ok=True)
-            extract_tar(tar_bytes, target)
+            extract_tar(tar_bytes, target, before_member=self._stop_if_closed)
 
-        await asyncio.to_thread(_put)
+        await self._in_thread(_put)
 
     async def get_archive_file(self, path: str) -> SpooledArchive:
         """A tar of directory ``path``'s contents (names relative to it) or of the single file ``path``,
         streamed to an unlinked temp file under the archive limits; what they left out is in ``skipped``."""
         self._check_open()
         source = self._resolve(path)
-        return await spool(lambda archive: asyncio.to_thread(write_tree, source, archive, self._archive_limits),
-                           self._spool_dir)
+        return await spool(lambda archive: self._in_thread(
+            functools.partial(write_tree, source, archive, self._archive_limits)), self._spool_dir)
 
     async def get_archive(self, path: str) -> bytes:
         """``get_archive_file``'s tar as bytes (at most ``archive_total_limit_bytes``)."""
@@ -511,6 +553,11 @@ class LocalEnvironment:
                 if n:
                     log.debug("environment %s: killed %d leftover processes", self.id, n)
         finally:  # the workspace goes even when killing failed part-way
+            with self._file_ops:  # none starts now (_closed is set); the running ones stop at their next member
+                self._closed = True
+                if not self._file_ops.wait_for(lambda: self._file_ops_running == 0, _FILE_OPS_WAIT_S):
+                    log.warning("environment %s: %d file operations still running after %.0f s", self.id,
+                                self._file_ops_running, _FILE_OPS_WAIT_S)
             if self._keep:
                 log.info("environment %s: keeping workspace %s", self.id, self.root)
             else:

@@ -97,7 +97,12 @@ def test_spawn_failures_under_process_table_pressure_end_classified_never_hang(t
     assert kinds, "the pressure should have made some forks fail"
     # the host failed, not the agent, nor our code: classified as a lost environment (retryable)
     assert kinds <= {"env_lost", "env_open_failed", "stalled"}, summary["errors_by_kind"]
-    assert not list(envs.iterdir())
+    left = list(envs.iterdir())
+    if left:  # what the run said of them: their close, the warnings
+        logs = "".join(p.read_text(errors="replace") for p in (tmp_path / "r").rglob("*.log")).splitlines()
+        said = [ln for ln in logs if "WARN" in ln or any(p.name in ln for p in left)]
+        pytest.fail(f"workspaces left behind: {[str(q) for p in left for q in [p, *p.rglob('*')]]}\n"
+                    + "\n".join(said[-100:]))
 
 
 def test_a_model_call_slower_than_stall_timeout_is_not_a_stall(tmp_path: Path) -> None:

@@ -357,6 +357,42 @@ async def test_close_is_idempotent_removes_dir_and_refuses_further_use(provider:
         await handle.read_file("x")
 
 
+class _GatedArchive(io.BytesIO):
+    """A tar whose reads stop at ``block_at`` until ``release`` is set: an extraction caught half-way."""
+
+    def __init__(self, data: bytes, block_at: int) -> None:
+        super().__init__(data)
+        self.block_at = block_at
+        self.blocked = threading.Event()
+        self.release = threading.Event()
+
+    def read(self, size: int | None = -1) -> bytes:
+        if self.tell() >= self.block_at and not self.release.is_set():
+            self.blocked.set()
+            self.release.wait(30)
+        return super().read(size)
+
+
+async def test_an_extraction_running_at_close_is_waited_for_and_cannot_bring_the_workspace_back(
+        provider: LocalProvider) -> None:
+    # Its caller cancelled (a deadline, a stall), the extraction's thread runs on: close() must neither
+    # remove the workspace under it nor let it recreate the directories close() removed.
+    handle = await provider.open(_spec())
+    archive = _GatedArchive(tar_from_files({"a.txt": "one", "sub/b.txt": "two"}), block_at=1024)
+    put = asyncio.create_task(handle.put_archive(handle.workdir, archive))
+    assert await asyncio.to_thread(archive.blocked.wait, 10), "the extraction never reached its second member"
+    assert Path(handle.workdir, "a.txt").read_text() == "one"
+    put.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await put
+    closing = asyncio.create_task(handle.close())
+    await asyncio.sleep(0.3)
+    assert not closing.done() and os.path.isdir(handle.root)  # waiting for the extraction
+    archive.release.set()
+    await asyncio.wait_for(closing, 30)
+    assert not os.path.lexists(handle.root)
+
+
 def test_close_started_just_before_the_loop_shuts_down_still_cleans_up(tmp_path: Path) -> None:
     pids: list[int] = []
 
@@ -444,6 +480,75 @@ async def test_a_bounded_fork_storm_gets_at_most_pids_limit_processes_all_killed
         assert await _wait_dead(pids, within=10) == []
     finally:
         await prov.aclose()
+
+
+# Run in a pids cgroup of its own (the "host"): opens a local environment and runs a command that forks eight
+# sleeps, with the host's pids.max set to what is running now plus ``headroom`` (0: no host limit).
+_FORKS_CHILD = """
+import json, sys
+import uvloop
+from agentcompass._errors import EnvironmentError_
+from agentcompass.environments.local import LocalProvider
+from agentcompass.interfaces import ComponentContext, EnvOpenSpec
+
+async def main(base, host, own_limit, headroom):
+    prov = LocalProvider({"base_dir": base, "pids_limit": own_limit}, ComponentContext())
+    try:
+        env = await prov.open(EnvOpenSpec(run_id="r", task_id="t"))
+        if headroom:
+            with open(host + "/pids.max", "w") as f:
+                f.write(str(int(open(host + "/pids.current").read()) + headroom))
+        try:
+            res = await env.exec(["/bin/sh", "-c", "for i in 1 2 3 4 5 6 7 8; do sleep 3 & done; wait"], timeout=30)
+            print(json.dumps({"exit_code": res.exit_code, "stderr": res.stderr}))
+        except EnvironmentError_ as exc:
+            print(json.dumps({"error": str(exc)}))
+    finally:
+        with open(host + "/pids.max", "w") as f:
+            f.write("max")
+        await prov.aclose()
+
+# uvloop (the engine's loop) reaps children without a thread per child: only the command's processes count
+uvloop.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
+"""
+
+
+def _forks_in_a_host_cgroup(tmp_path: Path, own_limit: int, headroom: int) -> dict[str, object]:
+    import json
+    import uuid
+
+    pids_root = Path("/sys/fs/cgroup/pids")
+    if os.geteuid() != 0 or not os.access(pids_root, os.W_OK):
+        pytest.skip("needs a writable cgroup v1 pids hierarchy")
+    host = pids_root / f"agentcompass-test-{uuid.uuid4().hex[:8]}"
+    host.mkdir()
+    try:
+        proc = subprocess.run(["sh", "-c", f'echo $$ > {host}/cgroup.procs && exec "$@"', "sh", sys.executable,
+                               "-c", _FORKS_CHILD, str(tmp_path), str(host), str(own_limit), str(headroom)],
+                              cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=50)
+    finally:
+        for pid in (host / "cgroup.procs").read_text().split():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), 9)
+        for nested in sorted(host.rglob("*/"), key=lambda d: len(d.parts), reverse=True):
+            if nested.is_dir():
+                nested.rmdir()
+        host.rmdir()
+    assert proc.returncode == 0, proc.stderr
+    return dict(json.loads(proc.stdout.splitlines()[-1]))
+
+
+def test_a_command_whose_forks_the_host_refused_is_a_lost_environment_not_its_own_failure(tmp_path: Path) -> None:
+    # the environment stayed far below its own pids_limit: the limit that refused the forks is the host's
+    out = _forks_in_a_host_cgroup(tmp_path, own_limit=512, headroom=4)
+    assert "host refused" in str(out.get("error")), out
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_command_refused_forks_by_its_own_pids_limit_gets_its_own_result(tmp_path: Path) -> None:
+    # an agent's fork storm hitting the environment's own pids_limit is the agent's doing: an ordinary result
+    out = _forks_in_a_host_cgroup(tmp_path, own_limit=3, headroom=0)
+    assert out.get("exit_code") not in (None, 0) and "fork" in str(out.get("stderr")).lower(), out
 
 
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
