@@ -12,6 +12,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -198,9 +199,16 @@ class StallingProxy:
 
 
 def docker(*args: str, timeout: float = 300.0, stdin: bytes | None = None) -> str:
-    """The docker CLI (test setup and observation only)."""
-    return subprocess.run(["docker", *args], capture_output=True, timeout=timeout, check=True,
-                          input=stdin).stdout.decode()
+    """The docker CLI (test setup and observation only); a failure raises with what the CLI said."""
+    proc = subprocess.run(["docker", *args], capture_output=True, timeout=timeout, input=stdin)
+    if proc.returncode != 0:
+        raise DockerCliError(f"docker {' '.join(args)} exited {proc.returncode}: "
+                             f"{(proc.stderr or proc.stdout).decode(errors='replace').strip()[-2000:]}")
+    return proc.stdout.decode()
+
+
+class DockerCliError(RuntimeError):
+    """The docker CLI failed (its stderr in the message)."""
 
 
 def image_present(ref: str) -> bool:
@@ -226,7 +234,16 @@ def build_random_image(base: str, *, layers_mb: tuple[int, ...] = (3, 3), from_d
             Path(ctx, f"blob{i}").write_bytes(os.urandom(mb << 20))
             lines.append(f"COPY blob{i} /opt/pulltest/blob{i}")
         Path(ctx, "Dockerfile").write_text("\n".join(lines) + "\n")
-        docker("build", "-q", "-t", tag, ctx, timeout=600)
+        failures: list[str] = []
+        while True:  # a stand-in's setup: a daemon's passing failure (seen once mid-build under load) is retried
+            try:
+                docker("build", "-q", "-t", tag, ctx, timeout=600)
+                break
+            except DockerCliError as exc:
+                failures.append(str(exc))
+                if len(failures) == 3:
+                    raise DockerCliError("\n".join(failures)) from None
+                print(f"build_random_image: retrying after {exc}", file=sys.stderr)
     return tag
 
 
