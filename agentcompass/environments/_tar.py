@@ -439,6 +439,11 @@ _FILTER_ERRORS: tuple[type[Exception], ...] = (
     (tarfile.FilterError,) if hasattr(tarfile, "FilterError") else ())  # type: ignore[attr-defined,unused-ignore]
 
 
+# The fallback's members are checked above; where tarfile has filters (tests use the fallback there too), it is
+# told so, as Python 3.14 would otherwise apply its default "data" filter on top.
+_CHECKED_BY_US: dict[str, Any] = {"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}
+
+
 def _extract_checked(tf: tarfile.TarFile, dest_real: str, before_member: Callable[[], None] | None) -> None:
     """Extraction without PEP 706 filters: each member checked, then written with no owner and no
     setuid/setgid/sticky or group/other-write bits (what the "data" filter does)."""
@@ -447,7 +452,7 @@ def _extract_checked(tf: tarfile.TarFile, dest_real: str, before_member: Callabl
             before_member()
         _check_member(member, dest_real)
         # No chown (set_attrs=False); the mode is applied by hand for regular files and directories.
-        tf.extract(member, dest_real, set_attrs=False)
+        tf.extract(member, dest_real, set_attrs=False, **_CHECKED_BY_US)
         target = os.path.join(dest_real, member.name)
         if member.isfile() or member.isdir():
             os.chmod(target, (member.mode & 0o755) | (0o700 if member.isdir() else 0o600))
