@@ -434,8 +434,7 @@ class LocalEnvironment:
 
         def guarded() -> _T:
             with self._file_ops:
-                if self._closed:
-                    raise EnvironmentError_(f"environment {self.id} is closed")
+                self._check_open()
                 self._file_ops_running += 1
             try:
                 return work()
@@ -449,11 +448,6 @@ class LocalEnvironment:
         except RuntimeError as exc:  # no thread could be started (process-table pressure): the host's failure
             raise EnvironmentError_(f"environment {self.id}: cannot run a file operation: {exc}") from None
         return await pending
-
-    def _stop_if_closed(self) -> None:
-        """Raised between an extraction's members once close() has begun."""
-        if self._closed:
-            raise EnvironmentError_(f"environment {self.id} was closed during the extraction")
 
     async def write_file(self, path: str, data: bytes | str) -> None:
         """Write ``data`` (str as UTF-8) to ``path``, creating parent directories."""
@@ -493,7 +487,7 @@ class LocalEnvironment:
 
         def _put() -> None:
             os.makedirs(target, exist_ok=True)
-            extract_tar(tar_bytes, target, before_member=self._stop_if_closed)
+            extract_tar(tar_bytes, target, before_member=self._check_open)  # stops once close() began
 
         await self._in_thread(_put)
 
