@@ -53,6 +53,7 @@ from .docker_api import (
     owner_labels,
     settled,
 )
+from .docker_api import remove_container as remove_container_until_gone
 from .docker_archive import receive_archive
 from .docker_images import build_lock
 from .docker_network import NO_NETWORK, PUBLIC_NETWORK, DockerNetworks, check_policy, run_labels
@@ -1034,25 +1035,10 @@ class DockerProvider(EnvironmentProvider):
         (failures are logged, not raised)."""
         if self._docker is None:
             return False
-        docker = self._docker
-        loop = asyncio.get_running_loop()
-        until = loop.time() + self.close_timeout
-        while True:
-            left = until - loop.time()
-            try:
-                await call(lambda: docker.containers.container(ref).delete(force=True, v=True),
-                           what="container remove", timeout_s=max(1.0, left))
-                return True
-            except aiodocker.DockerError as exc:
-                if exc.status == 404:
-                    return True
-                if exc.status != 409 or loop.time() >= until:  # 409: removal already in progress
-                    log.warning("removing container %s failed: %s", ref[:12], exc.message)
-                    return False
-            except EnvironmentError_ as exc:
-                log.warning("removing container %s failed: %s", ref[:12], exc)
-                return False
-            await asyncio.sleep(0.2)
+        problem = await remove_container_until_gone(self._docker, ref, timeout_s=self.close_timeout)
+        if problem is not None:
+            log.warning("removing container %s failed: %s", ref[:12], problem)
+        return problem is None
 
     async def aclose(self) -> None:
         """Close every environment still open, the network machinery, and the daemon client."""

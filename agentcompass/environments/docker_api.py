@@ -154,3 +154,28 @@ async def image_exists(docker: aiodocker.Docker, ref: str, *, timeout_s: float =
             return False
         raise
     return True
+
+
+async def remove_container(docker: aiodocker.Docker, ref: str, *, timeout_s: float) -> str | None:
+    """Force-remove container ``ref`` (id or name) and wait until it is gone, within ``timeout_s``.
+
+    None once it is gone (404 counts: someone else removed it); otherwise what went wrong. A 409
+    ("removal already in progress": another sweep or owner got there first) is waited out rather than
+    reported, so a network the container was attached to can be removed after.
+    """
+    loop = asyncio.get_running_loop()
+    until = loop.time() + timeout_s
+    while True:
+        left = until - loop.time()
+        try:
+            await call(lambda: docker.containers.container(ref).delete(force=True, v=True),
+                       what="container remove", timeout_s=max(1.0, left))
+            return None
+        except aiodocker.DockerError as exc:
+            if exc.status == 404:
+                return None
+            if exc.status != 409 or loop.time() >= until:
+                return str(exc.message)
+        except EnvironmentError_ as exc:
+            return str(exc)
+        await asyncio.sleep(0.2)

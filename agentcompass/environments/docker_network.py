@@ -45,7 +45,7 @@ from .._errors import ConfigError, EnvironmentError_
 from ..interfaces import NetworkPolicy
 from . import _egress_proxy, _model_relay, _stream_pipe
 from ._stream_pipe import pipe
-from .docker_api import LABEL_KEEP, LABEL_ROLE, LABEL_RUN_ID, LABEL_TASK_ID, call, settled
+from .docker_api import LABEL_KEEP, LABEL_ROLE, LABEL_RUN_ID, LABEL_TASK_ID, call, remove_container, settled
 
 log = logging.getLogger("agentcompass.environments.docker_network")
 
@@ -657,14 +657,9 @@ class DockerNetworks:
                 await asyncio.sleep(0.1)
 
     async def _remove_container(self, ref: str) -> None:
-        try:
-            await call(lambda: self._docker.containers.container(ref).delete(force=True, v=True),
-                       what="forwarder remove", timeout_s=self._timeout)
-        except aiodocker.DockerError as exc:
-            if exc.status != 404:
-                log.warning("removing forwarder %s failed: %s", ref, exc)
-        except EnvironmentError_ as exc:
-            log.warning("removing forwarder %s failed: %s", ref, exc)
+        problem = await remove_container(self._docker, ref, timeout_s=self._timeout)
+        if problem is not None:
+            log.warning("removing forwarder %s failed: %s", ref, problem)
 
     async def _remove_network(self, name: str, *, quiet: bool = False) -> bool:
         """Remove network ``name``; True when it is gone. Failures are logged unless ``quiet``."""

@@ -17,7 +17,7 @@ import msgspec
 from aiodocker.networks import DockerNetwork
 
 from .._errors import EnvironmentError_
-from .docker_api import LABEL_KEEP, LABEL_RUN_ID, call, make_client, owner_alive
+from .docker_api import LABEL_KEEP, LABEL_RUN_ID, call, make_client, owner_alive, remove_container
 
 log = logging.getLogger("agentcompass.environments.docker_sweep")
 
@@ -92,16 +92,10 @@ async def _sweep(docker: aiodocker.Docker, label: str, only_dead: bool, report: 
         names = container._container.get("Names") or [container.id]
         name = str(names[0]).lstrip("/")
         async with gate:
-            try:
-                await call(lambda: container.delete(force=True, v=True), what="container remove",
-                           timeout_s=30)
-            except aiodocker.DockerError as exc:
-                if exc.status != 404:
-                    report.errors.append(f"container {name}: {exc.message}")
-                    return
-            except EnvironmentError_ as exc:
-                report.errors.append(f"container {name}: {exc}")
-                return
+            problem = await remove_container(docker, container.id, timeout_s=30)
+        if problem is not None:
+            report.errors.append(f"container {name}: {problem}")
+            return
         report.containers.append(name)
 
     await asyncio.gather(*(remove(c) for c in doomed))

@@ -104,3 +104,14 @@ async def test_sweep_without_run_id_only_touches_dead_owners(base_image: str, do
     assert any(name.startswith("ac-") for name in report.containers)
     assert containers_of(docker_run_id) == []
     assert networks_of(docker_run_id) == []
+
+
+async def test_two_sweeps_racing_for_the_same_orphans_both_end_clean(base_image: str, docker_run_id: str) -> None:
+    """A second sweeper (another process starting up) asks to remove a container the first is removing: the
+    daemon answers 409 "removal already in progress", which is waited out, not reported as an error."""
+    _, network = await _orphan_owner(docker_run_id, base_image)
+    reports = await asyncio.gather(*(sweep_orphans(run_id=docker_run_id) for _ in range(3)))
+    assert [r.errors for r in reports] == [[], [], []]
+    assert containers_of(docker_run_id) == []
+    assert networks_of(docker_run_id) == []
+    assert {n for r in reports for n in r.networks} <= {network}
