@@ -47,6 +47,15 @@ class ImageRecipe(msgspec.Struct, frozen=True, omit_defaults=True):
     dockerfile: str = "Dockerfile"
 
 
+class Resources(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True):
+    """What a task says its environment needs (e.g. ``[environment]`` of a Harbor ``task.toml``). A provider
+    applies what it can enforce; its own limits (``cpus``, ``memory``), where the user set them, win over
+    the task's."""
+
+    cpus: float | None = None
+    memory_bytes: int | None = None
+
+
 class PreparedTask(msgspec.Struct, omit_defaults=True):
     """What the harness and the agent's environment may see. ``image_recipe`` builds ``image`` when it is
     missing; providers without images ignore both."""
@@ -61,6 +70,8 @@ class PreparedTask(msgspec.Struct, omit_defaults=True):
     metadata: dict[str, Any] = {}
     #: the task's own budget for the agent (seconds); the engine uses the smaller of it and ``agent_timeout``
     agent_timeout_s: float | None = None
+    #: what the task's environments (the agent's and the verifier's) need
+    resources: Resources | None = None
 
 
 # ----------------------------------------------------------------------------- environments
@@ -122,6 +133,7 @@ class EnvOpenSpec(msgspec.Struct, omit_defaults=True):
     keep: bool = False
     mounts: list[Mount] = []
     upcoming: int | None = None
+    resources: Resources | None = None
 
 
 @runtime_checkable
@@ -310,5 +322,5 @@ __all__ = [
     "AttemptRecord", "Benchmark", "ComponentContext", "EnvOpenSpec", "Environment", "EnvironmentProvider",
     "EvalContext", "EvalResult", "ExecResult", "Harness", "HarnessResult", "ImageRecipe", "MetricsAccumulator",
     "ModelClient", "ModelResponse", "Mount", "NetworkPolicy", "PreparedTask", "ProviderCapabilities",
-    "ReferenceSolution", "RunContext", "TaskSpec",
+    "ReferenceSolution", "Resources", "RunContext", "TaskSpec",
 ]

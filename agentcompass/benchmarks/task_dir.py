@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 import msgspec
 
 from .._errors import AgentCompassError, ConfigError
-from .._validate import Attempts, Count, Seconds
+from .._validate import Attempts, Count, Seconds, size_bytes
 from ..environments._tar import SpooledArchive, archive_of, make_tar
 from ..interfaces import (
     ComponentContext,
@@ -50,6 +50,7 @@ from ..interfaces import (
     ImageRecipe,
     PreparedTask,
     ReferenceSolution,
+    Resources,
     TaskSpec,
 )
 from ..params import as_params
@@ -66,6 +67,8 @@ DEFAULT_AGENT_TIMEOUT = 1800.0
 DEFAULT_VERIFIER_TIMEOUT = 600.0
 #: how deep under the root task folders are looked for (Terminal-Bench keeps them at the top, SkillsBench in tasks/)
 MAX_DEPTH = 3
+_MIB = 1 << 20
+_MIN_MEMORY = 6 * _MIB
 _OUTPUT_CAP = 20_000
 _TAG_BAD = re.compile(r"[^a-z0-9_.-]")
 _WORKDIR = re.compile(r"^\s*WORKDIR\s+(\S+)\s*$", re.IGNORECASE | re.MULTILINE)
@@ -85,6 +88,7 @@ class TaskFolder:
     verifier_timeout: float
     verifier_env: dict[str, str] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
+    resources: Resources | None = None
 
     @property
     def category(self) -> str | None:
@@ -114,6 +118,26 @@ def _number(value: Any, default: float, what: str) -> float:
     if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
         raise ValueError(f"{what} must be a positive number, got {value!r}")
     return float(value)
+
+
+def _resources(task_id: str, table: dict[str, Any]) -> Resources | None:
+    """``[environment]``'s ``cpus`` and ``memory_mb`` (or Harbor's older ``memory = "2G"``); None when it names
+    neither. (``storage_mb`` is kept in the task's metadata: a container's disk is capped by the provider's
+    ``disk_limit``, which not every storage driver can enforce.)"""
+    cpus = _number(table["cpus"], 0.0, f"task {task_id!r}: [environment] cpus") if "cpus" in table else None
+    memory: int | None = None
+    if "memory_mb" in table:
+        memory = int(_number(table["memory_mb"], 0.0, f"task {task_id!r}: [environment] memory_mb") * _MIB)
+    elif "memory" in table:
+        try:
+            memory = size_bytes(table["memory"], "memory")
+        except ConfigError:
+            raise ValueError(f"task {task_id!r}: [environment] memory must be a size like '2G' or a positive int "
+                             f"of bytes, got {table['memory']!r}") from None
+    if memory is not None and memory < _MIN_MEMORY:
+        raise ValueError(f"task {task_id!r}: [environment] memory must be at least 6 MiB (Docker's least), "
+                         f"got {memory} bytes")
+    return Resources(cpus=cpus, memory_bytes=memory) if cpus is not None or memory is not None else None
 
 
 def _check_workdir(task_id: str, workdir: str) -> None:
@@ -156,6 +180,7 @@ def read_task(root: Path, task_id: str) -> TaskFolder:
     if not isinstance(verifier_env, dict) or not all(isinstance(v, str) for v in verifier_env.values()):
         raise ValueError(f"task {task_id!r}: [verifier] env must map names to strings")
     metadata = {k: v for k, v in tables["metadata"].items() if isinstance(v, str | int | float | bool | list)}
+    needs = _resources(task_id, tables["environment"])
     for key in ("cpus", "memory_mb", "storage_mb"):
         if key in tables["environment"]:
             metadata[key] = tables["environment"][key]
@@ -165,7 +190,7 @@ def read_task(root: Path, task_id: str) -> TaskFolder:
         agent_timeout=_number(tables["agent"].get("timeout_sec"), DEFAULT_AGENT_TIMEOUT, "[agent] timeout_sec"),
         verifier_timeout=_number(tables["verifier"].get("timeout_sec"), DEFAULT_VERIFIER_TIMEOUT,
                                  "[verifier] timeout_sec"),
-        verifier_env=dict(verifier_env), metadata=metadata)
+        verifier_env=dict(verifier_env), metadata=metadata, resources=needs)
 
 
 def find_tasks(root: Path) -> list[TaskFolder]:
@@ -308,7 +333,7 @@ class TaskDir(Benchmark):
         """The instruction, in the task's image at its working directory (nothing of tests/ or solution/)."""
         t = self.task(task.task_id)
         return PreparedTask(task_id=t.task_id, prompt=t.instruction, workdir=t.workdir, image=t.image,
-                            image_recipe=t.recipe, agent_timeout_s=t.agent_timeout,
+                            image_recipe=t.recipe, agent_timeout_s=t.agent_timeout, resources=t.resources,
                             metadata={"benchmark": self.name,
                                       **({"category": t.category} if t.category else {})})
 

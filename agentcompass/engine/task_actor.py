@@ -428,7 +428,7 @@ class TaskActor:
                            image=image, image_recipe=recipe, workdir=workdir, env={**rt.container_env, **env_vars},
                            files=files, network=policy,
                            keep=rt.keep_environment, labels={"agentcompass.request": rt.name},
-                           mounts=self._mounts(role), upcoming=self.upcoming)
+                           mounts=self._mounts(role), upcoming=self.upcoming, resources=prepared.resources)
         waiting_image = rt.images is not None
         try:
             if rt.images is not None:  # the image first: its fetch is shared, bounded and not the open's time

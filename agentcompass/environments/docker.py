@@ -57,7 +57,7 @@ from .docker_api import remove_container as remove_container_until_gone
 from .docker_archive import receive_archive
 from .docker_images import build_lock
 from .docker_network import NO_NETWORK, PUBLIC_NETWORK, DockerNetworks, check_policy, run_labels
-from .docker_prestart import PRESTART_ROLE, PrestartPool, Shape
+from .docker_prestart import PRESTART_ROLE, Limits, PrestartPool, Shape
 from .docker_pull import ImagePullError, ProgressCallback, PullOptions, PullResult, check_registry_env, pull_image
 from .docker_storage import refusal, size_unsupported, storage_opt
 
@@ -604,6 +604,8 @@ class DockerProvider(EnvironmentProvider):
         #: the writable layer's size cap (``HostConfig.StorageOpt``), when the storage driver allows one
         self.disk_limit: int | None = parse_memory(p.disk_limit, "disk_limit") if p.disk_limit is not None else None
         self._disk_limit_checked = False
+        self._daemon_cpus: int | None = None  # the daemon's CPU count, asked once a task asks for CPUs
+        self._capped_cpus: set[float] = set()
         self._disk_limit_param = p.disk_limit
         self.tmpfs: dict[str, int] = {posixpath.normpath(path): parse_memory(size, f"tmpfs[{path!r}]")
                                       for path, size in (p.tmpfs or {}).items()}
@@ -876,17 +878,36 @@ class DockerProvider(EnvironmentProvider):
             return ()
         return tuple((m.source, m.target, m.read_only) for m in spec.mounts)
 
+    async def _limits(self, spec: EnvOpenSpec) -> Limits:
+        """The container's CPU and memory limits: the ``cpus``/``memory`` params where set, else what the task
+        asks for (``spec.resources``; its cpus at most the daemon's, which Docker would refuse)."""
+        asked = spec.resources
+        cpus = self.cpus if self.cpus is not None else asked.cpus if asked is not None else None
+        memory = self.memory if self.memory is not None else asked.memory_bytes if asked is not None else None
+        if self.cpus is None and cpus is not None:
+            if self._daemon_cpus is None:
+                info = await call(self.docker.system.info, what="system info", timeout_s=self.daemon_timeout)
+                self._daemon_cpus = int(info.get("NCPU") or 0) or None
+            if self._daemon_cpus is not None and cpus > self._daemon_cpus:
+                if cpus not in self._capped_cpus:
+                    self._capped_cpus.add(cpus)
+                    log.info("task %s asks for %g CPUs; the daemon has %d: limited to %d", spec.task_id, cpus,
+                             self._daemon_cpus, self._daemon_cpus)
+                cpus = float(self._daemon_cpus)
+        return Limits(cpus=cpus, memory=memory)
+
     def _container_config(self, env: dict[str, str], image: str, workdir: str, network: str,
-                          labels: dict[str, str], binds: tuple[tuple[str, str, bool], ...] = ()) -> dict[str, Any]:
+                          labels: dict[str, str], binds: tuple[tuple[str, str, bool], ...] = (),
+                          limits: Limits = Limits()) -> dict[str, Any]:
         host: dict[str, Any] = {"Init": self.init, "NetworkMode": network}
         if binds:
             host["Mounts"] = [{"Type": "bind", "Source": src, "Target": dst, "ReadOnly": ro}
                               for src, dst, ro in binds]
-        if self.cpus is not None:
-            host["NanoCpus"] = int(self.cpus * 1e9)
-        if self.memory is not None:
-            host["Memory"] = self.memory
-            host["MemorySwap"] = self.memory  # no swap beyond the limit
+        if limits.cpus is not None:
+            host["NanoCpus"] = int(limits.cpus * 1e9)
+        if limits.memory is not None:
+            host["Memory"] = limits.memory
+            host["MemorySwap"] = limits.memory  # no swap beyond the limit
         if self.pids_limit is not None:
             host["PidsLimit"] = self.pids_limit
         if self.disk_limit is not None:
@@ -901,7 +922,7 @@ class DockerProvider(EnvironmentProvider):
         }
 
     def _shape(self, spec: EnvOpenSpec, image: str, workdir: str,
-               binds: tuple[tuple[str, str, bool], ...] = ()) -> Shape | None:
+               binds: tuple[tuple[str, str, bool], ...] = (), limits: Limits = Limits()) -> Shape | None:
         """The pool shape of ``spec``'s container; None when it is never started ahead (kept, or a network of
         its own)."""
         if self._prestart is None or spec.keep or spec.network.mode not in ("none", "public"):
@@ -909,14 +930,14 @@ class DockerProvider(EnvironmentProvider):
         return Shape(run_id=spec.run_id, image=image, workdir=workdir,
                      network=NO_NETWORK if spec.network.mode == "none" else PUBLIC_NETWORK,
                      env=tuple(sorted(spec.env.items())), labels=tuple(sorted((spec.labels or {}).items())),
-                     mounts=binds)
+                     mounts=binds, limits=limits)
 
     async def _start_ahead(self, shape: Shape, name: str) -> DockerContainer:
         """Create and start a container of ``shape`` named ``name`` for the pool; removed again if that fails."""
         labels = {**dict(shape.labels), LABEL_RUN_ID: shape.run_id, LABEL_TASK_ID: "-", LABEL_ROLE: PRESTART_ROLE,
                   **self._owner}
         config = self._container_config(dict(shape.env), shape.image, shape.workdir, shape.network, labels,
-                                        shape.mounts)
+                                        shape.mounts, shape.limits)
         create = asyncio.ensure_future(self._create(config, name))
         try:
             container = await asyncio.shield(create)
@@ -946,7 +967,8 @@ class DockerProvider(EnvironmentProvider):
         labels = self._labels(spec)
         env = env_vars(spec.env, "env")
         binds = self._binds(spec)
-        shape = self._shape(spec, image, workdir, binds)
+        limits = await self._limits(spec)
+        shape = self._shape(spec, image, workdir, binds, limits)
         ahead = (self._prestart.take(shape, spec.task_id, upcoming=spec.upcoming)
                  if self._prestart is not None and shape else None)
         handle: DockerEnvironment | None = None
@@ -961,7 +983,7 @@ class DockerProvider(EnvironmentProvider):
                 else:
                     # ``model``: the environment's own network; the forwarders attach to it meanwhile.
                     network = await self.networks.network_for(spec.network, key=name, labels=labels)
-                    config = self._container_config(env, image, workdir, network, labels, binds)
+                    config = self._container_config(env, image, workdir, network, labels, binds, limits)
                     # The create runs as its own task: if we are cancelled while the daemon is still creating,
                     # the cleanup can wait for the id instead of racing the daemon with a remove-by-name.
                     create = asyncio.ensure_future(self._create(config, name))

@@ -47,6 +47,13 @@ PRESTART_ROLE = "prestart"
 _OPENERS_TO_POOL = 2
 
 
+class Limits(NamedTuple):
+    """A container's CPU and memory limits (None: unlimited)."""
+
+    cpus: float | None = None
+    memory: int | None = None
+
+
 class Shape(NamedTuple):
     """What a pre-started container must match to serve an open."""
 
@@ -57,6 +64,7 @@ class Shape(NamedTuple):
     env: tuple[tuple[str, str], ...]
     labels: tuple[tuple[str, str], ...]  # the spec's own labels
     mounts: tuple[tuple[str, str, bool], ...] = ()  # (source, target, read_only) binds
+    limits: Limits = Limits()
 
 
 class Prestarted(NamedTuple):

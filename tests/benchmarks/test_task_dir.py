@@ -8,6 +8,7 @@ import io
 import json
 import tarfile
 import time
+import tomllib
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -27,7 +28,7 @@ from agentcompass.benchmarks.task_dir import (
 from agentcompass.benchmarks.task_dir_source import MANIFEST, TasksDownloadError, download
 from agentcompass.environments.docker import _check_member_names
 from agentcompass.harnesses.base import Harness
-from agentcompass.interfaces import ComponentContext, HarnessResult
+from agentcompass.interfaces import ComponentContext, HarnessResult, Resources
 from agentcompass.report import write_report
 from tests.environments.conftest import (  # noqa: F401 - fixtures used by name
     _sweep_session_leftovers,
@@ -198,6 +199,43 @@ def test_a_workdir_holding_or_under_the_verifiers_folders_is_refused(tmp_path: P
         TaskDir({"path": str(tmp_path)}, _ctx(tmp_path))
 
 
+@pytest.mark.parametrize(("table", "want"), [
+    ("cpus = 2\nmemory_mb = 1024\nstorage_mb = 4096\n", Resources(cpus=2.0, memory_bytes=1 << 30)),
+    ('memory = "2G"\n', Resources(memory_bytes=2 << 30)),
+    ("cpus = 0.5\n", Resources(cpus=0.5)),
+    ("storage_mb = 4096\n", None),
+    ("", None),
+])
+def test_a_tasks_cpus_and_memory_reach_what_its_environments_are_opened_with(
+        tmp_path: Path, table: str, want: Resources | None) -> None:
+    write_task(tmp_path, "t")
+    with (tmp_path / "t" / "task.toml").open("a") as f:
+        f.write("\n[environment]\n" + table)
+    bench = TaskDir({"path": str(tmp_path)}, _ctx(tmp_path))
+    [spec] = bench.load_tasks()
+    assert bench.prepare(spec.public()).resources == want
+    assert {k: spec.metadata[k] for k in ("cpus", "memory_mb", "storage_mb") if k in spec.metadata} == \
+        {k: v for k, v in tomllib.loads(table).items() if k != "memory"}
+
+
+@pytest.mark.parametrize(("table", "named"), [
+    ("cpus = 0\n", "cpus"), ('cpus = "two"\n', "cpus"), ("memory_mb = -1\n", "memory_mb"),
+    ("memory_mb = 1\n", "memory"), ('memory = "lots"\n', "memory"), ("memory_mb = true\n", "memory_mb"),
+])
+def test_bad_resources_in_task_toml_are_refused_naming_the_key(tmp_path: Path, table: str, named: str) -> None:
+    write_task(tmp_path, "t")
+    with (tmp_path / "t" / "task.toml").open("a") as f:
+        f.write("\n[environment]\n" + table)
+    with pytest.raises(ConfigError, match=rf"task 't': \[environment\] {named}"):
+        TaskDir({"path": str(tmp_path)}, _ctx(tmp_path))
+
+
+def test_the_bundled_tasks_ask_for_what_their_task_toml_says() -> None:
+    bench = BundledTaskDir({}, ComponentContext(run_id="t"))
+    prepared = {s.task_id: bench.prepare(s.public()) for s in bench.load_tasks()}
+    assert prepared["hello-file"].resources == Resources(cpus=1.0, memory_bytes=512 << 20)
+
+
 def _tar_of(*members: tuple[str, str, str]) -> bytes:
     """A tar of (kind, name, link target or content) members, kind ``file``, ``sym`` or ``hard``."""
     buf = io.BytesIO()
@@ -363,7 +401,9 @@ def test_a_task_folder_written_here_runs_as_task_dir(tmp_path: Path, base_image:
     _write(t / "environment" / "Dockerfile", "FROM agentcompass/base:debian-bookworm\nRUN mkdir -p /workspace\n"
                                              "WORKDIR /workspace\nCOPY words.txt /workspace/words.txt\n")
     _write(t / "environment" / "words.txt", "one two\nthree four\n")
-    _write(t / "tests" / "test.sh", '#!/usr/bin/env bash\nset -u\npython3 -I /tests/test_outputs.py\n')
+    _write(t / "tests" / "test.sh", '#!/usr/bin/env bash\nset -u\necho "memory limit $(cat /sys/fs/cgroup/memory.max '
+                                    '2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes)"\n'
+                                    'python3 -I /tests/test_outputs.py\n')
     _write(t / "tests" / "test_outputs.py", '''import json
 import os
 from pathlib import Path
@@ -396,6 +436,8 @@ Path("/logs/verifier/reward.json").write_text(json.dumps(results))
     assert out.metrics["graded_tasks"] == 2 and out.metrics["pass@1"] == 1.0
     details = {d["task_id"]: d["attempts"]["1"] for d in _details(out.paths.run_dir).values()}
     assert details["text/count-words"]["score"] == 1.0 and details["prebuilt"]["score"] == 1.0
+    # the task's memory_mb became its containers' limit (the verifier's here); the other task asked for none
+    assert f"memory limit {1024 << 20}\n" in details["text/count-words"]["extra"]["test_output"]
     # and the empty agent earns nothing on either
     empty = _run("task_dir", "shell_agent", tmp_path, docker_run_id + "-empty",
                  model_params={"script": [{"match": "", "turns": ["<submit></submit>"]}], "bundled": False})

@@ -18,7 +18,7 @@ from agentcompass.environments._tar import extract_tar, make_tar
 from agentcompass.environments.docker import TIMEOUT_EXIT_CODE, DockerProvider, parse_memory
 from agentcompass.environments.docker_api import host_id
 from agentcompass.environments.docker_pull import ImagePullError
-from agentcompass.interfaces import ComponentContext, Environment, EnvOpenSpec
+from agentcompass.interfaces import ComponentContext, Environment, EnvOpenSpec, Resources
 
 from .conftest import containers_of, docker_cli, open_then_cancel
 
@@ -275,6 +275,38 @@ async def test_resource_limits_and_user_are_applied(base_image: str, docker_run_
         await env.close()
     finally:
         await provider.aclose()
+
+
+async def test_what_a_task_needs_applies_unless_the_user_set_the_providers_own_limits(
+        base_image: str, docker_run_id: str) -> None:
+    """A task's ``resources`` (Harbor's cpus / memory_mb) become the container's limits; CPUs beyond the
+    daemon's are limited to the daemon's (Docker refuses more); the user's ``cpus``/``memory`` params win; a
+    container started ahead for a task of other needs is never handed out."""
+    ncpu = json.loads(docker_cli("info", "--format", "{{json .NCPU}}"))
+    needs = Resources(cpus=1, memory_bytes=300 << 20)
+    plain = DockerProvider({"image": base_image, "prestart": 2}, ComponentContext(run_id=docker_run_id))
+    mine = DockerProvider({"image": base_image, "cpus": 0.5, "memory": "256m"}, ComponentContext(run_id=docker_run_id))
+    try:
+        for task_id in ("a", "b"):  # the same shape twice: the pool now starts containers of it ahead
+            await (await plain.open(_spec(docker_run_id, task_id=task_id))).close()
+        limited = await plain.open(_spec(docker_run_id, task_id="c", resources=needs))
+        host_config = _inspect(limited.id)["HostConfig"]
+        assert (host_config["NanoCpus"], host_config["Memory"], host_config["MemorySwap"]) == (
+            1_000_000_000, 300 << 20, 300 << 20)
+        assert _inspect(limited.id)["Config"]["Labels"]["agentcompass.task_id"] == "c"  # not one started ahead
+        greedy = await plain.open(_spec(docker_run_id, task_id="d", resources=Resources(cpus=ncpu + 62)))
+        assert _inspect(greedy.id)["HostConfig"]["NanoCpus"] == ncpu * 1_000_000_000
+        assert (await greedy.exec("echo ok")).stdout == "ok\n"
+        unlimited = await plain.open(_spec(docker_run_id, task_id="e"))
+        assert (_inspect(unlimited.id)["HostConfig"]["NanoCpus"], _inspect(unlimited.id)["HostConfig"]["Memory"]) \
+            == (0, 0)
+        overruled = await mine.open(_spec(docker_run_id, task_id="f", resources=needs))
+        host_config = _inspect(overruled.id)["HostConfig"]
+        assert (host_config["NanoCpus"], host_config["Memory"]) == (500_000_000, 256 << 20)
+    finally:
+        await plain.aclose()
+        await mine.aclose()
+    assert containers_of(docker_run_id) == []
 
 
 # ----------------------------------------------------------------------------- close and leaks
