@@ -250,14 +250,19 @@ class EnvironmentPool:
         st = self._state(provider)
         await st.active.acquire(st.limit)
         try:
-            granted_at = await st.pacer.wait()
-            t0 = time.monotonic()
-            await st.creates.acquire(st.creates_limit)
+            await provider.reserve(spec)  # the provider's own queue (a full cluster): not the open's time
             try:
-                async with asyncio.timeout(timeout):  # in this task: wait_for would start one per open
-                    env = await provider.open(spec)
-            finally:
-                st.creates.release()
+                granted_at = await st.pacer.wait()
+                t0 = time.monotonic()
+                await st.creates.acquire(st.creates_limit)
+                try:
+                    async with asyncio.timeout(timeout):  # in this task: wait_for would start one per open
+                        env = await provider.open(spec)
+                finally:
+                    st.creates.release()
+            except BaseException:
+                await asyncio.shield(provider.unreserve(spec))
+                raise
         except BaseException:
             st.active.release()
             raise

@@ -91,6 +91,17 @@ class EnvironmentProvider(abc.ABC):
     async def open(self, spec: EnvOpenSpec) -> Environment:
         """Open one environment; the engine closes it (``Environment.close``)."""
 
+    async def reserve(self, spec: EnvOpenSpec) -> None:
+        """Wait for room to open ``spec``, outside the open's deadline: a provider whose capacity fills up (the
+        nodes of a cluster) queues opens here instead of failing them when ``open_timeout`` runs out. The engine
+        then calls ``open`` with this same ``spec``, or ``unreserve(spec)`` when it does not get that far or the
+        open fails. Default: nothing to wait for."""
+        return None  # a hook with nothing to do by default, not a required method
+
+    async def unreserve(self, spec: EnvOpenSpec) -> None:
+        """Give back what ``reserve(spec)`` holds unless ``open(spec)`` took it over. Default: nothing."""
+        return None  # a hook with nothing to do by default, not a required method
+
     async def start(self) -> None:
         """Called before a request's first task (e.g. sweep what dead runs left). Default: nothing."""
         return None  # a hook with nothing to do by default, not a required method

@@ -66,6 +66,9 @@ class RayDockerParams(DockerParams, frozen=True):
     #: CPUs of the local cluster started when no address is given (None: this machine's)
     local_cpus: Annotated[int, msgspec.Meta(ge=1, le=4096)] | None = None
     connect_timeout: Seconds = 120.0
+    #: how long an open waits in the queue for room on a node (a full cluster) before it fails; the wait is
+    #: not part of ``open_timeout``
+    queue_timeout: Seconds = 86400.0
 
 
 def _is_loopback(host: str) -> bool:
@@ -275,7 +278,10 @@ class RayDockerProvider(EnvironmentProvider):
         self.image: str = p.image or DEFAULT_BASE_IMAGE
         self.close_timeout = p.close_timeout
         self.open_timeout = p.open_timeout
+        self.queue_timeout = p.queue_timeout
         self.placement = Placement()
+        #: slots taken by ``reserve``, by id of the spec the engine opens next
+        self._reserved: dict[int, NodeSlots] = {}
         self._handles: dict[str, NodeHandle] = {}  # by Ray node id
         self._monitor: asyncio.Task[None] | None = None
         self._connected = False
@@ -485,21 +491,41 @@ class RayDockerProvider(EnvironmentProvider):
         """The Ray node ``env`` runs on (its node actor's name)."""
         return env.node if isinstance(env, RayEnvironment) else None
 
+    async def reserve(self, spec: EnvOpenSpec) -> None:
+        """Wait (up to ``queue_timeout``) for room on the task's node, placing the task if it has none; the
+        slot is ``open``'s."""
+        slots = await self.placement.acquire(spec.task_id, spec.image or self.image, timeout=self.queue_timeout,
+                                             what="queue_timeout")
+        old = self._reserved.pop(id(spec), None)
+        self._reserved[id(spec)] = slots
+        if old is not None:  # reserved twice without an open: keep one
+            await self.placement.release(old)
+
+    async def unreserve(self, spec: EnvOpenSpec) -> None:
+        """Give back the slot ``reserve(spec)`` took, unless ``open(spec)`` has it."""
+        slots = self._reserved.pop(id(spec), None)
+        if slots is not None:
+            await self.placement.release(slots)
+
     async def open(self, spec: EnvOpenSpec) -> RayEnvironment:
-        """Open the environment on the task's node (placed now if the task has none)."""
-        self.check_network_policy(spec.network)
-        if spec.mounts:
-            log.debug("ray_docker binds no host directories (mounts %s)", [m.target for m in spec.mounts])
-            spec = msgspec.structs.replace(spec, mounts=[])
-        image = spec.image or self.image
-        slots = await self.placement.acquire(spec.task_id, image, timeout=self.open_timeout)
-        handle = next((h for h in self._handles.values() if h.slots is slots), None)
+        """Open the environment on the task's node, in the slot ``reserve`` took (else one taken now, waiting at
+        most ``open_timeout`` for room)."""
+        slots = self._reserved.pop(id(spec), None)
         try:
+            self.check_network_policy(spec.network)
+            if spec.mounts:
+                log.debug("ray_docker binds no host directories (mounts %s)", [m.target for m in spec.mounts])
+                spec = msgspec.structs.replace(spec, mounts=[])
+            if slots is None:
+                slots = await self.placement.acquire(spec.task_id, spec.image or self.image,
+                                                     timeout=self.open_timeout)
+            handle = next((h for h in self._handles.values() if h.slots is slots), None)
             if handle is None:
                 raise NodeLost(f"node {slots.name} has no actor")
             opened = msgspec.convert(await self._call(handle, "open", msgspec.msgpack.encode(spec)), OpenedWire)
         except BaseException:
-            await self.placement.release(slots)
+            if slots is not None:
+                await asyncio.shield(self.placement.release(slots))
             raise
         return RayEnvironment(self, handle, slots, opened)
 

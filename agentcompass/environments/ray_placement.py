@@ -89,9 +89,10 @@ class Placement:
             return None
         return min(free, key=lambda n: (0 if image is not None and image in n.images else 1, n.load, n.name))
 
-    async def acquire(self, task_id: str, image: str | None, *, timeout: float) -> NodeSlots:
+    async def acquire(self, task_id: str, image: str | None, *, timeout: float,
+                      what: str = "open_timeout") -> NodeSlots:
         """A slot on ``task_id``'s node (placing the task if it has none), waiting at most ``timeout`` seconds
-        for room; EnvironmentError_ when no node is alive or none had room in time."""
+        for room; EnvironmentError_ when no node is alive or none had room in time (``what`` names the bound)."""
         try:
             async with asyncio.timeout(timeout), self._changed:
                 while True:
@@ -103,7 +104,8 @@ class Placement:
                                                 "with Docker was lost)")
                     await self._changed.wait()
         except TimeoutError:
-            raise EnvironmentError_(f"no node had room for task {task_id} within {timeout:g}s") from None
+            raise EnvironmentError_(f"no node had room for task {task_id} within {timeout:g}s "
+                                    f"(ray_docker's {what})") from None
 
     def _take(self, task_id: str, image: str | None) -> NodeSlots | None:
         pinned = self._pins.get(task_id)

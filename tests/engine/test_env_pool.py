@@ -348,6 +348,99 @@ async def test_cancelling_an_open_in_progress_gives_both_slots_back() -> None:
     assert active_environments(name) == 0 and creates_in_flight(name) == 0
 
 
+class RoomyProvider(FakeProvider):
+    """A provider with room for ``capacity`` environments of its own (a cluster's nodes): an open without a
+    reservation waits for room itself, inside the open's deadline, as a provider without ``reserve`` would."""
+
+    def __init__(self, name: str, daemon: FakeDaemon, capacity: int, **kw: Any) -> None:
+        super().__init__(name, daemon, **kw)
+        self.capacity = capacity
+        self.taken = 0
+        self.queued = 0
+        self.reserved: set[int] = set()
+        self.room = asyncio.Condition()
+        self.someone_queued = asyncio.Event()
+
+    async def _take(self) -> None:
+        async with self.room:
+            self.queued += 1
+            self.someone_queued.set()
+            try:
+                await self.room.wait_for(lambda: self.taken < self.capacity)
+            finally:
+                self.queued -= 1
+            self.taken += 1
+
+    async def give_back(self) -> None:
+        async with self.room:
+            self.taken -= 1
+            self.room.notify_all()
+
+    async def reserve(self, spec: EnvOpenSpec) -> None:
+        await self._take()
+        self.reserved.add(id(spec))
+
+    async def unreserve(self, spec: EnvOpenSpec) -> None:
+        if id(spec) in self.reserved:
+            self.reserved.discard(id(spec))
+            await self.give_back()
+
+    async def open(self, spec: EnvOpenSpec) -> FakeEnv:
+        if id(spec) in self.reserved:
+            self.reserved.discard(id(spec))
+        else:
+            await self._take()
+        try:
+            return await super().open(spec)
+        except BaseException:
+            await asyncio.shield(self.give_back())
+            raise
+
+
+async def test_an_open_queued_for_the_providers_own_room_is_not_bounded_by_the_open_timeout() -> None:
+    """A full cluster queues opens (``reserve``) instead of failing them when the open's deadline runs out:
+    only the open itself is timed."""
+    name, daemon = _name(), FakeDaemon()
+    pool, provider = _pool(), RoomyProvider(name, daemon, capacity=1)
+    first = await _open(pool, provider)
+    second = asyncio.create_task(pool.open(cast(EnvironmentProvider, provider), EnvOpenSpec(run_id="r", task_id="u"),
+                                           timeout=0.2, request="test"))
+    async with asyncio.timeout(30):
+        await provider.someone_queued.wait()
+    await asyncio.sleep(0.4)  # twice the open's deadline
+    assert not second.done() and provider.queued == 1 and active_environments(name) == 2
+    await pool.close(first, timeout=30)
+    await provider.give_back()
+    async with asyncio.timeout(30):
+        env = await second
+    assert provider.taken == 1 and not provider.reserved
+    await pool.close(env, timeout=30)
+    await provider.give_back()
+    assert active_environments(name) == 0
+
+
+async def test_a_reservation_is_given_back_when_the_open_fails_times_out_or_is_cancelled_in_the_queue() -> None:
+    name, daemon = _name(), FakeDaemon()
+    pool = _pool()
+    failing = RoomyProvider(name, daemon, capacity=1, fail=True)
+    with pytest.raises(RuntimeError, match="daemon said no"):
+        await _open(pool, failing)
+    hanging = RoomyProvider(name, daemon, capacity=1, hang=True)
+    with pytest.raises(TimeoutError):
+        await _open(pool, hanging, timeout=0.2)
+    for provider in (failing, hanging):
+        assert (provider.taken, provider.reserved) == (0, set())
+    full = RoomyProvider(name, daemon, capacity=0)
+    queued = asyncio.create_task(_open(pool, full))
+    async with asyncio.timeout(30):
+        await full.someone_queued.wait()
+    queued.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await queued
+    assert (full.taken, full.queued, full.reserved) == (0, 0, set())
+    assert active_environments(name) == 0 and creates_in_flight(name) == 0
+
+
 async def test_a_failing_close_frees_the_slot_and_a_second_close_frees_nothing_more() -> None:
     name, daemon = _name(), FakeDaemon()
     pool = _pool({name: 2})

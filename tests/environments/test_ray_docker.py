@@ -24,6 +24,7 @@ SAMPLE = ["files/hello_world", "text/uppercase", "python/fizzbuzz", "text/revers
     ({"docker_host": "tcp://10.0.0.1:2375"}, "environment.params.docker_host"),
     ({"node_capacity": 0}, "node_capacity"),
     ({"heartbeat_interval": -1}, "heartbeat_interval"),
+    ({"queue_timeout": 0}, "queue_timeout"),
     ({"pids": 10, "pids_limit": 10}, "environment.params.pids"),
     ({"address": "ray://10.0.0.1:10001"}, "environment.params.address"),
 ])
@@ -42,6 +43,41 @@ def test_node_capacity_comes_from_the_params_else_from_the_node_s_cpus_and_memor
     assert by_node._capacity("10.0.0.8", 8, 4 * gib) == 4  # 24 by CPU, but 4 GiB hold four 1 GiB containers
     assert RayDockerProvider({"node_capacity": 9}, ComponentContext())._capacity("x", 64, 0) == 9
     assert RayDockerProvider({}, ComponentContext())._capacity("x", 0.5, 0) == 1
+
+
+async def test_a_full_cluster_queues_opens_in_reserve_beyond_open_timeout_and_gives_every_slot_back() -> None:
+    """``reserve`` waits for room (bounded by ``queue_timeout``, not ``open_timeout``); the slot it takes is
+    ``open``'s, or goes back on ``unreserve`` and when the open fails."""
+    from agentcompass._errors import EnvironmentError_
+    from agentcompass.environments.ray_docker import NodeLost
+    from agentcompass.environments.ray_placement import NodeSlots
+    from agentcompass.interfaces import EnvOpenSpec
+
+    provider = RayDockerProvider({"open_timeout": 0.1, "queue_timeout": 30}, ComponentContext())
+    node = NodeSlots("n1", capacity=1)
+    await provider.placement.add(node)
+    first, second = EnvOpenSpec(run_id="r", task_id="a"), EnvOpenSpec(run_id="r", task_id="b")
+    await provider.reserve(first)
+    assert node.active == 1
+    queued = asyncio.ensure_future(provider.reserve(second))
+    await asyncio.sleep(0.3)  # three times open_timeout: still queued, not failed
+    assert not queued.done()
+    await provider.unreserve(first)  # the engine did not get to open it
+    async with asyncio.timeout(30):
+        await queued
+    assert node.active == 1 and provider.placement.pinned("b") == "n1"
+    with pytest.raises(NodeLost, match="has no actor"):  # no actor in this test: the open fails, its slot goes
+        await provider.open(second)
+    await provider.unreserve(second)  # what the engine does after a failed open: nothing left to give back
+    assert node.active == 0
+    # without a reservation an open waits for room at most open_timeout; a reservation at most queue_timeout
+    await provider.reserve(first)
+    with pytest.raises(EnvironmentError_, match=r"within 0.1s \(ray_docker's open_timeout\)"):
+        await provider.open(EnvOpenSpec(run_id="r", task_id="c"))
+    short = RayDockerProvider({"queue_timeout": 0.1}, ComponentContext())
+    await short.placement.add(NodeSlots("n1", capacity=0))
+    with pytest.raises(EnvironmentError_, match="ray_docker's queue_timeout"):
+        await short.reserve(second)
 
 
 @pytest.mark.slow
