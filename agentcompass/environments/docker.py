@@ -887,8 +887,8 @@ class DockerProvider(EnvironmentProvider):
         if self.cpus is None and cpus is not None:
             if self._daemon_cpus is None:
                 info = await call(self.docker.system.info, what="system info", timeout_s=self.daemon_timeout)
-                self._daemon_cpus = int(info.get("NCPU") or 0) or None
-            if self._daemon_cpus is not None and cpus > self._daemon_cpus:
+                self._daemon_cpus = int(info.get("NCPU") or 0)  # 0: the daemon did not say
+            if self._daemon_cpus and cpus > self._daemon_cpus:
                 if cpus not in self._capped_cpus:
                     self._capped_cpus.add(cpus)
                     log.info("task %s asks for %g CPUs; the daemon has %d: limited to %d", spec.task_id, cpus,
