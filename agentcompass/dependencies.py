@@ -51,13 +51,13 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from packaging.requirements import InvalidRequirement
 from packaging.requirements import Requirement as _PipRequirement
 
 from ._errors import ConfigError
+from ._process_once import ProcessOnce
 from .records import DependencyInstalled, DependencyInstalling, ProgressEvent
 
 __all__ = ["DEFAULT_PIP_TIMEOUT_S", "InstallReport", "Requirement", "ensure_installed", "install_counts",
@@ -153,17 +153,9 @@ def missing_error(reqs: Iterable[Requirement], field: str, who: str = "") -> Con
 # ----------------------------------------------------------------------------- the process-wide registry
 
 
-_RETRY = object()  # told to waiters when the caller running pip was cancelled: one of them runs it instead
-
-
-@dataclass
-class _Install:
-    waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[Any]]] = field(default_factory=list)
-    report: InstallReport | None = None
-
-
 _lock = threading.Lock()
-_installs: dict[Requirement, _Install] = {}
+#: each requirement's pip run, once per process
+_installs: ProcessOnce[Requirement, InstallReport] = ProcessOnce()
 _counts: dict[str, int] = {}
 _path_lock = threading.Lock()
 
@@ -174,61 +166,15 @@ def install_counts() -> dict[str, int]:
         return dict(_counts)
 
 
-def _settle(entry: _Install, outcome: Any) -> None:
-    for loop, fut in entry.waiters:
-        def deliver(f: asyncio.Future[Any] = fut) -> None:
-            if not f.done():
-                f.set_result(outcome)
-        with contextlib.suppress(RuntimeError):  # that loop is closed: nobody is waiting there any more
-            loop.call_soon_threadsafe(deliver)
-    entry.waiters.clear()
-
-
 async def _install_once(req: Requirement, field: str,
                         run: Callable[[], Awaitable[InstallReport]]) -> InstallReport:
-    """Run ``run()`` (pip for ``req``) unless another caller is running it or already did; then share its result."""
-    loop = asyncio.get_running_loop()
-    while True:
-        with _lock:
-            entry = _installs.get(req)
-            owner = entry is None
-            if entry is None:
-                entry = _installs[req] = _Install()
-            elif entry.report is not None:
-                return InstallReport(req, 0.0, ran_pip=False, output=entry.report.output)
-            else:
-                fut: asyncio.Future[Any] = loop.create_future()
-                entry.waiters.append((loop, fut))
-        if owner:
-            break
-        started = time.monotonic()
-        try:
-            outcome = await fut
-        finally:
-            with _lock:
-                with contextlib.suppress(ValueError):
-                    entry.waiters.remove((loop, fut))
-        if outcome is _RETRY:
-            continue
-        if isinstance(outcome, BaseException):  # the same failure, told for this caller's field
-            raise ConfigError(str(outcome), field=field) from outcome
-        return InstallReport(req, round(time.monotonic() - started, 3), ran_pip=False, output=outcome.output)
-    try:
-        report = await run()
-    except asyncio.CancelledError:
-        with _lock:
-            del _installs[req]
-            _settle(entry, _RETRY)
-        raise
-    except BaseException as exc:
-        with _lock:
-            del _installs[req]  # a later call tries again (a mirror that was down)
-            _settle(entry, exc)
-        raise
-    with _lock:
-        entry.report = report
-        _settle(entry, report)
-    return report
+    """Run ``run()`` (pip for ``req``) unless another caller is running it or already did; then share its result
+    (a failure shared is told for this caller's ``field``)."""
+    started = time.monotonic()
+    report, ran = await _installs.run(req, run, retell=lambda exc: ConfigError(str(exc), field=field))
+    if ran:
+        return report
+    return InstallReport(req, round(time.monotonic() - started, 3), ran_pip=False, output=report.output)
 
 
 # ----------------------------------------------------------------------------- running pip

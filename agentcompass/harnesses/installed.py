@@ -108,7 +108,6 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, ClassVar
@@ -116,6 +115,7 @@ from typing import IO, Any, ClassVar
 import msgspec
 
 from .._errors import ConfigError, EnvironmentError_
+from .._process_once import ProcessOnce
 from .._validate import Seconds
 from ..dependencies import DEFAULT_PIP_TIMEOUT_S, TIMEOUT_ENV, mask_credentials
 from ..interfaces import ComponentContext, Environment, HarnessResult, ModelClient, Mount, PreparedTask, RunContext
@@ -410,7 +410,8 @@ def _safe_root(name: str, root: str) -> str:
 
 
 _install_lock = threading.Lock()
-_installs: dict[tuple[str, str, str], Future[ProgramLocation]] = {}
+#: (distribution, version, cache root) -> its install, once per process
+_installs: ProcessOnce[tuple[str, str, str], ProgramLocation] = ProcessOnce()
 _install_runs: dict[str, int] = {}
 
 
@@ -501,30 +502,13 @@ async def install_program(program: AgentProgram, version: str | None, data_dir: 
     if timeout_s is None:
         raw = os.environ.get(TIMEOUT_ENV, "").strip()
         timeout_s = float(raw) if raw.replace(".", "", 1).isdigit() and float(raw) > 0 else DEFAULT_PIP_TIMEOUT_S
-    while True:
-        with _install_lock:
-            fut = _installs.get(key)
-            owner = fut is None
-            if fut is None:
-                fut = _installs[key] = Future()
-        if not owner:
-            try:
-                return await asyncio.wrap_future(fut)
-            except _Retry:
-                continue
-        try:
-            found = _in_cache(program, version, root) or await _run_pip(program, version, root, timeout_s, cancelled)
-        except BaseException as exc:
-            with _install_lock:
-                del _installs[key]
-            fut.set_exception(_Retry() if isinstance(exc, asyncio.CancelledError) else exc)
-            raise
-        fut.set_result(found)
-        return found
+    bound = timeout_s
 
+    async def find_or_install() -> ProgramLocation:
+        return _in_cache(program, version, root) or await _run_pip(program, version, root, bound, cancelled)
 
-class _Retry(Exception):
-    """The caller running pip was cancelled: a waiter runs it instead."""
+    found, _ = await _installs.run(key, find_or_install)
+    return found
 
 
 # ----------------------------------------------------------------------------- the harness

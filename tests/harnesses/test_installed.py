@@ -280,6 +280,36 @@ def test_a_binary_that_is_not_executable_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(120)
+def test_a_caller_cancelled_while_another_installs_leaves_that_install_and_later_callers_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One request's setup cancelled while waiting for the install another is running (its timeout): the
+    install still ends well for the one running it, and the next caller gets the program, not a cancellation."""
+    files = {"fake_agent_bin/__init__.py": "", "fake_agent_bin/bin/fake-agent": "#!/bin/sh\necho hi\n"}
+    with SimpleIndex() as index:
+        index.add_wheel("fake-agent-bin", "4.5.6", files, executables=frozenset({"fake_agent_bin/bin/fake-agent"}),
+                        gated=True)
+        monkeypatch.setenv("PIP_INDEX_URL", index.url)
+        monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")
+
+        async def scenario() -> tuple[Any, Any]:
+            installing = asyncio.ensure_future(install_program(FakeAgent.program, "4.5.6", str(tmp_path)))
+            assert await asyncio.to_thread(index.requested.wait, 60)
+            waiter = asyncio.ensure_future(install_program(FakeAgent.program, "4.5.6", str(tmp_path)))
+            await asyncio.sleep(0.2)
+            waiter.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiter
+            index.release()
+            first = await asyncio.wait_for(installing, 60)
+            later = await asyncio.wait_for(install_program(FakeAgent.program, "4.5.6", str(tmp_path)), 60)
+            return first, later
+
+        first, later = asyncio.run(scenario())
+        assert first.path == later.path and first.version == "4.5.6"
+        assert install_runs().get("fake-agent-bin==4.5.6") == 1
+
+
+@pytest.mark.timeout(120)
 def test_auto_install_puts_the_program_in_the_cache_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     files = {"fake_agent_bin/__init__.py": "", "fake_agent_bin/bin/fake-agent": "#!/bin/sh\necho hi\n"}
     with SimpleIndex() as index:
