@@ -124,8 +124,11 @@ def test_the_host_reaches_a_server_started_in_the_namespace(second_docker_node: 
     proc = node.exec([sys.executable, "-m", "http.server", str(port), "--bind", node.address],
                      cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        assert proc.pid in node.netns_pids()
         deadline = time.monotonic() + 30
+        while proc.pid not in node.netns_pids():  # nsenter joins the namespace just after the fork, then execs
+            assert proc.poll() is None, "the server exited before it was in the namespace"
+            assert time.monotonic() < deadline, "the server never joined the namespace"
+            time.sleep(0.05)
         while True:
             try:
                 with urllib.request.urlopen(f"http://{node.address}:{port}/hello.txt", timeout=5) as resp:
