@@ -27,7 +27,7 @@ from aiodocker.containers import DockerContainer
 
 from .._errors import ConfigError, EnvironmentError_
 from .._validate import Count, Seconds, Size, env_vars, seconds, size_bytes
-from ..interfaces import ComponentContext, EnvOpenSpec, ExecResult, ImageRecipe, NetworkPolicy
+from ..interfaces import ComponentContext, EnvOpenSpec, ExecResult, ImageRecipe, NetworkPolicy, Resources
 from ..params import as_params
 from ._output import CappedBuffer
 from ._tar import (
@@ -57,7 +57,7 @@ from .docker_api import remove_container as remove_container_until_gone
 from .docker_archive import receive_archive
 from .docker_images import build_lock
 from .docker_network import NO_NETWORK, PUBLIC_NETWORK, DockerNetworks, check_policy, run_labels
-from .docker_prestart import PRESTART_ROLE, Limits, PrestartPool, Shape
+from .docker_prestart import PRESTART_ROLE, PrestartPool, Shape
 from .docker_pull import ImagePullError, ProgressCallback, PullOptions, PullResult, check_registry_env, pull_image
 from .docker_storage import refusal, size_unsupported, storage_opt
 
@@ -878,7 +878,7 @@ class DockerProvider(EnvironmentProvider):
             return ()
         return tuple((m.source, m.target, m.read_only) for m in spec.mounts)
 
-    async def _limits(self, spec: EnvOpenSpec) -> Limits:
+    async def _limits(self, spec: EnvOpenSpec) -> Resources:
         """The container's CPU and memory limits: the ``cpus``/``memory`` params where set, else what the task
         asks for (``spec.resources``; its cpus at most the daemon's, which Docker would refuse)."""
         asked = spec.resources
@@ -894,20 +894,20 @@ class DockerProvider(EnvironmentProvider):
                     log.info("task %s asks for %g CPUs; the daemon has %d: limited to %d", spec.task_id, cpus,
                              self._daemon_cpus, self._daemon_cpus)
                 cpus = float(self._daemon_cpus)
-        return Limits(cpus=cpus, memory=memory)
+        return Resources(cpus=cpus, memory_bytes=memory)
 
     def _container_config(self, env: dict[str, str], image: str, workdir: str, network: str,
                           labels: dict[str, str], binds: tuple[tuple[str, str, bool], ...] = (),
-                          limits: Limits = Limits()) -> dict[str, Any]:
+                          limits: Resources = Resources()) -> dict[str, Any]:
         host: dict[str, Any] = {"Init": self.init, "NetworkMode": network}
         if binds:
             host["Mounts"] = [{"Type": "bind", "Source": src, "Target": dst, "ReadOnly": ro}
                               for src, dst, ro in binds]
         if limits.cpus is not None:
             host["NanoCpus"] = int(limits.cpus * 1e9)
-        if limits.memory is not None:
-            host["Memory"] = limits.memory
-            host["MemorySwap"] = limits.memory  # no swap beyond the limit
+        if limits.memory_bytes is not None:
+            host["Memory"] = limits.memory_bytes
+            host["MemorySwap"] = limits.memory_bytes  # no swap beyond the limit
         if self.pids_limit is not None:
             host["PidsLimit"] = self.pids_limit
         if self.disk_limit is not None:
@@ -922,7 +922,7 @@ class DockerProvider(EnvironmentProvider):
         }
 
     def _shape(self, spec: EnvOpenSpec, image: str, workdir: str,
-               binds: tuple[tuple[str, str, bool], ...] = (), limits: Limits = Limits()) -> Shape | None:
+               binds: tuple[tuple[str, str, bool], ...] = (), limits: Resources = Resources()) -> Shape | None:
         """The pool shape of ``spec``'s container; None when it is never started ahead (kept, or a network of
         its own)."""
         if self._prestart is None or spec.keep or spec.network.mode not in ("none", "public"):

@@ -38,6 +38,7 @@ from typing import NamedTuple
 from aiodocker.containers import DockerContainer
 
 from ..engine.env_pool import provider_slots
+from ..interfaces import Resources
 
 log = logging.getLogger("agentcompass.environments.docker_prestart")
 
@@ -45,13 +46,6 @@ log = logging.getLogger("agentcompass.environments.docker_prestart")
 PRESTART_ROLE = "prestart"
 #: tasks that must open a shape before it is pooled
 _OPENERS_TO_POOL = 2
-
-
-class Limits(NamedTuple):
-    """A container's CPU and memory limits (None: unlimited)."""
-
-    cpus: float | None = None
-    memory: int | None = None
 
 
 class Shape(NamedTuple):
@@ -64,7 +58,7 @@ class Shape(NamedTuple):
     env: tuple[tuple[str, str], ...]
     labels: tuple[tuple[str, str], ...]  # the spec's own labels
     mounts: tuple[tuple[str, str, bool], ...] = ()  # (source, target, read_only) binds
-    limits: Limits = Limits()
+    limits: Resources = Resources()  # the CPU and memory limits it was created with (None: unlimited)
 
 
 class Prestarted(NamedTuple):

@@ -502,10 +502,10 @@ async def install_program(program: AgentProgram, version: str | None, data_dir: 
     if timeout_s is None:
         raw = os.environ.get(TIMEOUT_ENV, "").strip()
         timeout_s = float(raw) if raw.replace(".", "", 1).isdigit() and float(raw) > 0 else DEFAULT_PIP_TIMEOUT_S
-    bound = timeout_s
+    pip_timeout_s: float = timeout_s  # the closure below does not see the narrowing above
 
     async def find_or_install() -> ProgramLocation:
-        return _in_cache(program, version, root) or await _run_pip(program, version, root, bound, cancelled)
+        return _in_cache(program, version, root) or await _run_pip(program, version, root, pip_timeout_s, cancelled)
 
     found, _ = await _installs.run(key, find_or_install)
     return found
