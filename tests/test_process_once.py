@@ -69,11 +69,13 @@ async def test_an_error_is_shared_with_waiters_retold_and_not_kept() -> None:
 
 async def test_a_cancelled_runner_hands_the_run_to_a_waiter_and_a_cancelled_waiter_leaves_it_alone() -> None:
     once: ProcessOnce[str, str] = ProcessOnce()
-    gate = asyncio.Event()
+    gate, second_run = asyncio.Event(), asyncio.Event()
     runners: list[int] = []
 
     async def job() -> str:
         runners.append(len(runners))
+        if len(runners) == 2:
+            second_run.set()
         await gate.wait()
         return f"done by {len(runners)}"
 
@@ -89,7 +91,7 @@ async def test_a_cancelled_runner_hands_the_run_to_a_waiter_and_a_cancelled_wait
     runner.cancel()  # the runner going away: the waiter runs it
     with pytest.raises(asyncio.CancelledError):
         await runner
-    await asyncio.sleep(0.05)
+    await asyncio.wait_for(second_run.wait(), 30)
     assert runners == [0, 1]
     gate.set()
     assert await asyncio.wait_for(taker, 30) == ("done by 2", True)
