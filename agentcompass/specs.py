@@ -14,6 +14,9 @@ MAX_CONCURRENCY = 10_000
 MAX_RETRIES = 100
 #: environment opens per second, per provider.
 MAX_QPS = 10_000.0
+#: the slowest pacing allowed (one open per 100 s): below it the opens are spaced so far apart that a run sits
+#: until its timeout (``1e-300`` is one open per 1e300 s). 0 is still allowed and means no pacing.
+MIN_QPS = 0.01
 
 ApiProtocol = Literal["openai-chat", "openai-responses", "anthropic-messages"]
 ProgressMode = Literal["auto", "rich", "plain", "none"]
@@ -154,7 +157,7 @@ _LAUNCH_NUMBERS: dict[str, dict[str, Any]] = {
     "max_concurrent_tasks": {"ge": 1, "le": MAX_CONCURRENCY, **_INT},
     "timeout_seconds": {"gt": 0, "le": MAX_SECONDS},
     "provider_limits": {"ge": 1, "le": MAX_CONCURRENCY, **_INT},
-    "env_open_qps": {"ge": 0, "le": MAX_QPS},
+    "env_open_qps": {"ge": MIN_QPS, "le": MAX_QPS},
     "max_env_creates_in_flight": {"ge": 1, "le": MAX_CONCURRENCY, **_INT},
 }
 
@@ -170,7 +173,17 @@ def _check_numbers(raw: Any, table: dict[str, dict[str, Any]], where: str) -> No
         for sub, v in items:
             if isinstance(v, int | float) and not isinstance(v, bool):
                 field = f"{where}{key}" + (f".{sub}" if sub is not None else "")
-                check_number(v, field, **bounds)
+                if key == "env_open_qps":
+                    _check_qps(v, field)
+                else:
+                    check_number(v, field, **bounds)
+
+
+def _check_qps(value: float, field: str) -> None:
+    """An open rate: 0 (no pacing) or a finite number in ``[MIN_QPS, MAX_QPS]``."""
+    if value == 0:
+        return
+    check_number(value, field, ge=MIN_QPS, le=MAX_QPS, what="0 (no pacing) or a number")
 
 
 def _component(value: Any, field: str) -> Any:

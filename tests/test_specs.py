@@ -100,3 +100,26 @@ def test_the_launch_wide_limit_bounds_the_attempts_running_at_once(key: str, tmp
     assert result.status == "completed" and result.peak_concurrent_tasks == 1
     params = json.loads(Path(result["a"].paths.params).read_text())
     assert "max_concurrent_tasks" not in json.dumps(params)
+
+
+@pytest.mark.parametrize(("qps", "field"), [(1e-300, "env_open_qps"), (0.001, "env_open_qps"),
+                                            (-1.0, "env_open_qps"), (float("nan"), "env_open_qps"),
+                                            ({"local": 1e-300}, "env_open_qps.local"),
+                                            ({"docker": float("inf")}, "env_open_qps.docker")])
+def test_an_open_rate_below_the_floor_is_refused_naming_the_field_and_range(qps: Any, field: str,
+                                                                           tmp_path: Path) -> None:
+    # a tiny rate spaces opens ~1/qps seconds apart: the run would sit until its timeout
+    for start in (lambda: parse_orchestration({"requests": [REQ], "env_open_qps": qps}),
+                  lambda: agentcompass.launch({"requests": [{**REQ, "results_dir": str(tmp_path)}],
+                                               "env_open_qps": qps, "progress": "none"}),
+                  lambda: agentcompass.run_evaluation("shell_tasks", "none", "scripted", env_open_qps=qps,
+                                                      results_dir=str(tmp_path), progress="none")):
+        with pytest.raises(ConfigError, match=r"0 \(no pacing\) or a number >= 0\.01") as info:
+            start()
+        assert info.value.field == field
+    assert not any(p.is_file() for p in tmp_path.rglob("*"))
+
+
+@pytest.mark.parametrize("qps", [0, 0.0, 0.01, 2, {"local": 0}, {"local": 0.5, "docker": 10_000}])
+def test_zero_and_rates_from_the_floor_up_are_accepted(qps: Any) -> None:
+    assert parse_orchestration({"requests": [REQ], "env_open_qps": qps}).env_open_qps == qps

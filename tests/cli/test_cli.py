@@ -243,3 +243,11 @@ def test_nan_in_cli_params_is_refused_naming_the_field(tmp_path: Path) -> None:
         assert res.returncode == 2, (args, res.stderr[-1000:])
         assert field in res.stderr and "Traceback" not in res.stderr, (args, res.stderr)
         assert not (tmp_path / "r").exists() or not any(p.is_file() for p in (tmp_path / "r").rglob("*"))
+
+
+def test_an_open_rate_below_the_floor_is_refused_on_the_command_line(tmp_path: Path) -> None:
+    res = cli("run", "shell_tasks", "shell_agent", "scripted", "--results-dir", str(tmp_path / "r"),
+              "--env-open-qps", "1e-300", "--timeout-seconds", "60")
+    assert res.returncode == 2, res.stderr[-1000:]
+    assert "env_open_qps" in res.stderr and "0.01" in res.stderr and "Traceback" not in res.stderr
+    assert not (tmp_path / "r").exists() or not any(p.is_file() for p in (tmp_path / "r").rglob("*"))
