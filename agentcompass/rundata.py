@@ -59,13 +59,61 @@ def find_runs(root: str | Path) -> dict[str, Path]:
     return runs
 
 
-def read_json(path: Path) -> dict[str, Any] | None:
-    """A JSON object file, or None when missing, unreadable or not an object."""
+#: the largest run_info.json / summary.json / params.json read: the engine writes a few KB.
+MAX_RUN_FILE_BYTES = 16 << 20
+#: the deepest nesting read from a run's small files: the engine's own nest a handful of levels; a file nested
+#: deeper is hostile or broken, and deep values would overflow the recursive code that walks them later.
+MAX_JSON_DEPTH = 64
+
+
+def _too_deep(value: Any, limit: int) -> bool:
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, dict | list):
+            if depth > limit:
+                return True
+            stack.extend((c, depth + 1) for c in (v.values() if isinstance(v, dict) else v))
+    return False
+
+
+def decode_json_object(data: bytes, name: str) -> dict[str, Any]:
+    """``data`` as a JSON object nested at most ``MAX_JSON_DEPTH`` levels, else ``ValueError`` with a reason
+    naming ``name`` (the file)."""
+    if len(data) > MAX_RUN_FILE_BYTES:
+        raise ValueError(f"{name} is larger than {MAX_RUN_FILE_BYTES >> 20} MiB")
     try:
-        value = msgspec.json.decode(path.read_bytes())
-    except (OSError, msgspec.DecodeError):
-        return None
-    return value if isinstance(value, dict) else None
+        value = msgspec.json.decode(data)
+    except msgspec.DecodeError as exc:
+        raise ValueError(f"{name} is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise ValueError(f"{name} is nested too deeply (more than {MAX_JSON_DEPTH} levels)") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{name} is not a JSON object")
+    if _too_deep(value, MAX_JSON_DEPTH):
+        raise ValueError(f"{name} is nested too deeply (more than {MAX_JSON_DEPTH} levels)")
+    return value
+
+
+def read_json_checked(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(object, None) for a readable JSON object file; (None, None) when it is missing; (None, reason) when it
+    is there but unreadable (too large, nested too deeply, not JSON, not an object)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_RUN_FILE_BYTES + 1)
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, f"{path.name} cannot be read ({exc.strerror or exc})"
+    try:
+        return decode_json_object(data, path.name), None
+    except ValueError as exc:
+        return None, str(exc)
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON object file, or None when missing or unreadable (see ``read_json_checked`` for the reason)."""
+    return read_json_checked(path)[0]
 
 
 _SECRET_KEYS = ("api_key", "apikey", "authorization", "token", "secret", "password", "access_token")
@@ -94,6 +142,8 @@ class RunData(msgspec.Struct):
     run_info: dict[str, Any]
     summary: dict[str, Any] | None = None
     params: dict[str, Any] | None = None
+    #: why a marker file that is there could not be read (e.g. ``summary.json is nested too deeply ...``).
+    unreadable: str | None = None
 
     def _doc(self) -> dict[str, Any]:
         return {**(self.summary or {}), **{k: v for k, v in self.run_info.items() if v is not None}}
@@ -142,14 +192,17 @@ class RunData(msgspec.Struct):
 def load_run(path: str | Path) -> RunData:
     """The run at ``path``; ConfigError (field ``run_dir``) when it is not a run directory."""
     p = Path(path)
-    info = read_json(p / "run_info.json")
-    summary = read_json(p / "summary.json")
+    info, info_problem = read_json_checked(p / "run_info.json")
+    summary, summary_problem = read_json_checked(p / "summary.json")
+    unreadable = "; ".join(filter(None, (info_problem, summary_problem))) or None
     if info is None and summary is None:
-        raise ConfigError(f"{str(path)!r} is not a run directory (no readable run_info.json or summary.json). "
-                          "Pass a directory like results/<benchmark>/<harness>/<model>/<run_id>.", field="run_dir")
+        why = f": {unreadable}" if unreadable else ""
+        raise ConfigError(f"{str(path)!r} is not a run directory (no readable run_info.json or summary.json"
+                          f"{why}). Pass a directory like results/<benchmark>/<harness>/<model>/<run_id>.",
+                          field="run_dir")
     params = read_json(p / "params.json")
     return RunData(path=str(p), run_info=info or {}, summary=summary,
-                   params=mask_secrets(params) if params is not None else None)
+                   params=mask_secrets(params) if params is not None else None, unreadable=unreadable)
 
 
 class RunEntry(msgspec.Struct, omit_defaults=True):
@@ -169,22 +222,28 @@ class RunEntry(msgspec.Struct, omit_defaults=True):
     counts: dict[str, Any] = {}
     metrics: dict[str, Any] = {}
     usage: dict[str, Any] = {}
+    #: why a marker file could not be read; ``status`` is ``unreadable`` when neither could.
+    unreadable: str | None = None
 
 
 def list_runs(root: str | Path) -> list[RunEntry]:
-    """The runs under ``root``, newest first."""
+    """The runs under ``root``, newest first; a run whose files cannot be read is listed as ``unreadable``
+    with the reason."""
     out: list[RunEntry] = []
     for key, path in find_runs(root).items():
         try:
             run = load_run(path)
-        except ConfigError:  # its marker file is unreadable
+        except ConfigError as exc:  # no marker file is readable
+            out.append(RunEntry(key=key, path=str(path), run_id=path.name, status="unreadable",
+                                unreadable=str(exc)))
             continue
         out.append(RunEntry(
             key=key, path=str(path), run_id=run.run_id, status=run.status, benchmark=run.get("benchmark"),
             harness=run.get("harness"), model=run.get("model"), environment=run.get("environment"),
             started_at=run.get("started_at"), finished_at=run.get("finished_at"),
             duration_s=run.get("duration_s"), counts=dict(run.get("counts") or {}), metrics=run.metrics,
-            usage=dict((run.summary or {}).get("usage") or run.run_info.get("usage") or {})))
+            usage=dict((run.summary or {}).get("usage") or run.run_info.get("usage") or {}),
+            unreadable=run.unreadable))
     out.sort(key=lambda r: r.started_at or 0.0, reverse=True)
     return out
 
@@ -315,7 +374,7 @@ def read_row(path: str | Path) -> TaskRow | None:
     p = Path(path)
     try:
         return _row(_light.decode(p.read_bytes()), p.name.removesuffix(".json"))
-    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return None
 
 
@@ -335,7 +394,7 @@ def iter_details(run_path: str | Path) -> Iterator[tuple[str, TaskDetail]]:
     for entry in _detail_files(run_path):
         try:
             yield entry.name.removesuffix(".json"), _full.decode(Path(entry.path).read_bytes())
-        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             continue
 
 
@@ -345,7 +404,10 @@ def read_task(run_path: str | Path, key: str) -> TaskDetail | None:
     for name in (safe_name(key), key):
         if "/" in name or name.startswith("."):
             continue
-        d = read_detail_file(details / f"{name}.json")
+        try:
+            d = read_detail_file(details / f"{name}.json")
+        except RecursionError:  # a hostile detail file: not a task
+            d = None
         if d is not None:
             return d
     return None
@@ -359,6 +421,6 @@ def task_outcomes(run_path: str | Path) -> dict[str, str]:
     return out
 
 
-__all__ = ["OUTCOMES", "RUN_MARKERS", "RunData", "RunEntry", "TaskRow", "find_runs", "is_run_dir", "iter_details",
-           "iter_task_rows", "list_runs", "load_run", "mask_secrets", "read_json", "read_row", "read_task",
-           "task_outcomes"]
+__all__ = ["MAX_JSON_DEPTH", "OUTCOMES", "RUN_MARKERS", "RunData", "RunEntry", "TaskRow", "decode_json_object",
+           "find_runs", "is_run_dir", "iter_details", "iter_task_rows", "list_runs", "load_run", "mask_secrets",
+           "read_json", "read_json_checked", "read_row", "read_task", "task_outcomes"]

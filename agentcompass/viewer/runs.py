@@ -6,13 +6,14 @@ checks a server needs on top.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any
 
-import msgspec
+from ..rundata import MAX_RUN_FILE_BYTES, decode_json_object
 
-SMALL_FILE_LIMIT = 16 << 20  # params/run_info/summary are small; refuse anything absurd
+SMALL_FILE_LIMIT = MAX_RUN_FILE_BYTES  # params/run_info/summary are small; refuse anything absurd
 
 
 def is_inside(root: Path, path: Path) -> bool:
@@ -38,16 +39,31 @@ def read_regular(root: Path, path: Path, limit: int = SMALL_FILE_LIMIT) -> bytes
         return None
 
 
-def read_json(root: Path, path: Path) -> dict[str, Any] | None:
-    """A JSON object file inside ``root``, or None when missing, unsafe or not an object."""
+def read_json_checked(root: Path, path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(object, None) for a JSON object file inside ``root``; (None, None) when it is missing; (None, reason)
+    when it is there but unsafe (a link, outside ``root``) or unreadable (too large, nested too deeply, ...)."""
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, f"{path.name} cannot be read ({exc.strerror or exc})"
+    if path.is_symlink() or not os.path.isfile(path) or not is_inside(root, path):
+        return None, f"{path.name} is not a regular file inside the viewed path"
+    if st.st_size > SMALL_FILE_LIMIT:
+        return None, f"{path.name} is larger than {SMALL_FILE_LIMIT >> 20} MiB"
     data = read_regular(root, path)
     if data is None:
-        return None
+        return None, f"{path.name} cannot be read"
     try:
-        value = msgspec.json.decode(data)
-    except msgspec.DecodeError:
-        return None
-    return value if isinstance(value, dict) else None
+        return decode_json_object(data, path.name), None
+    except ValueError as exc:
+        return None, str(exc)
+
+
+def read_json(root: Path, path: Path) -> dict[str, Any] | None:
+    """A JSON object file inside ``root``, or None when missing, unsafe or unreadable."""
+    return read_json_checked(root, path)[0]
 
 
 def pid_alive(pid: int | None) -> bool:
@@ -64,23 +80,51 @@ def pid_alive(pid: int | None) -> bool:
 
 
 def run_overview(root: Path, key: str, path: Path) -> dict[str, Any]:
-    """What the runs list shows for one run: identity, status (and whether it is live), counts, metrics."""
-    info = read_json(root, path / "run_info.json") or {}
-    summary = read_json(root, path / "summary.json") or {}
+    """What the runs list shows for one run: identity, status (and whether it is live), counts, metrics.
+
+    A marker file that is there but cannot be read is named with the reason in ``unreadable``; with neither
+    readable the status is ``unreadable``."""
+    raw_info, info_problem = read_json_checked(root, path / "run_info.json")
+    raw_summary, summary_problem = read_json_checked(root, path / "summary.json")
+    info, summary = raw_info or {}, raw_summary or {}
+    unreadable = "; ".join(filter(None, (info_problem, summary_problem))) or None
     doc = {**summary, **info} if info else summary
-    status = doc.get("status", "unknown")
-    live = info.get("status") == "running" and pid_alive(info.get("pid"))
+    status = _text(doc.get("status")) or "unknown"
+    if unreadable and raw_info is None and raw_summary is None:
+        status = "unreadable"
+    pid = info.get("pid")
+    live = info.get("status") == "running" and isinstance(pid, int) and pid_alive(pid)
+    # every field typed as the page (and the list's sort) expects: a run file is written by anyone
     return {
         "key": key,
-        "run_id": doc.get("run_id", path.name),
-        "benchmark": doc.get("benchmark"), "harness": doc.get("harness"), "model": doc.get("model"),
-        "environment": doc.get("environment"),
+        "run_id": _text(doc.get("run_id")) or path.name,
+        "benchmark": _text(doc.get("benchmark")), "harness": _text(doc.get("harness")),
+        "model": _text(doc.get("model")), "environment": _text(doc.get("environment")),
         "status": status,
         "live": live,
         "stale": status == "running" and not live,
-        "started_at": info.get("started_at"),
-        "duration_s": doc.get("duration_s"),
-        "counts": doc.get("counts") or {},
-        "metrics": summary.get("metrics") or info.get("metrics") or {},
-        "usage": summary.get("usage") or info.get("usage") or {},
+        "started_at": _number(info.get("started_at")),
+        "duration_s": _number(doc.get("duration_s")),
+        "counts": _mapping(doc.get("counts")),
+        "metrics": _mapping(summary.get("metrics")) or _mapping(info.get("metrics")),
+        "usage": _mapping(summary.get("usage")) or _mapping(info.get("usage")),
+        "unreadable": unreadable,
     }
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _number(value: Any) -> float | None:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    try:
+        x = float(value)
+    except OverflowError:  # an int of hundreds of digits
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}

@@ -152,6 +152,8 @@ class Viewer:
             detail = _detail_decoder.decode(data)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise NotFound(f"the detail of task {task_id!r} does not decode: {exc}") from None
+        except RecursionError:  # rewritten since it was indexed
+            raise NotFound(f"the detail of task {task_id!r} is nested too deeply to read") from None
         # earlier runs kept a file per task (logs/tasks/); now its lines are cut from run.log
         log = read_regular(self.root, path / "logs" / "tasks" / f"{safe_name(task_id)}.log", 1 << 30)
         if log is None:
