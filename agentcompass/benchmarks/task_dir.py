@@ -23,14 +23,13 @@ kinds add ``url`` (the dataset's tarball), ``download`` (default true).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import math
 import os
 import posixpath
 import re
 import shlex
-import tomllib
+import tarfile
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -39,8 +38,8 @@ from typing import Any, ClassVar
 import msgspec
 
 from .._errors import AgentCompassError, ConfigError
-from .._validate import Attempts, Count, Seconds, size_bytes
-from ..environments._tar import SpooledArchive, archive_of, make_tar
+from .._validate import Attempts, Count, Seconds, check_number, seconds, size_bytes
+from ..environments._tar import SpooledArchive, archive_of
 from ..interfaces import (
     ComponentContext,
     Environment,
@@ -57,6 +56,17 @@ from ..params import as_params
 from ..swebench.dataset import DatasetSource, default_data_dir
 from . import truncate_middle
 from .base import Benchmark
+from .task_dir_files import (
+    MAX_CONFIG_BYTES,
+    MAX_INSTRUCTION_BYTES,
+    check_tree,
+    load_task_toml,
+    read_text,
+    read_tree,
+    resolve,
+    tree_archive,
+    tree_digest,
+)
 from .task_dir_source import TasksDownloadError, cache_dir, download, find_cached, redact, url_secrets
 
 IMAGE_REPOSITORY = "agentcompass/task-dir"
@@ -69,9 +79,19 @@ DEFAULT_VERIFIER_TIMEOUT = 600.0
 MAX_DEPTH = 3
 _MIB = 1 << 20
 _MIN_MEMORY = 6 * _MIB
+#: the most a task may ask for: more is a typo or a hostile folder, never a plan
+MAX_CPUS = 1024.0
+MAX_MEMORY_MB = float(1 << 20)
+MAX_STORAGE_MB = float(1 << 24)
+#: the largest reward.txt or reward.json read (the verifier's output is hostile: the agent's code may write it)
+MAX_REWARD_BYTES = 1 << 20
 _OUTPUT_CAP = 20_000
 _TAG_BAD = re.compile(r"[^a-z0-9_.-]")
 _WORKDIR = re.compile(r"^\s*WORKDIR\s+(\S+)\s*$", re.IGNORECASE | re.MULTILINE)
+#: a plain absolute path: /name/name..., no variables, quotes or empty parts
+_PLAIN_ABSOLUTE = re.compile(r"(/[A-Za-z0-9_.@+:~-]+)+/?")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_IMAGE_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}")
 
 
 @dataclass(frozen=True)
@@ -96,118 +116,158 @@ class TaskFolder:
         return str(value) if value else None
 
 
-def _digest(folder: Path) -> str:
-    """A content hash of every file under ``folder`` (paths, contents, executable bits)."""
-    h = hashlib.sha256()
-    for p in sorted(folder.rglob("*")):
-        if p.is_file():
-            h.update(p.relative_to(folder).as_posix().encode() + b"\0")
-            h.update(b"x" if os.access(p, os.X_OK) else b"-")
-            h.update(hashlib.sha256(p.read_bytes()).digest())
-    return h.hexdigest()
-
-
 def _image_tag(task_id: str) -> str:
     tag = _TAG_BAD.sub("-", task_id.lower()).lstrip(".-") or "task"
     return tag[:100]
 
 
-def _number(value: Any, default: float, what: str) -> float:
+def _label(task_id: str, table: str, key: str) -> str:
+    return f"task {task_id!r}: [{table}] {key} in task.toml"
+
+
+def _number(task_id: str, table: str, key: str, value: Any, maximum: float) -> float:
+    return float(check_number(value, f"task.toml [{table}] {key}", gt=0, le=maximum,
+                              label=_label(task_id, table, key)))
+
+
+def _timeout(task_id: str, table: str, value: Any, default: float) -> float:
     if value is None:
         return default
-    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{what} must be a positive number, got {value!r}")
-    return float(value)
+    return seconds(value, f"task.toml [{table}] timeout_sec", label=_label(task_id, table, "timeout_sec"))
 
 
 def _resources(task_id: str, table: dict[str, Any]) -> Resources | None:
     """``[environment]``'s ``cpus`` and ``memory_mb`` (or Harbor's older ``memory = "2G"``); None when it names
     neither. (``storage_mb`` is kept in the task's metadata: a container's disk is capped by the provider's
     ``disk_limit``, which not every storage driver can enforce.)"""
-    cpus = _number(table["cpus"], 0.0, f"task {task_id!r}: [environment] cpus") if "cpus" in table else None
+    cpus = _number(task_id, "environment", "cpus", table["cpus"], MAX_CPUS) if "cpus" in table else None
+    if "storage_mb" in table:
+        _number(task_id, "environment", "storage_mb", table["storage_mb"], MAX_STORAGE_MB)
     memory: int | None = None
     if "memory_mb" in table:
-        memory = int(_number(table["memory_mb"], 0.0, f"task {task_id!r}: [environment] memory_mb") * _MIB)
+        memory = int(_number(task_id, "environment", "memory_mb", table["memory_mb"], MAX_MEMORY_MB) * _MIB)
     elif "memory" in table:
         try:
             memory = size_bytes(table["memory"], "memory")
         except ConfigError:
             raise ValueError(f"task {task_id!r}: [environment] memory must be a size like '2G' or a positive int "
                              f"of bytes, got {table['memory']!r}") from None
+        if memory > MAX_MEMORY_MB * _MIB:
+            raise ValueError(f"{_label(task_id, 'environment', 'memory')} must be at most "
+                             f"{int(MAX_MEMORY_MB) >> 10}G, got {table['memory']!r}")
     if memory is not None and memory < _MIN_MEMORY:
         raise ValueError(f"task {task_id!r}: [environment] memory must be at least 6 MiB (Docker's least), "
                          f"got {memory} bytes")
     return Resources(cpus=cpus, memory_bytes=memory) if cpus is not None or memory is not None else None
 
 
-def _check_workdir(task_id: str, workdir: str) -> None:
-    """The agent's directory is carried into the verifier: it may not be ``/`` nor hold, be or sit under the
-    folders the verifier owns (``/tests``, ``/logs``)."""
+def _check_workdir(task_id: str, workdir: str) -> str:
+    """The agent's directory (normalised): a plain absolute path (``//tests`` is ``/tests`` to the container
+    but not to ``normpath``), and, as it is carried into the verifier, not ``/`` nor holding, being or under
+    the folders the verifier owns (``/tests``, ``/logs``)."""
+    parts = workdir.split("/")
+    if workdir != "/" and (not _PLAIN_ABSOLUTE.fullmatch(workdir) or "." in parts or ".." in parts):
+        raise ValueError(f"task {task_id!r}: environment/Dockerfile WORKDIR {workdir} is refused: the agent's "
+                         f"working directory must be a plain absolute path (/name/name..., no empty, . or .. "
+                         f"parts, no variables or quotes)")
     norm = posixpath.normpath(workdir)
     for owned in (TESTS_DIR, "/logs"):
-        if norm == "/" or norm == owned or norm.startswith(owned + "/") or owned.startswith(norm.rstrip("/") + "/"):
-            raise ValueError(f"task {task_id!r}: WORKDIR {workdir} is refused: the agent's working directory may "
-                             f"not be /, nor hold or sit under {TESTS_DIR} or /logs")
+        if norm == "/" or norm == owned or norm.startswith(owned + "/") or owned.startswith(norm + "/"):
+            raise ValueError(f"task {task_id!r}: environment/Dockerfile WORKDIR {workdir} is refused: the agent's "
+                             f"working directory may not be /, nor hold or sit under {TESTS_DIR} or /logs")
+    return norm
+
+
+def _verifier_env(task_id: str, value: Any) -> dict[str, str]:
+    label = _label(task_id, "verifier", "env")
+    if not isinstance(value, dict):
+        raise ValueError(f"{label} must map names to strings")
+    for name, text in value.items():
+        if not _ENV_NAME.fullmatch(name):
+            raise ValueError(f"{label}: {name!r} is not a variable name (letters, digits and _, not starting "
+                             f"with a digit)")
+        if not isinstance(text, str) or "\0" in text:
+            raise ValueError(f"{label}: {name} must be a string without NUL characters")
+    return dict(value)
+
+
+def _has(root: Path, rel: str, task_id: str) -> bool:
+    """Whether regular file ``root/rel`` exists; a link on the way leading outside ``root`` is refused."""
+    return os.path.isfile(resolve(root, rel, task_id))
 
 
 def read_task(root: Path, task_id: str) -> TaskFolder:
-    """The task in folder ``root``; ValueError naming what is wrong with it."""
-    try:
-        config = tomllib.loads((root / "task.toml").read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"task {task_id!r}: cannot read task.toml ({exc})") from None
+    """The task in folder ``root``; ValueError naming the task and what is wrong with it (a file linked out of
+    the folder or over its cap, a ``task.toml`` field out of range)."""
+    config = load_task_toml(root, task_id)
     tables = {k: config.get(k) or {} for k in ("metadata", "agent", "verifier", "environment")}
     for name, table in tables.items():
         if not isinstance(table, dict):
             raise ValueError(f"task {task_id!r}: [{name}] in task.toml is not a table")
-    if not (root / "tests" / "test.sh").is_file():
+    instruction = read_text(root, "instruction.md", task_id, MAX_INSTRUCTION_BYTES)
+    if not _has(root, "tests/test.sh", task_id):
         raise ValueError(f"task {task_id!r}: no tests/test.sh")
-    env_dir = root / "environment"
-    dockerfile = env_dir / "Dockerfile"
+    check_tree(root, "tests", task_id)
+    if os.path.isdir(resolve(root, "solution", task_id)):
+        read_tree(root, "solution", task_id)  # what reference_solution hands over, checked now
     workdir = DEFAULT_WORKDIR
-    if dockerfile.is_file():
-        found = _WORKDIR.findall(dockerfile.read_text(encoding="utf-8", errors="replace"))
-        if found and found[-1].startswith("/"):
+    if _has(root, "environment/Dockerfile", task_id):
+        found = _WORKDIR.findall(read_text(root, "environment/Dockerfile", task_id, MAX_CONFIG_BYTES))
+        if found:
             workdir = found[-1]
-        image = f"{IMAGE_REPOSITORY}:{_image_tag(task_id)}-{_digest(env_dir)[:12]}"
-        recipe: ImageRecipe | None = ImageRecipe(context_dir=os.fspath(env_dir))
+        image = f"{IMAGE_REPOSITORY}:{_image_tag(task_id)}-{tree_digest(root, 'environment', task_id)[:12]}"
+        recipe: ImageRecipe | None = ImageRecipe(context_dir=resolve(root, "environment", task_id))
     elif isinstance(tables["environment"].get("docker_image"), str):
         image, recipe = tables["environment"]["docker_image"], None
+        if not _IMAGE_REF.fullmatch(image):
+            raise ValueError(f"{_label(task_id, 'environment', 'docker_image')} must be an image reference "
+                             f"(letters, digits and ._/:@-, at most 255), got {image[:100]!r}")
     else:
         raise ValueError(f"task {task_id!r}: neither environment/Dockerfile nor [environment] docker_image")
-    _check_workdir(task_id, workdir)
-    verifier_env = tables["verifier"].get("env") or {}
-    if not isinstance(verifier_env, dict) or not all(isinstance(v, str) for v in verifier_env.values()):
-        raise ValueError(f"task {task_id!r}: [verifier] env must map names to strings")
+    workdir = _check_workdir(task_id, workdir)
+    verifier_env = _verifier_env(task_id, tables["verifier"].get("env") or {})
     metadata = {k: v for k, v in tables["metadata"].items() if isinstance(v, str | int | float | bool | list)}
     needs = _resources(task_id, tables["environment"])
     for key in ("cpus", "memory_mb", "storage_mb"):
         if key in tables["environment"]:
             metadata[key] = tables["environment"][key]
     return TaskFolder(
-        task_id=task_id, root=root, instruction=(root / "instruction.md").read_text(encoding="utf-8"),
-        workdir=workdir, image=image, recipe=recipe,
-        agent_timeout=_number(tables["agent"].get("timeout_sec"), DEFAULT_AGENT_TIMEOUT, "[agent] timeout_sec"),
-        verifier_timeout=_number(tables["verifier"].get("timeout_sec"), DEFAULT_VERIFIER_TIMEOUT,
-                                 "[verifier] timeout_sec"),
-        verifier_env=dict(verifier_env), metadata=metadata, resources=needs)
+        task_id=task_id, root=root, instruction=instruction, workdir=workdir, image=image, recipe=recipe,
+        agent_timeout=_timeout(task_id, "agent", tables["agent"].get("timeout_sec"), DEFAULT_AGENT_TIMEOUT),
+        verifier_timeout=_timeout(task_id, "verifier", tables["verifier"].get("timeout_sec"),
+                                  DEFAULT_VERIFIER_TIMEOUT),
+        verifier_env=verifier_env, metadata=metadata, resources=needs)
 
 
 def find_tasks(root: Path) -> list[TaskFolder]:
     """Every task folder under ``root`` (a folder with ``instruction.md`` and ``task.toml``), by id; ``root``
-    itself when it is one task."""
+    itself when it is one task. A folder reached twice (through a link) is listed once, under its first name
+    (shallowest, then by name), so a link loop neither repeats tasks nor runs on."""
     def is_task(p: Path) -> bool:
         return (p / "instruction.md").is_file() and (p / "task.toml").is_file()
 
+    def first_visit(p: Path) -> bool:
+        try:
+            st = p.stat()
+        except OSError:  # a dangling link or a loop of links
+            return False
+        key = (st.st_dev, st.st_ino)
+        if key in seen:
+            return False
+        seen.add(key)
+        return True
+
     if is_task(root):
         return [read_task(root, root.name)]
+    seen: set[tuple[int, int]] = set()
+    first_visit(root)
     found: list[TaskFolder] = []
     level = [root]
     for _ in range(MAX_DEPTH):
         nxt: list[Path] = []
         for d in level:
             for child in sorted(d.iterdir()):
-                if not child.is_dir() or child.name.startswith("."):
+                if child.name.startswith(".") or not child.is_dir() or not first_visit(child):
                     continue
                 if is_task(child):
                     found.append(read_task(child, child.relative_to(root).as_posix()))
@@ -218,18 +278,28 @@ def find_tasks(root: Path) -> list[TaskFolder]:
 
 
 def reward_of(text: str, json_text: str | None) -> float:
-    """The reward of ``reward.txt`` (a number), else of ``reward.json`` (its ``reward``, else the mean of its
-    numbers); ValueError when there is none or it is outside [0, 1]."""
+    """The reward of ``reward.txt`` (a number), else of ``reward.json`` (Harbor's object of named numbers: its
+    ``reward``, else the mean of its numbers; other fields ignored; or a bare number); ValueError when there is
+    none, it is outside [0, 1], or a file is over ``MAX_REWARD_BYTES`` or nested too deeply to read (what the
+    verifier writes is hostile: the agent's code may run in it)."""
+    for name, content in (("reward.txt", text), ("reward.json", json_text)):
+        if content is not None and len(content) > MAX_REWARD_BYTES:
+            raise ValueError(f"{name} is larger than {MAX_REWARD_BYTES} bytes, the cap")
     if text.strip():
         value = float(text.strip())
     elif json_text is not None:
-        doc = json.loads(json_text)
-        if isinstance(doc, int | float):
+        try:
+            doc = json.loads(json_text)
+        except RecursionError:
+            raise ValueError("reward.json is nested too deeply to read") from None
+        numbers = ({k: v for k, v in doc.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+                   if isinstance(doc, dict) else {})
+        if isinstance(doc, int | float) and not isinstance(doc, bool):
             value = float(doc)
-        elif isinstance(doc, dict) and isinstance(doc.get("reward"), int | float):
-            value = float(doc["reward"])
-        elif isinstance(doc, dict) and doc and all(isinstance(v, int | float) for v in doc.values()):
-            value = sum(doc.values()) / len(doc)
+        elif "reward" in numbers:
+            value = float(numbers["reward"])
+        elif numbers:
+            value = sum(numbers.values()) / len(numbers)
         else:
             raise ValueError("reward.json holds no number")
     else:
@@ -339,10 +409,10 @@ class TaskDir(Benchmark):
 
     def reference_solution(self, task: TaskSpec) -> ReferenceSolution | None:
         """``solution/`` (its files, then ``bash solve.sh``), for the oracle harness only."""
-        folder = self.task(task.task_id).root / "solution"
-        if not (folder / "solve.sh").is_file():
+        t = self.task(task.task_id)
+        if not _has(t.root, "solution/solve.sh", t.task_id):
             return None
-        files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+        files = read_tree(t.root, "solution", t.task_id)
         return ReferenceSolution(files=files, command=["bash", "/solution/solve.sh"], directory="/solution",
                                  timeout_s=self.task(task.task_id).agent_timeout)
 
@@ -367,8 +437,17 @@ class TaskDir(Benchmark):
             # graded, the skipped files would be the image's originals: not the agent's work
             raise WorkspaceTruncated(f"the agent's working directory {t.workdir} was not taken whole, so it is not "
                                      f"graded: {workspace.skipped_report()}")
-        tests = await asyncio.to_thread(make_tar, t.root / "tests")
+        tests = await asyncio.to_thread(tree_archive, t.root, "tests", t.task_id)
+        try:
+            return await self._verify(ctx, t, workspace, tests)
+        finally:
+            tests.close()
+
+    async def _verify(self, ctx: EvalContext, t: TaskFolder, workspace: SpooledArchive | None,
+                      tests: SpooledArchive) -> EvalResult:
         timeout = self.p.eval_timeout or t.verifier_timeout
+        read_error: str | None = None
+        text = as_json = None
         async with ctx.open_verifier(workdir=t.workdir) as verifier:
             if workspace is not None:
                 # the agent's directory replaces the image's: what it deleted or renamed stays gone
@@ -378,11 +457,14 @@ class TaskDir(Benchmark):
             # fresh, after the workspace: nothing the agent left can stand in for the tests or their reward
             await _root_sh(verifier, f"rm -rf {TESTS_DIR} {REWARD_DIR} && mkdir -p {TESTS_DIR} {REWARD_DIR}",
                            f"make a fresh {TESTS_DIR} and {REWARD_DIR}")
-            await verifier.put_archive(TESTS_DIR, tests)
+            await verifier.put_archive(TESTS_DIR, tests.rewind())
             res = await verifier.exec(["bash", f"{TESTS_DIR}/test.sh"], cwd=verifier.workdir,
                                       env=dict(t.verifier_env), timeout=timeout)
-            text = await _read_optional(verifier, f"{REWARD_DIR}/reward.txt")
-            as_json = await _read_optional(verifier, f"{REWARD_DIR}/reward.json")
+            try:
+                text = await read_reward_file(verifier, f"{REWARD_DIR}/reward.txt")
+                as_json = await read_reward_file(verifier, f"{REWARD_DIR}/reward.json")
+            except ValueError as exc:
+                read_error = str(exc)
         extra: dict[str, Any] = {"test_exit_code": res.exit_code,
                                  "test_output": truncate_middle(res.output, _OUTPUT_CAP)}
         if res.timed_out or res.exit_code >= 128 or res.exit_code < 0:
@@ -390,6 +472,9 @@ class TaskDir(Benchmark):
             extra["timed_out"] = bool(res.timed_out)
             extra["reward_error"] = (f"test.sh {'timed out' if res.timed_out else f'died (exit {res.exit_code})'}; "
                                      f"its reward files are not trusted")
+            reward = 0.0
+        elif read_error is not None:
+            extra["reward_error"] = read_error
             reward = 0.0
         else:
             try:
@@ -411,11 +496,30 @@ async def _root_sh(env: Environment, script: str, what: str) -> None:
         raise RuntimeError(f"cannot {what} in the verifier (exit {res.exit_code}): {res.output[-500:]}")
 
 
-async def _read_optional(env: Environment, path: str) -> str | None:
+async def read_reward_file(env: Environment, path: str) -> str | None:
+    """The text of reward file ``path`` in ``env`` (None when it is missing), taken through the environment's
+    capped archive (on disk, never whole in memory); ValueError when it is over ``MAX_REWARD_BYTES`` or not a
+    regular file."""
     try:
-        return (await env.read_file(path)).decode("utf-8", "replace")
-    except (FileNotFoundError, IsADirectoryError):
+        archive = await archive_of(env, path)
+    except FileNotFoundError:
         return None
+    with archive:
+        return await asyncio.to_thread(_reward_text, archive, posixpath.basename(path))
+
+
+def _reward_text(archive: SpooledArchive, name: str) -> str:
+    if any(s.name == name and s.reason == "file_limit" for s in archive.skipped):
+        raise ValueError(f"{name} is larger than {MAX_REWARD_BYTES} bytes, the cap")
+    with tarfile.open(fileobj=archive.rewind(), mode="r:") as tf:
+        member = tf.next()
+        if member is None or member.name != name or not member.isreg():
+            raise ValueError(f"{name} is not a regular file")
+        if member.size > MAX_REWARD_BYTES:
+            raise ValueError(f"{name} is larger than {MAX_REWARD_BYTES} bytes, the cap")
+        f = tf.extractfile(member)
+        data = f.read(MAX_REWARD_BYTES) if f is not None else b""
+    return data.decode("utf-8", "replace")
 
 
 class BundledTaskDir(TaskDir):
