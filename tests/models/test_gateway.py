@@ -347,29 +347,58 @@ async def wait_for_connections(srv: ScriptedServer, at_most: int) -> int:
 @pytest.mark.parametrize("fault", ["ping", "trickle"])
 async def test_an_upstream_that_only_keeps_alive_or_trickles_is_cut_at_about_the_timeout_and_the_gateway_serves_on(
         fault: str, protocol: str, stream: bool) -> None:
-    # a keep-alive (or one byte) every 0.05 s: httpx's per-read timeout (0.6 s) never fires
+    # a keep-alive (or one byte) every 0.05 s: httpx's per-read timeout (0.6 s) never fires. The same 0.6 s
+    # bounds the try's request up to the answer's head, so on a loaded (or cold: first connection, lazy
+    # imports) machine a try may time out before any answer and be retried, legitimately. The verdict is on
+    # what the gateway decided: which tries had an answer (httpx's response hook on the gateway's own pool),
+    # which it retried and why, and how the call ended; never on how many such head timeouts happened.
     async with running_scripted_server(ECHO, faults={fault: 1.0}, fault_interval_s=0.05) as srv, \
             running_gateway(srv.base_url or "", requests=()) as gw:
-        limiter = bounded_upstream(gw, srv.base_url or "", protocol, timeout_s=0.6)
+        limiter = AdaptiveLimiter("test", 8)
+        up = Upstream(request=KEY.request, model_id="scripted", base_url=srv.base_url or "", api_key=None,
+                      api_protocol=protocol, limiter=limiter, policy=FAST_RETRIES, timeout_s=0.6,
+                      connect_timeout_s=2.0)
+        gw.add_upstream(up)
+        assert up.http is not None
+        answered: list[int] = []  # the status of each upstream try that got an answer, in order
+
+        async def on_answer(resp: httpx.Response) -> None:
+            answered.append(resp.status_code)
+        up.http.event_hooks["response"].append(on_answer)
+        retried: list[str] = []
+        gw.on_retry = lambda _key, kind, _wait, _n: retried.append(kind)
         grant = gw.open_grant(KEY)
         async with agent_client(gw, grant, protocol) as client:
             start = time.monotonic()
             with pytest.raises(ModelError) as info:
                 await client.complete([{"role": "user", "content": "first"}], stream=stream)
             elapsed = time.monotonic() - start
-            injected = srv.faults_injected
+            first_answered, first_retried = list(answered), list(retried)
+            injected = dict(srv.faults_injected)
             srv.fault_plan = None  # the upstream recovers
+            # the next call only shows the gateway serves on: a deadline it cannot blow on a loaded machine
+            up.timeout_s = 60.0
+            up.http.timeout = httpx.Timeout(60.0, connect=up.connect_timeout_s)
             after = await client.complete([{"role": "user", "content": "second"}], stream=stream)
-        left = await wait_for_connections(srv, 1)  # the cut upstream connection was closed
+        for _ in range(3000):  # the cut upstream connection gets closed (bounded: 30 s)
+            if srv.open_connections <= 1:
+                break
+            await asyncio.sleep(0.01)
+        left = srv.open_connections
         used = await gw.close_grant(KEY)
     expected = "its stream made no progress for 0.6s" if stream else "no response within 0.6s"
     assert "timed out" in str(info.value) and expected in str(info.value), str(info.value)
     assert info.value.kind in ("model_server_error", "model_connection_error")  # retried by the agent's client
-    assert 0.55 <= elapsed < 60  # hang guard
-    assert injected == {fault: 1}
+    assert 0.55 <= elapsed < 60  # never cut early; hang guard
+    # the first call: exactly one try got an answer, it was the last (the cut is never retried), and every
+    # retry before it was a try without an answer
+    assert first_answered == [200], first_answered
+    assert all(kind == "model_connection_error" for kind in first_retried), first_retried
+    assert set(injected) == {fault} and 1 <= injected[fault] <= len(first_retried) + 1, (injected, first_retried)
     assert after.content == "second"
+    assert answered == [200, 200] and all(kind == "model_connection_error" for kind in retried), (answered, retried)
     assert left <= 1 and limiter.in_flight == 0
-    assert used.calls == 2 and used.failed == 1 and used.retries == 0
+    assert used.calls == 2 and used.failed == 1 and used.retries == len(retried)
     assert gw.ledger.by_request[KEY.request].failed == 1
 
 
