@@ -7,7 +7,9 @@ optionally a deterministic ``match`` (a multiple-choice letter, an exact answer)
 
 Grading (param ``grading``): ``judge`` asks ``judge_model`` (a ``ModelEndpoint`` separate from the model under
 test; its key is a secret); ``match`` uses the benchmark's deterministic match; ``auto`` (default) the judge when
-``judge_model`` is given, else the match when the benchmark has one, else a ConfigError naming ``judge_model``.
+``judge_model`` is given, else the match when the benchmark has one, else a ConfigError naming ``judge_model``. A
+judge other than the built-in ``scripted`` model needs ``judge_model.base_url``: without it the benchmark is
+refused when it is built (a ConfigError naming that field), before any agent runs.
 Each verdict is in the attempt's ``extra``: ``grade`` (correct / incorrect / not_attempted), ``points`` (rubrics),
 and ``scoring`` (the method; for the judge its prompt, model, queue and call time, usage and raw reply). A judge
 reply without a verdict is read leniently, then re-asked (``judge_reasks``); a judge without a usable verdict ends
@@ -39,7 +41,9 @@ from .._errors import ConfigError
 from .._validate import Attempts, Count, Seconds
 from ..interfaces import ComponentContext, EvalContext, EvalResult, PreparedTask, RunContext, TaskSpec
 from ..models.endpoint import ModelEndpoint
+from ..models.factory import is_scripted
 from ..params import as_params
+from ..specs import ModelSpec
 from ..tools import ToolSession
 from ..tools_search import SearchSettings, ToolName, WebToolSession
 from . import truncate_middle
@@ -180,6 +184,7 @@ class JudgedQA(Benchmark):
             p.search.check(needs_api="web_search" in self.tools)
         if p.judge_model is not None:
             p.judge_model.key("benchmark.params.judge_model.api_key_env")
+            self._check_judge_url(p.judge_model)
         if p.sample_ids is not None and not p.sample_ids:
             raise ConfigError(f"{where}: sample_ids is empty (leave it out for every task)",
                               field="benchmark.params.sample_ids")
@@ -207,6 +212,14 @@ class JudgedQA(Benchmark):
         if self.grading == "match" and any(i.kind == "rubric" for i in self.items):
             raise ConfigError(f"{where}: rubric items are graded by a judge only: give judge_model",
                               field="benchmark.params.judge_model")
+
+    def _check_judge_url(self, judge: ModelEndpoint) -> None:
+        """A ConfigError naming ``judge_model.base_url`` when the judge needs one (any model but the built-in
+        ``scripted``) and has none: refused here, before any agent runs, not at the first grade."""
+        if self.grading == "judge" and not judge.base_url and not is_scripted(ModelSpec(id=judge.id)):
+            raise ConfigError(f"{self.where}: judge_model {judge.id!r} needs base_url (e.g. "
+                              "http://127.0.0.1:8000/v1); only the built-in 'scripted' judge runs without one",
+                              field="benchmark.params.judge_model.base_url")
 
     @property
     def where(self) -> str:

@@ -12,7 +12,7 @@ from agentcompass.benchmarks.judge import LetterGrader, RubricGrader, VerdictGra
 @pytest.mark.parametrize(("raw", "grade"), [
     ("A", "correct"), ("B", "incorrect"), ("C", "not_attempted"), (" B.", "incorrect"), ("**A**", "correct"),
     ("CORRECT", "correct"), ("NOT_ATTEMPTED", "not_attempted"), ("Incorrect, the year is wrong", "incorrect"),
-    ("Grade: C", "not_attempted"), ("Answer: A", "correct"),
+    ("Grade: C", "not_attempted"), ("Answer: A", "correct"), ("Reasoning about it...\n\n**C**", "not_attempted"),
 ])
 def test_letter_grades(raw: str, grade: str) -> None:
     verdict = LetterGrader().parse(raw)
@@ -62,8 +62,9 @@ def test_rubric_out_of_range_or_missing_has_no_verdict(raw: str) -> None:
 
 
 def test_the_prompt_keeps_braces_and_a_response_cannot_inject_the_reference() -> None:
-    prompt = LetterGrader("Q={question} R={reference} A={response}").prompt("f(x) = {x}", "42", "{reference}")
-    assert prompt == "Q=f(x) = {x} R=42 A={reference}"
+    prompt = LetterGrader("Q={question} R={reference} A={response}").prompt("f(x) = {x}", "42", "{reference}",
+                                                                          "ANSWER-1")
+    assert prompt.startswith("Q=f(x) = {x} R=42 A=[") and prompt.endswith("\nBEGIN ANSWER-1\n{reference}\nEND ANSWER-1")
     assert "10 points" in RubricGrader().prompt("q", "r", "a")
 
 
@@ -74,7 +75,7 @@ def test_a_judge_prompt_must_have_every_placeholder() -> None:
 
 @pytest.mark.parametrize(("raw", "grade"), [
     ("The predicted answer contradicts the gold target, so: B", "incorrect"), ("The grade is A", "correct"),
-    ("Reasoning about it...\n\n**C**", "not_attempted"), ("After weighing both, my grade: B.", "incorrect"),
+    ("After weighing both, my grade: B.", "incorrect"),
 ])
 def test_letter_prose_is_read_leniently_as_simple_evals_does(raw: str, grade: str) -> None:
     grader = LetterGrader()

@@ -38,6 +38,12 @@ def _run(tmp_path: Path, agent: list[dict[str, Any]], judge: dict[str, Any] | No
                                        benchmark_params=bench, results_dir=str(tmp_path), progress="none")
 
 
+def quoted(answer: str) -> str:
+    """What the judge's prompt holds when ``answer`` is the whole answer: its quoted block's last lines (a
+    scripted judge's ``match``)."""
+    return f"\n{answer}\nEND ANSWER-"
+
+
 AGENT = [
     {"match": "chemical symbol of the element gold", "turns": ["The symbol is Au."]},
     {"match": "capital city of Australia", "turns": ["Sydney"]},
@@ -49,9 +55,9 @@ AGENT = [
 
 # the judge's verdict depends on the answer it is shown (its prompt holds the agent's reply)
 JUDGE_SCRIPT = [
-    {"match": "Predicted answer: The symbol is Au.", "turns": ["A"]},
-    {"match": "Predicted answer: Sydney", "turns": ["B"]},
-    {"match": "Predicted answer: I don't know.", "turns": ["C"]},
+    {"match": quoted("The symbol is Au."), "turns": ["A"]},
+    {"match": quoted("Sydney"), "turns": ["B"]},
+    {"match": quoted("I don't know."), "turns": ["C"]},
     {"match": "Answer: B", "turns": ["A"]},
     {"match": "Rayleigh scattering by air molecules, much stronger", "turns": [
         "Item 1: named, 4 points. Item 2: stated, 3 points. Item 3: sunset not explained, 0.\nVERDICT: 7"]},
@@ -72,7 +78,7 @@ def test_offline_set_with_a_scripted_judge_counts_correct_incorrect_and_not_atte
     assert rubric.extra["points"] == 7.0 and rubric.score == pytest.approx(0.7) and rubric.correct
     scoring = got["qa-local-03"].extra["scoring"]
     assert scoring["method"] == "judge" and scoring["grader"] == "letter" and scoring["model"] == "scripted"
-    assert "Predicted answer: Sydney" in scoring["prompt"] and "Gold target: Canberra" in scoring["prompt"]
+    assert quoted("Sydney") in scoring["prompt"] and "Gold target: Canberra" in scoring["prompt"]
     assert scoring["raw_verdict"] == "B" and scoring["usage"]["calls"] == 1 and "latency_s" in scoring
     m = out.metrics
     assert (m["correct"], m["incorrect"], m["not_attempted"], m["eval_errors"]) == (3, 1, 1, 0)
@@ -87,8 +93,8 @@ def test_offline_set_with_a_scripted_judge_counts_correct_incorrect_and_not_atte
 
 def test_a_judge_replying_garbage_ends_the_task_as_eval_error_with_its_raw_verdict(tmp_path: Path) -> None:
     judge = {"id": "scripted", "params": {"bundled": False, "script": [
-        {"match": "Predicted answer: The symbol is Au.", "turns": ["A"]},
-        {"match": "Predicted answer: Sydney", "turns": ["Hmm, hard to say. Maybe? D.", "Still unsure: D."]},
+        {"match": quoted("The symbol is Au."), "turns": ["A"]},
+        {"match": quoted("Sydney"), "turns": ["Hmm, hard to say. Maybe? D.", "Still unsure: D."]},
         {"match": "Rayleigh scattering", "turns": ["VERDICT: 12"]}]}}  # over the rubric's 10 points
     out = _run(tmp_path, AGENT, judge, ["qa-local-01", "qa-local-03", "qa-local-16"])
     assert out.status == "completed", out.error
@@ -113,9 +119,9 @@ def test_a_judge_replying_garbage_ends_the_task_as_eval_error_with_its_raw_verdi
 def test_a_prose_verdict_is_read_leniently_and_an_unparsable_one_is_asked_again(tmp_path: Path) -> None:
     agent = [*AGENT[:2], {"match": "Berlin Wall fall", "turns": ["1989"]}]
     judge = {"id": "scripted", "params": {"bundled": False, "script": [
-        {"match": "Predicted answer: The symbol is Au.", "turns": ["Let me think.", "A"]},  # re-asked
-        {"match": "Predicted answer: Sydney", "turns": ["The predicted answer contradicts the gold target, so: B"]},
-        {"match": "Predicted answer: 1989", "turns": ["The grade is A"]}]}}
+        {"match": quoted("The symbol is Au."), "turns": ["Let me think.", "A"]},  # re-asked
+        {"match": quoted("Sydney"), "turns": ["The predicted answer contradicts the gold target, so: B"]},
+        {"match": quoted("1989"), "turns": ["The grade is A"]}]}}
     out = _run(tmp_path, agent, judge, ["qa-local-01", "qa-local-03", "qa-local-05"])
     got = _attempts(out.run_dir)
     assert {t: (a.status, a.extra.get("grade")) for t, a in got.items()} == {
@@ -253,7 +259,7 @@ JUDGE_KEY = "sk-judge-key-8675309"
 def test_research_agent_searches_the_web_and_an_http_judge_grades_it(protocol: str, tmp_path: Path) -> None:
     script = [
         # the judge (same server; first: its prompt holds the question too)
-        {"match": "Predicted answer: Canberra", "turns": ["A"]},
+        {"match": quoted("Canberra"), "turns": ["A"]},
         # the agent: one search, then the answer from its results
         {"match": "capital city of Australia", "turns": [
             {"tool_calls": [{"name": "web_search", "arguments": {"query": "capital of Australia"}}]},
@@ -293,7 +299,7 @@ def test_research_agent_searches_the_web_and_an_http_judge_grades_it(protocol: s
 def test_judge_calls_are_retried_like_any_model_call(tmp_path: Path) -> None:
     # every 2nd completion is a 429: the agent's call (1st) passes, the judge's first call (2nd) is refused and
     # retried (3rd), so the attempt is graded, not an eval_error
-    script = [{"match": "Predicted answer: Canberra", "turns": ["A"]},
+    script = [{"match": quoted("Canberra"), "turns": ["A"]},
               {"match": "capital city of Australia", "turns": ["Canberra"]}]
     with _server({"bundled": False, "script": script}, fail_status=429, fail_every=2, retry_after=0) as server:
         judge = {"id": "scripted", "base_url": server.base_url, "api_key": JUDGE_KEY}
@@ -339,7 +345,7 @@ def test_hle_without_a_judge_is_refused_unless_match_is_asked_for_by_name(tmp_pa
 
 def test_the_judge_key_can_come_from_an_environment_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENTCOMPASS_TEST_JUDGE_KEY", JUDGE_KEY)
-    script = [{"match": "Predicted answer: Canberra", "turns": ["A"]},
+    script = [{"match": quoted("Canberra"), "turns": ["A"]},
               {"match": "capital city of Australia", "turns": ["Canberra"]}]
     with _server({"bundled": False, "script": script}, require_api_key=JUDGE_KEY) as server:
         judge = {"id": "scripted", "base_url": server.base_url, "api_key_env": "AGENTCOMPASS_TEST_JUDGE_KEY"}
@@ -361,7 +367,7 @@ def test_judge_prompt_is_given_per_item_kind_and_takes_simple_evals_placeholder_
     assert err.value.field == "benchmark.params.judge_prompt" and "rubric" in str(err.value)
     rubric = "Q: {question}\nRubric ({max_points} points): {correct_answer}\nAnswer: {response}\nVERDICT: <points>"
     judge = {"id": "scripted", "params": {"bundled": False, "script": [
-        {"match": "Predicted: Sydney", "turns": ["B"]},
+        {"match": quoted("Sydney"), "turns": ["B"]},
         {"match": "Rubric (10 points)", "turns": ["VERDICT: 8"]}]}}
     out = _run(tmp_path, AGENT, judge, ["qa-local-03", "qa-local-16"],
                judge_prompt={"short": one, "rubric": rubric})
