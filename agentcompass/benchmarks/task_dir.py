@@ -59,6 +59,7 @@ from .base import Benchmark
 from .task_dir_files import (
     MAX_CONFIG_BYTES,
     MAX_INSTRUCTION_BYTES,
+    MAX_SOLUTION_BYTES,
     check_tree,
     load_task_toml,
     read_text,
@@ -209,7 +210,7 @@ def read_task(root: Path, task_id: str) -> TaskFolder:
         raise ValueError(f"task {task_id!r}: no tests/test.sh")
     check_tree(root, "tests", task_id)
     if os.path.isdir(resolve(root, "solution", task_id)):
-        read_tree(root, "solution", task_id)  # what reference_solution hands over, checked now
+        check_tree(root, "solution", task_id, total_cap=MAX_SOLUTION_BYTES)  # what reference_solution reads
     workdir = DEFAULT_WORKDIR
     if _has(root, "environment/Dockerfile", task_id):
         found = _WORKDIR.findall(read_text(root, "environment/Dockerfile", task_id, MAX_CONFIG_BYTES))

@@ -521,6 +521,26 @@ def test_the_verifier_distrusts_what_the_agent_could_have_left(tmp_path: Path, b
 
 
 @pytest.mark.timeout(1800)
+def test_a_hostile_reward_file_is_the_attempts_failure_not_an_engine_error(tmp_path: Path, base_image: str,  # noqa: F811
+                                                                           docker_run_id: str) -> None:  # noqa: F811
+    root = tmp_path / "data" / "task_dir"
+    # the verifier's output is hostile (the agent's code runs in it): a reward.json nested 100,000 deep, and one
+    # of 300 MB (sparse), are graded as failures with the reason, never an eval_error
+    _hostile(root, "deep", test="python3 -c \"print('[' * 100000 + ']' * 100000)\" > /logs/verifier/reward.json\n")
+    _hostile(root, "huge", test="python3 -c \"open('/logs/verifier/reward.json', 'wb').truncate(300 << 20)\"\n")
+    _hostile(root, "harbor", test="echo '{\"reward\": 1.0, \"details\": {\"passed\": 3}}' > "
+                                  "/logs/verifier/reward.json\n")
+    out = _run("task_dir", "oracle", tmp_path, docker_run_id)
+    details = {d["task_id"]: d["attempts"]["1"] for d in _details(out.paths.run_dir).values()}
+    assert not out.errors_by_kind, details
+    assert details["deep"]["status"] == "completed" and details["deep"]["score"] == 0.0, details["deep"]
+    assert "nested too deeply" in details["deep"]["extra"]["reward_error"]
+    assert details["huge"]["status"] == "completed" and details["huge"]["score"] == 0.0, details["huge"]
+    assert "reward.json is larger than" in details["huge"]["extra"]["reward_error"]
+    assert details["harbor"]["score"] == 1.0, details["harbor"]
+
+
+@pytest.mark.timeout(1800)
 def test_the_tasks_agent_timeout_bounds_the_attempt(tmp_path: Path, base_image: str,  # noqa: F811
                                                      docker_run_id: str) -> None:  # noqa: F811
     root = tmp_path / "data" / "task_dir"
