@@ -154,3 +154,16 @@ def test_the_agents_code_cannot_pass_its_own_failure_off_as_the_sandboxs(tmp_pat
             f"os._exit({humaneval_sandbox.SETUP_FAILED_EXIT})\n")
     out = run("FileHarness", "given", tmp_path=tmp_path, code=code, benchmark_params={"sample_ids": "HumanEval/0"})
     assert (out.metrics["graded_tasks"], out.metrics["solved"]) == (1, 0), _eval_extra(out)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("setpriv") is None,
+                    reason="needs root and util-linux's setpriv to become an unprivileged user")
+def test_the_sandbox_can_be_had_as_an_unprivileged_user_too() -> None:
+    # an interpreter the unprivileged user can run (the engine's may sit under root's 0700 home)
+    python = next((p for p in ("/usr/bin/python3", "/usr/local/bin/python3") if os.access(p, os.X_OK)), None)
+    if python is None:
+        pytest.skip("no system python3")
+    done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", python, "-I",
+                           humaneval_sandbox.__file__, "--probe"], capture_output=True, text=True, timeout=120,
+                          check=False, cwd="/")
+    assert (done.returncode, done.stdout.strip()) == (0, "ok"), done.stderr
