@@ -37,6 +37,7 @@ import msgspec
 from ._errors import ConfigError
 from ._validate import Count, Seconds
 from .models.endpoint import key_of
+from .tool_json import MAX_DEPTH, nesting_depth
 from .tools import ToolError, ToolSession
 
 SearchProviderName = Literal["brave", "searxng"]
@@ -45,6 +46,9 @@ DEFAULT_BASE_URLS: dict[str, str] = {"brave": "https://api.search.brave.com"}
 #: bytes of a search API's answer read at most
 _MAX_SEARCH_BYTES = 4 << 20
 _SNIPPET_CHARS = 500
+#: characters of one result field reduced to text at most (a field can be megabytes of markup)
+_FIELD_SOURCE_CHARS = 20_000
+_URL_CHARS = 2048
 
 
 class SearchSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True, omit_defaults=True):
@@ -123,13 +127,24 @@ class SearchProvider(abc.ABC):
             raise ToolError(f"the {self.name} search API answered HTTP {resp.status_code}: "
                             f"{bytes(body[:200]).decode('utf-8', 'replace')}")
         try:
-            return msgspec.json.decode(bytes(body))
+            data = msgspec.json.decode(bytes(body))
         except msgspec.DecodeError:
             raise ToolError(f"the {self.name} search API answered something that is not JSON") from None
+        except RecursionError:
+            deep = True
+        else:
+            deep = nesting_depth(data, MAX_DEPTH) > MAX_DEPTH
+        if deep:
+            raise ToolError(f"the {self.name} search API answered JSON nested deeper than {MAX_DEPTH} levels")
+        return data
 
 
 def _text(value: Any) -> str:
-    return _strip_tags(value)[:_SNIPPET_CHARS] if isinstance(value, str) else ""
+    return _strip_tags(value[:_FIELD_SOURCE_CHARS])[:_SNIPPET_CHARS] if isinstance(value, str) else ""
+
+
+def _url(value: Any) -> str:
+    return value[:_URL_CHARS] if isinstance(value, str) else ""
 
 
 class BraveSearch(SearchProvider):
@@ -148,7 +163,7 @@ class BraveSearch(SearchProvider):
             return []
         if not isinstance(results, list):
             raise ToolError("the brave search answer has no list of web results")
-        return [SearchHit(title=_text(r.get("title")), url=str(r.get("url") or ""), snippet=_text(r.get("description")))
+        return [SearchHit(title=_text(r.get("title")), url=_url(r.get("url")), snippet=_text(r.get("description")))
                 for r in results[:max_results] if isinstance(r, dict) and r.get("url")]
 
 
@@ -165,7 +180,7 @@ class SearxngSearch(SearchProvider):
         results = data.get("results") if isinstance(data, dict) else None
         if not isinstance(results, list):
             raise ToolError("the searxng answer has no list of results")
-        return [SearchHit(title=_text(r.get("title")), url=str(r.get("url") or ""), snippet=_text(r.get("content")))
+        return [SearchHit(title=_text(r.get("title")), url=_url(r.get("url")), snippet=_text(r.get("content")))
                 for r in results[:max_results] if isinstance(r, dict) and r.get("url")]
 
 
@@ -182,14 +197,33 @@ _TOOL_SPECS: dict[str, dict[str, Any]] = {
                        "required": ["url"]}}},
 }
 
-_SCRIPT = re.compile(r"<(script|style|noscript)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
-_TAG = re.compile(r"<[^>]+>")
+# every pattern here runs in time linear in the text: a page or an API answer is hostile input, and a pattern that
+# rescans from each '<' to the end (``<[^>]+>``, ``<script.*?</script>``) is quadratic on unclosed tags
+_SCRIPT_OPEN = re.compile(r"<(script|style|noscript)\b", re.IGNORECASE)
+_SCRIPT_CLOSE = {name: re.compile(rf"</{name}\s*>", re.IGNORECASE) for name in ("script", "style", "noscript")}
+_TAG = re.compile(r"<[^<>]*>")
 _BLANKS = re.compile(r"[ \t\r\f\v]+")
 _LINES = re.compile(r"\n\s*\n+")
 
 
+def _drop_scripts(text: str) -> str:
+    """``text`` without script, style and noscript elements (an unclosed one runs to the end, as in a browser)."""
+    parts: list[str] = []
+    pos = 0
+    while (opened := _SCRIPT_OPEN.search(text, pos)) is not None:
+        parts.append(text[pos:opened.start()])
+        closed = _SCRIPT_CLOSE[opened.group(1).lower()].search(text, opened.end())
+        if closed is None:
+            pos = len(text)
+            break
+        parts.append(" ")
+        pos = closed.end()
+    parts.append(text[pos:])
+    return "".join(parts)
+
+
 def _strip_tags(text: str) -> str:
-    text = _TAG.sub(" ", _SCRIPT.sub(" ", text))
+    text = _TAG.sub(" ", _drop_scripts(text))
     return _LINES.sub("\n\n", _BLANKS.sub(" ", html.unescape(text))).strip()
 
 

@@ -25,14 +25,14 @@ from typing import Any, ClassVar
 import msgspec
 
 from .._errors import ConfigError, EvalError
-from .._validate import Attempts, Count
+from .._validate import Attempts, Count, Seconds
 from ..interfaces import ComponentContext, EvalContext, EvalResult, PreparedTask, RunContext, TaskSpec
 from ..params import as_params
 from ..tools import RECORD_KEY, ToolSession
 from .base import Benchmark
 from .bfcl_checker import check_answer
 from .bfcl_metrics import BFCLAccumulator
-from .bfcl_multi_turn import GRADE_TIMEOUT_S
+from .bfcl_multi_turn import CALL_TIMEOUT_S, GRADE_TIMEOUT_S
 from .bfcl_package import BFCL_EVAL_VERSION, data_dir, ensure_bfcl_eval
 from .bfcl_schema import to_tools, with_language_hint
 
@@ -93,7 +93,8 @@ def load_category(data: Path, category: str) -> tuple[tuple[dict[str, Any], Any]
 class BFCLParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """``bfcl`` params: ``categories`` (default: all of ``CATEGORIES``), per category either the first ``limit``
     questions or a random ``sample`` of them (``seed``), or explicit ``task_ids`` (BFCL's ids, e.g.
-    ``simple_python_0``, ``multi_turn_base_3``); ``k`` attempts per task."""
+    ``simple_python_0``, ``multi_turn_base_3``); ``k`` attempts per task; ``call_timeout_s``: seconds one multi-turn
+    tool call may run before its worker process is killed and the question ends (default ``CALL_TIMEOUT_S``)."""
 
     categories: list[str] | None = None
     limit: Count | None = None
@@ -101,6 +102,7 @@ class BFCLParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     seed: int = 0
     task_ids: list[str] | None = None
     k: Attempts | None = None
+    call_timeout_s: Seconds | None = None
 
 
 class SingleTurnSession(ToolSession):
@@ -214,7 +216,8 @@ class BFCL(Benchmark):
         category = task.category or ""
         if is_multi_turn(category):
             from .bfcl_multi_turn import MultiTurnSession
-            return MultiTurnSession(entry, entry["function"], entry.get("missed_function") or {})
+            return MultiTurnSession(entry, entry["function"], entry.get("missed_function") or {},
+                                    call_timeout_s=self.p.call_timeout_s or CALL_TIMEOUT_S)
         return SingleTurnSession(entry, category)
 
     async def evaluate(self, ctx: EvalContext) -> EvalResult:

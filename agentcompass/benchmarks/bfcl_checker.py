@@ -14,10 +14,10 @@ categories pass when the answer holds no call, relevance ones when it holds one.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, cast
 
+from ..tool_json import loads_bounded
 from .bfcl_java_js import JAVA_TYPES, JS_TYPES, java_value, js_value
 
 Verdict = dict[str, Any]
@@ -27,6 +27,8 @@ _PYTHON_TYPES: dict[str, type] = {"string": str, "integer": int, "float": float,
 _NESTED_PYTHON = ("array", "tuple")
 _NESTED_CONVERTED = ("Array", "ArrayList", "array")
 _STRIP = re.compile(r"[ ,./\-_*^]")
+#: characters of one call's arguments decoded at most (the tool_agent harness's cap on arguments it executes).
+MAX_ARGUMENT_CHARS = 256 * 1024
 
 
 def language_of(category: str) -> str:
@@ -57,7 +59,8 @@ _OK: Verdict = {"valid": True, "error": []}
 
 def decode_calls(answer: Any) -> list[dict[str, Any]]:
     """The answer's calls as ``[{name: {param: value}}]``; ValueError when they do not decode (a text answer,
-    arguments that are not JSON)."""
+    arguments that are not JSON, longer than ``MAX_ARGUMENT_CHARS`` or nested deeper than ``tool_json.MAX_DEPTH``:
+    no BFCL answer comes near either)."""
     if isinstance(answer, str):
         if answer:
             raise ValueError("the answer is text, not function calls")
@@ -70,7 +73,8 @@ def decode_calls(answer: Any) -> list[dict[str, Any]]:
             raise ValueError("a call is not a {name: arguments} object")
         name = next(iter(call))
         raw = call[name]
-        out.append({name: json.loads(raw) if isinstance(raw, str) else raw})
+        out.append({name: loads_bounded(raw, what=f"the arguments of {name}", max_chars=MAX_ARGUMENT_CHARS)
+                    if isinstance(raw, str) else raw})
     return out
 
 

@@ -14,17 +14,20 @@ fails as force-terminated; a step whose arguments do not decode is dropped, as B
 
 Live, a step any of whose calls does not decode (broken JSON, ``""``, arguments that are not an object) executes
 nothing and ends the turn, as BFCL's inference does; with ``parallel_tool_calls`` off only the calls the harness
-executed are recorded, so grading replays exactly what ran. Every call runs guarded (``ApiState.execute``): integer
-powers and precisions above a cap are refused as an error result, the Decimal and mpmath precision a call sets is
-restored after it, any exception (formatting a result included) is an error result the model sees, as in BFCL.
-The session runs each call in its own worker thread under ``CALL_TIMEOUT_S``; grading runs under ``GRADE_TIMEOUT_S``.
+executed are recorded, so grading replays exactly what ran. Arguments longer than ``MAX_ARGUMENT_CHARS`` or nested
+deeper than ``tool_json.MAX_DEPTH`` do not decode either (the model is told which bound). Every call runs guarded
+(``ApiState.execute``): integer powers and precisions above a cap are refused as an error result, the Decimal and
+mpmath precision a call sets is restored after it, any exception (formatting a result included) is an error result
+the model sees, as in BFCL.
+
+The API instances live in a ``HostWorker`` process of the session, never on the event loop: a call that runs past
+``call_timeout_s`` (``CALL_TIMEOUT_S`` unless the ``call_timeout_s`` param says) gets the process killed, the model an
+error result, and the question ends there. Grading re-executes in a fresh worker under ``GRADE_TIMEOUT_S``.
 """
 
 from __future__ import annotations
 
 import ast
-import asyncio
-import concurrent.futures
 import copy
 import decimal
 import importlib
@@ -34,6 +37,8 @@ import math
 import threading
 from typing import Any, ClassVar
 
+from ..host_worker import HostWorker, WorkerError, run_in_worker
+from ..tool_json import loads_bounded
 from ..tools import ToolError, ToolSession
 from .bfcl_schema import to_tools, with_language_hint
 
@@ -54,6 +59,8 @@ _REFUSED = ("kill", "exit", "quit", "remove", "unlink", "popen", "Popen", "run")
 MAX_POWER_BITS = 1_000_000
 MAX_PRECISION = 10_000
 MAX_RESULT_CHARS = 1_000_000
+#: characters of one call's arguments decoded at most (the tool_agent harness's cap on arguments it executes).
+MAX_ARGUMENT_CHARS = 256 * 1024
 #: seconds one live call may take before the session gives up on the question.
 CALL_TIMEOUT_S = 30.0
 #: seconds re-executing one question for grading may take (an eval_error beyond).
@@ -153,17 +160,24 @@ def parse_call(text: str) -> tuple[str, tuple[Any, ...], dict[str, Any]]:
             {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg is not None})
 
 
+def _decode_step(step: list[list[str]]) -> list[tuple[str, dict[str, Any]]]:
+    """One step's calls decoded; ValueError naming the first call whose arguments are not a JSON object (or
+    break the size and depth bounds)."""
+    calls = []
+    for name, raw in step:
+        args = loads_bounded(raw, what=f"the arguments of {name}", max_chars=MAX_ARGUMENT_CHARS)
+        if not isinstance(args, dict):
+            raise ValueError(f"the arguments of {name} are not a JSON object")
+        calls.append((name, args))
+    return calls
+
+
 def _decoded_steps(turn: list[list[list[str]]]) -> list[list[tuple[str, dict[str, Any]]]]:
     """The turn's steps as BFCL decodes them: a step whose arguments are not a JSON object is dropped."""
     out = []
     for step in turn:
         try:
-            calls = []
-            for name, raw in step:
-                args = json.loads(raw)
-                if not isinstance(args, dict):
-                    raise ValueError("arguments are not an object")
-                calls.append((name, args))
+            calls = _decode_step(step)
         except ValueError:
             continue
         if calls:
@@ -231,13 +245,14 @@ class MultiTurnSession(ToolSession):
     executes_tools: ClassVar[bool] = True
 
     def __init__(self, entry: dict[str, Any], functions: list[dict[str, Any]],
-                 held_out: dict[str, list[dict[str, Any]]]) -> None:
+                 held_out: dict[str, list[dict[str, Any]]], call_timeout_s: float = CALL_TIMEOUT_S) -> None:
         self.entry = entry
         self.functions = with_language_hint(functions, entry["id"])
         self._tools: list[dict[str, Any]] | None = None
         self.held_out = held_out  # BFCL offers held-out docs as they are (no hint)
-        self.state = ApiState(entry.get("initial_config", {}), entry["involved_classes"],
-                              is_long_context(entry["id"]))
+        #: the process holding the question's API instances (started by the first call)
+        self.worker = HostWorker(f"bfcl {entry['id']}")
+        self._opened = False
         self.turn = 0
         self.turns: list[list[list[list[str]]]] = [[]]
         self.steps_in_turn = 0
@@ -246,9 +261,9 @@ class MultiTurnSession(ToolSession):
         self._pending: list[list[str]] = []  # the current step's calls, recorded as they are executed
         self._step: list[list[str]] | None = None
         self._rejected = False  # the current step does not decode: nothing runs, the turn ends
-        self._worker: concurrent.futures.ThreadPoolExecutor | None = None
+        self._why_rejected = ""
         #: seconds one call may take before the question ends
-        self.call_timeout_s = CALL_TIMEOUT_S
+        self.call_timeout_s = call_timeout_s
 
     def tools(self) -> list[dict[str, Any]]:
         if self._tools is None:
@@ -264,10 +279,13 @@ class MultiTurnSession(ToolSession):
         if not calls or self.finished():
             return
         raw = [[c["function"]["name"], c["function"]["arguments"]] for c in calls]
-        if not _decoded_steps([raw]):
+        try:
+            _decode_step(raw)
+        except ValueError as exc:
             # as BFCL's inference: a step that does not decode runs nothing and ends the turn; it is kept as sent
             # (grading drops it as BFCL's checker does)
             self._rejected = True
+            self._why_rejected = str(exc)
             self.turns[-1].append(raw)
             return
         self._pending = raw
@@ -285,23 +303,29 @@ class MultiTurnSession(ToolSession):
 
     async def call(self, name: str, arguments: dict[str, Any]) -> str:
         if self._rejected:
-            raise ToolError("the step's arguments are not all JSON objects: nothing of it was executed")
+            raise ToolError(f"the step's arguments are not all JSON objects ({self._why_rejected}): nothing of it "
+                            "was executed")
         if self.timed_out or self._step is None or len(self._step) >= len(self._pending):
             raise ToolError("no further calls are executed in this question")
         expected = self._pending[len(self._step)]
         if expected[0] != name:
             raise ToolError(f"call {name!r} is not the next call of this step")
         self._step.append(expected)  # what ran is what grading replays
-        if self._worker is None:
-            self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bfcl-call")
-        loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self._worker, self.state.execute, name, (), arguments)
         try:
-            async with asyncio.timeout(self.call_timeout_s):
-                return await asyncio.shield(future)
+            if not self._opened:
+                await self.worker.call(f"{__name__}:worker_open", self.entry.get("initial_config", {}),
+                                       self.entry["involved_classes"], is_long_context(self.entry["id"]),
+                                       timeout_s=self.call_timeout_s)
+                self._opened = True
+            result = await self.worker.call(f"{__name__}:worker_execute", name, arguments,
+                                            timeout_s=self.call_timeout_s)
         except TimeoutError:
-            self.timed_out = True  # the worker may still be running: nothing more is executed in this question
+            self.timed_out = True  # the worker was killed with the question's state: nothing more runs
             raise ToolError(f"the call took over {self.call_timeout_s:g}s; the question ends here") from None
+        except WorkerError as exc:
+            self.timed_out = True
+            raise ToolError(f"the call failed ({exc}); the question ends here") from None
+        return str(result)
 
     async def next_user_message(self, messages: list[dict[str, Any]]) -> str | None:
         if self.force_quit or self.turn + 1 >= len(self.entry["question"]):
@@ -322,20 +346,31 @@ class MultiTurnSession(ToolSession):
         return out
 
     async def aclose(self) -> None:
-        if self._worker is not None:
-            self._worker.shutdown(wait=False, cancel_futures=True)
+        await self.worker.aclose()
+
+
+#: the API instances of the session whose worker process this is (see ``worker_open``).
+_WORKER_STATE: list[ApiState] = []
+
+
+def worker_open(initial_config: dict[str, Any], classes: list[str], long_context: bool) -> None:
+    """In a session's worker process: load the question's API instances."""
+    _WORKER_STATE[:] = [ApiState(initial_config, classes, long_context)]
+
+
+def worker_execute(name: str, kwargs: dict[str, Any]) -> str:
+    """In a session's worker process: one guarded call (``ApiState.execute``)."""
+    return _WORKER_STATE[0].execute(name, (), kwargs)
 
 
 async def grade_multi_turn(entry: dict[str, Any], turns: list[list[list[list[str]]]],
                            ground_truth: list[list[str]], timeout_s: float = GRADE_TIMEOUT_S) -> dict[str, Any]:
-    """``check_multi_turn`` off the event loop under a deadline (TimeoutError beyond it)."""
-    worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bfcl-grade")
-    try:
-        future = asyncio.get_running_loop().run_in_executor(worker, check_multi_turn, entry, turns, ground_truth)
-        async with asyncio.timeout(timeout_s):
-            return await asyncio.shield(future)
-    finally:
-        worker.shutdown(wait=False, cancel_futures=True)
+    """``check_multi_turn`` in a worker process under a deadline (TimeoutError beyond it; the process is killed)."""
+    verdict = await run_in_worker(f"{__name__}:check_multi_turn", entry, turns, ground_truth, timeout_s=timeout_s,
+                                  name=f"bfcl grading {entry.get('id')}")
+    if not isinstance(verdict, dict):
+        raise WorkerError("the grading worker answered something that is not a verdict")
+    return verdict
 
 
 __all__ = ["API_MODULES", "ApiState", "MultiTurnSession", "check_multi_turn", "grade_multi_turn", "parse_call"]
