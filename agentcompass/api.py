@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+from collections.abc import Callable
 from typing import Any
 
 from ._errors import ConfigError, NotSupportedYet, RunInsideLoopError
@@ -38,16 +40,34 @@ async def _run_supervisor(spec: OrchestrationSpec, invalid: dict[int, ConfigErro
     return await Supervisor(spec, on_progress, invalid=invalid).run()
 
 
-def _new_loop() -> asyncio.AbstractEventLoop:
+#: picks ``launch()``'s event loop: ``auto`` (uvloop where installed, else the stdlib loop), ``asyncio`` (the
+#: stdlib loop, e.g. to test the path a machine without uvloop takes) or ``uvloop`` (an error without it).
+EVENT_LOOP_ENV = "AGENTCOMPASS_EVENT_LOOP"
+EVENT_LOOPS = ("auto", "asyncio", "uvloop")
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
+    """The event loop factory ``EVENT_LOOP_ENV`` asks for; ``ConfigError`` naming it for a value not allowed
+    or for ``uvloop`` where it is not installed."""
+    choice = os.environ.get(EVENT_LOOP_ENV, "").strip().lower() or "auto"
+    if choice not in EVENT_LOOPS:
+        raise ConfigError(f"Invalid `{EVENT_LOOP_ENV}` {os.environ[EVENT_LOOP_ENV]!r}; allowed: "
+                          f"{', '.join(EVENT_LOOPS)}.", field=EVENT_LOOP_ENV)
+    if choice == "asyncio":
+        return asyncio.new_event_loop
     try:
         import uvloop
     except ImportError:
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
+        if choice == "uvloop":
+            raise ConfigError(f"`{EVENT_LOOP_ENV}=uvloop` but uvloop is not installed; install it or use "
+                              f"`auto` / `asyncio`.", field=EVENT_LOOP_ENV) from None
+        return asyncio.new_event_loop
+    return uvloop.new_event_loop
 
 
 def launch(spec: OrchestrationSpec | dict[str, Any], *, on_progress: OnProgress | None = None) -> LaunchResult:
-    """Like ``async_launch`` but on a private event loop (uvloop where available).
+    """Like ``async_launch`` but on a private event loop (uvloop where available; ``AGENTCOMPASS_EVENT_LOOP``
+    = ``asyncio`` picks the stdlib loop).
 
     Raises RunInsideLoopError when called from a running event loop: use ``await async_launch(...)``."""
     try:
@@ -59,6 +79,7 @@ def launch(spec: OrchestrationSpec | dict[str, Any], *, on_progress: OnProgress 
             "launch()/run_evaluation() cannot run inside a running event loop (e.g. Jupyter, an async app). "
             "Use `await agentcompass.async_launch(spec)` there instead.")
     _check_on_progress(on_progress)
+    loop_factory = _loop_factory()
     parsed, invalid = parse_orchestration_isolated(spec)
     terminated = False
 
@@ -90,7 +111,7 @@ def launch(spec: OrchestrationSpec | dict[str, Any], *, on_progress: OnProgress 
             if installed:
                 loop.remove_signal_handler(signal.SIGTERM)
 
-    with asyncio.Runner(loop_factory=_new_loop) as runner:
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
         result = runner.run(main())
     if result is None:
         raise SystemExit(128 + signal.SIGTERM)

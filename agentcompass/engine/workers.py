@@ -8,6 +8,11 @@ the workers are daemons, so Ctrl-C or SIGTERM ends the process once the run is r
 The pool is elastic (a worker is started whenever none is idle, up to ``max_workers``, 256 by default; idle
 ones retire after ``idle_s``): with the stdlib's ``cpu + 4`` workers, a few calls stuck in blocking reads
 starve everything else that needs a thread, e.g. closing the environments of a cancelled run.
+
+It subclasses ``ThreadPoolExecutor`` because the stdlib event loop's ``set_default_executor`` accepts nothing
+else (uvloop accepts any executor); it keeps none of the parent's machinery: ``submit`` and ``shutdown`` are
+its own, and its state uses names the parent does not (the parent's attributes stay as its ``__init__`` left
+them, unused).
 """
 
 from __future__ import annotations
@@ -25,35 +30,36 @@ _Item = tuple[concurrent.futures.Future[Any], Callable[..., Any], tuple[Any, ...
 _ids = itertools.count()
 
 
-class DaemonThreadPool(concurrent.futures.Executor):
+class DaemonThreadPool(concurrent.futures.ThreadPoolExecutor):
     """A thread pool whose workers are daemon threads and whose ``shutdown`` waits ``grace_s`` at most."""
 
     def __init__(self, max_workers: int = 256, *, grace_s: float = 5.0, idle_s: float = 30.0) -> None:
+        super().__init__(max_workers=max_workers, thread_name_prefix="agentcompass-worker")
         self._max = max_workers
         self._grace_s = grace_s
         self._idle_s = idle_s
         self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._idle = threading.Semaphore(0)
         self._lock = threading.Lock()
-        self._threads: list[threading.Thread] = []
-        self._shutdown = False
+        self._workers: list[threading.Thread] = []
+        self._closed = False
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[T]:
         with self._lock:
-            if self._shutdown:
+            if self._closed:
                 raise RuntimeError("cannot schedule new futures after shutdown")
             fut: concurrent.futures.Future[T] = concurrent.futures.Future()
             self._queue.put((fut, fn, args, kwargs))
-            if not self._idle.acquire(blocking=False) and len(self._threads) < self._max:
+            if not self._idle.acquire(blocking=False) and len(self._workers) < self._max:
                 t = threading.Thread(target=self._work, name=f"agentcompass-worker-{next(_ids)}", daemon=True)
                 try:
                     t.start()
                 except RuntimeError:  # no thread to be had (process-table pressure): a busy worker gets to it
-                    if not self._threads:
+                    if not self._workers:
                         fut.cancel()
                         raise
                 else:
-                    self._threads.append(t)
+                    self._workers.append(t)
             return fut
 
     def _work(self) -> None:
@@ -63,7 +69,7 @@ class DaemonThreadPool(concurrent.futures.Executor):
             except queue.Empty:
                 with self._lock:
                     if self._idle.acquire(blocking=False):  # still counted idle, so nobody is relying on us
-                        self._threads.remove(threading.current_thread())
+                        self._workers.remove(threading.current_thread())
                         return
                 continue
             if item is None:
@@ -81,8 +87,8 @@ class DaemonThreadPool(concurrent.futures.Executor):
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         with self._lock:
-            self._shutdown = True
-            threads = list(self._threads)
+            self._closed = True
+            threads = list(self._workers)
         if cancel_futures:
             while True:
                 try:
