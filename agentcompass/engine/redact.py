@@ -28,6 +28,11 @@ class Redactor:
     def __bool__(self) -> bool:
         return bool(self._text)
 
+    @property
+    def byte_patterns(self) -> tuple[bytes, ...]:
+        """The byte strings masked, longest first (for a stream redactor that must see a secret whole)."""
+        return tuple(self._bytes)
+
     def text(self, value: str) -> str:
         for s in self._text:
             if s in value:

@@ -44,20 +44,24 @@ import asyncio
 import contextlib
 import logging
 import random
+import re
 import secrets
 import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from urllib.parse import unquote
 
 import httpx
 import msgspec
 from aiohttp import web
 
+from ..engine.redact import Redactor
 from ..records import Usage
 from ._deadline import Deadline, default_total_timeout
 from ._http import DEFAULT_MAX_RESPONSE_BYTES
 from .adaptive import AdaptiveLimiter, Outcome, Ticket
+from .body_budget import PROCESS_BODY_BUDGET, BodyLease, ByteBudget
 from .envelope import AttemptKey, EnvelopeError, EnvelopeSigner, is_envelope
 from .gateway_ledger import (
     EVENT_END,
@@ -72,6 +76,7 @@ from .gateway_ledger import (
 )
 from .openai_chat import parse_retry_after
 from .retry import RetryPolicy
+from .stream_redact import StreamRedactor
 
 log = logging.getLogger("agentcompass.models.gateway")
 
@@ -88,6 +93,11 @@ _MAX_EVENT_BYTES = 4 * 1024 * 1024
 _CUT_WRITE_S = 5.0
 _ENC = msgspec.json.Encoder()
 _DEC = msgspec.json.Decoder()
+#: one segment of a model id in ``GET /v1/models/<id>`` (ids like ``org/name:tag@rev`` have several)
+_MODEL_ID_SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+~-]*\Z")
+_MAX_PATH_CHARS = 2048
+#: extra upstream headers whose values are credentials (masked in what goes back to the agent)
+_SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie|password", re.IGNORECASE)
 
 #: ``on_retry(key, kind, backoff_s, try_no)``: an upstream try failed and is retried after ``backoff_s``.
 OnGatewayRetry = Callable[[AttemptKey, str, float, int], None]
@@ -98,6 +108,68 @@ def error_response(status: int, message: str, *, type_: str = "invalid_request_e
     """An OpenAI-shaped error answer."""
     body = _ENC.encode({"error": {"message": message, "type": type_, "param": None, "code": code}})
     return web.Response(status=status, body=body, content_type="application/json", headers=headers)
+
+
+def canonical_path(target: str) -> str | None:
+    """The path of a request target percent-decoded once, with empty and dot segments resolved; None for a
+    target that is no plain absolute path (a ``%`` left after decoding, a backslash, a control character,
+    invalid UTF-8, a ``..`` above the root, over 2048 characters)."""
+    path = target.split("?", 1)[0]
+    if not path.startswith("/") or len(path) > _MAX_PATH_CHARS:
+        return None
+    try:
+        decoded = unquote(path, errors="strict")
+    except UnicodeDecodeError:
+        return None
+    if "%" in decoded or "\\" in decoded or any(c <= " " or c == "\x7f" for c in decoded):
+        return None
+    out: list[str] = []
+    for seg in decoded.split("/"):
+        if seg in ("", "."):
+            continue
+        if seg == "..":
+            if not out:
+                return None
+            out.pop()
+        else:
+            out.append(seg)
+    return "/" + "/".join(out)
+
+
+def served_route(path: str) -> tuple[str | None, str] | None:
+    """(route token or None, API path below ``/v1``) of a canonical path the gateway serves; None otherwise."""
+    segs = path.strip("/").split("/")
+    token = None
+    if segs[0] == ROUTE_PREFIX.strip("/"):
+        if len(segs) < 2:
+            return None
+        token, segs = segs[1], segs[2:]
+    if segs and segs[0] == "v1":
+        segs = segs[1:]
+    api_path = "/".join(segs)
+    if api_path in _POST_PATHS or api_path == "models":
+        return token, api_path
+    if len(segs) >= 2 and segs[0] == "models" and all(_MODEL_ID_SEGMENT.match(s) for s in segs[1:]):
+        return token, api_path
+    return None
+
+
+@dataclass
+class GatewayStats:
+    """What the gateway refused, by reason (counters since start)."""
+
+    #: request paths outside the served routes (404)
+    not_found: int = 0
+    #: bodies over ``max_body_bytes``, declared or read (413)
+    too_large: int = 0
+    #: bodies not through within ``body_timeout_s`` (408)
+    body_timeouts: int = 0
+    #: bodies refused because the process-wide body budget was full (503)
+    busy: int = 0
+    #: calls over ``max_calls_per_grant`` (429)
+    grant_busy: int = 0
+    #: connections over ``max_connections``, answered 503 and closed at once
+    refused_connections: int = 0
 
 
 @dataclass
@@ -161,11 +233,20 @@ class _Deny(Exception):
         self.code = code
 
 
+class _Refused(Exception):
+    """A request body the gateway will not take: ``response`` answers it and the connection is closed."""
+
+    def __init__(self, response: web.Response) -> None:
+        super().__init__(response.status)
+        response.force_close()
+        self.response = response
+
+
 class _Call:
     """One proxied call while it runs: the answer being streamed (if any) and what the ledger gets."""
 
-    __slots__ = ("api_path", "passthrough", "response", "retries", "started", "status", "stream", "usage",
-                 "usage_reader")
+    __slots__ = ("api_path", "passthrough", "redact", "response", "retries", "started", "status", "stream",
+                 "usage", "usage_reader")
 
     def __init__(self, api_path: str) -> None:
         self.api_path = api_path
@@ -177,6 +258,7 @@ class _Call:
         self.usage: Usage | None = None
         self.usage_reader: StreamUsage | None = None
         self.passthrough = False  # bytes pass on as they come, not event by event
+        self.redact: StreamRedactor | None = None  # every byte relayed to the client passes it
 
 
 @dataclass
@@ -193,13 +275,39 @@ class _Answer:
 
 class Gateway:
     """The launch's model gateway (see the module doc). ``start``, then ``add_upstream`` per request and
-    ``open_grant``/``close_grant`` per try; ``aclose`` at the end."""
+    ``open_grant``/``close_grant`` per try; ``aclose`` at the end.
+
+    Limits on what clients (agents, so hostile) send: a connection must deliver a complete request head within
+    ``header_timeout_s`` of opening or of its previous answer (idle keep-alive connections are closed after
+    it too); a body must be through within ``body_timeout_s``; a body is at most ``max_body_bytes`` (a larger
+    declared ``Content-Length`` gets a 413 before anything is read) and its bytes are taken from
+    ``body_budget`` (process-wide unless given) before they are buffered; at most ``max_connections``
+    connections are open at once and at most ``max_calls_per_grant`` calls per grant are in flight."""
 
     def __init__(self, signer: EnvelopeSigner, ledger: Ledger | None = None, *, host: str = "127.0.0.1",
                  on_retry: OnGatewayRetry | None = None, max_body_bytes: int = 64 * 1024 * 1024,
                  max_buffered_bytes: int = 32 * 1024 * 1024, revoke_grace_s: float = 2.0,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, header_timeout_s: float = 30.0, body_timeout_s: float = 120.0,
+                 max_connections: int = 1024, max_calls_per_grant: int = 64,
+                 body_budget: ByteBudget | None = None) -> None:
+        for name, value in (("header_timeout_s", header_timeout_s), ("body_timeout_s", body_timeout_s)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 86400:
+                raise ValueError(f"Gateway {name} must be a number of seconds in (0, 86400), got {value!r}")
+        for name, count in (("max_body_bytes", max_body_bytes), ("max_connections", max_connections),
+                            ("max_calls_per_grant", max_calls_per_grant)):
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise ValueError(f"Gateway {name} must be a positive integer, got {count!r}")
         self.signer = signer
+        self.header_timeout_s = float(header_timeout_s)
+        self.body_timeout_s = float(body_timeout_s)
+        self.max_connections = max_connections
+        self.max_calls_per_grant = max_calls_per_grant
+        self.body_budget = body_budget or PROCESS_BODY_BUDGET
+        self.stats = GatewayStats()
+        self.open_connections = 0
+        self._servers: list[asyncio.AbstractServer] = []
+        self._secrets: set[str] = {signer.secret_text}
+        self._redactor = Redactor(self._secrets)
         self.ledger = ledger or Ledger()
         self.host = host
         self.on_retry = on_retry
@@ -222,7 +330,11 @@ class Gateway:
             raise RuntimeError("Gateway already started")
         app = web.Application(client_max_size=self._max_body)
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=5.0)
+        # aiohttp closes a connection whose next request head is not complete within keepalive_timeout of
+        # its opening or its last answer: that is the head deadline; a refused body is drained at most 1 s
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=5.0,
+                                     keepalive_timeout=self.header_timeout_s,
+                                     lingering_time=min(1.0, self.body_timeout_s))
         await self._runner.setup()
         self.base_url = await self.listen_on(self.host)
         return self.base_url
@@ -239,8 +351,11 @@ class Gateway:
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((host, 0))
-            site = web.SockSite(self._runner, sock, backlog=1024)
-            await site.start()
+            handlers = self._runner.server
+            assert handlers is not None
+            server = await asyncio.get_running_loop().create_server(
+                lambda: _CappedConnection(self, handlers), sock=sock, backlog=1024)
+            self._servers.append(server)
         except BaseException:
             sock.close()
             raise
@@ -254,6 +369,9 @@ class Gateway:
         """Stop listening, end every call, close upstream connections (bounded, idempotent)."""
         for key in list(self._grants):
             self._revoke(key)
+        servers, self._servers = self._servers, []
+        for server in servers:
+            server.close()
         runner, self._runner = self._runner, None
         if runner is not None:
             with contextlib.suppress(Exception):
@@ -275,6 +393,10 @@ class Gateway:
                 timeout=httpx.Timeout(up.timeout_s, connect=up.connect_timeout_s), trust_env=not local,
                 limits=httpx.Limits(max_connections=size, max_keepalive_connections=size))
         self._upstreams[up.request] = up
+        held = {up.api_key, *(v for k, v in up.extra_headers.items() if _SECRET_HEADER.search(k))}
+        if not held <= self._secrets:
+            self._secrets |= {s for s in held if s}
+            self._redactor = Redactor(self._secrets)
 
     async def remove_upstream(self, request: str) -> None:
         """Forget a request (its tries are revoked) and close its connections."""
@@ -354,16 +476,26 @@ class Gateway:
         return grant
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
-        path = request.path
+        try:
+            return await self._route(request)
+        except _Refused as refused:
+            return refused.response
+
+    async def _route(self, request: web.Request) -> web.StreamResponse:
+        path = canonical_path(request.raw_path)
         if path == "/health":
             return web.json_response({"status": "ok"})
-        path_token = None
-        if path.startswith(ROUTE_PREFIX):
-            path_token, _, rest = path[len(ROUTE_PREFIX):].partition("/")
-            path = "/" + rest
-        api_path = path.strip("/")
-        if api_path == "v1" or api_path.startswith("v1/"):
-            api_path = api_path[3:]
+        route = served_route(path) if path is not None else None
+        if route is None:  # nothing outside the served routes ever reaches an upstream
+            self.stats.not_found += 1
+            shown = request.raw_path.split("?", 1)[0][:200]
+            return error_response(404, f"Unknown request URL: {request.method} {shown!r}; the gateway serves "
+                                  "/v1/chat/completions, /v1/completions, /v1/responses, /v1/messages, "
+                                  "/v1/messages/count_tokens and /v1/models[/<id>].", code="unknown_url")
+        path_token, api_path = route
+        declared = request.content_length
+        if declared is not None and declared > self._max_body:
+            raise _Refused(self._too_large_body(declared))
         try:
             grant = self._authorize(path_token, request.headers)
         except _Deny as deny:
@@ -371,14 +503,16 @@ class Gateway:
         if api_path in _POST_PATHS:
             if request.method != "POST":
                 return error_response(405, f"Method {request.method} not allowed on /v1/{api_path}; use POST.")
-        elif api_path == "models" or api_path.startswith("models/"):
-            if request.method != "GET":
-                return error_response(405, f"Method {request.method} not allowed on /v1/{api_path}; use GET.")
-        else:
-            return error_response(404, f"Unknown request URL: {request.method} /v1/{api_path}.", code="unknown_url")
+        elif request.method != "GET":
+            return error_response(405, f"Method {request.method} not allowed on /v1/{api_path}; use GET.")
         up = self._upstreams.get(grant.key.request)
         if up is None:
             return error_response(401, "The request this key belongs to has ended.", code="expired_api_key")
+        if len(grant.inflight) >= self.max_calls_per_grant:
+            self.stats.grant_busy += 1
+            return error_response(429, f"This key already has {len(grant.inflight)} calls in flight "
+                                  f"(max_calls_per_grant={self.max_calls_per_grant}); wait for one to end.",
+                                  type_="rate_limit_error", code="too_many_calls")
         call = _Call(api_path)
         work = asyncio.ensure_future(self._proxy(request, up, grant.key, call))
         grant.inflight.add(work)
@@ -395,9 +529,45 @@ class Gateway:
         finally:
             grant.inflight.discard(work)
 
-    async def _read_body(self, request: web.Request, up: Upstream, call: _Call) -> tuple[bytes, bool]:
+    def _too_large_body(self, size: int) -> web.Response:
+        self.stats.too_large += 1
+        return error_response(413, f"Request body of {size} bytes or more is larger than the gateway's "
+                              f"max_body_bytes={self._max_body}.", code="request_too_large")
+
+    async def _receive_body(self, request: web.Request, lease: BodyLease) -> bytes:
+        """The request body, read within ``body_timeout_s`` and taken from the body budget before it is
+        buffered (``_Refused`` when it is too large, too slow or does not fit the budget)."""
+        if request.method != "POST" or not request.body_exists:
+            return b""
+        declared = request.content_length
+        if declared is not None and not lease.grow_to(declared):
+            raise _Refused(self._busy_body(declared))
+        chunks: list[bytes] = []
+        got = 0
+        try:
+            async with asyncio.timeout(self.body_timeout_s):
+                while chunk := await request.content.readany():
+                    got += len(chunk)
+                    if got > self._max_body:
+                        raise _Refused(self._too_large_body(got))
+                    if not lease.grow_to(got):
+                        raise _Refused(self._busy_body(got))
+                    chunks.append(chunk)
+        except TimeoutError:
+            self.stats.body_timeouts += 1
+            raise _Refused(error_response(
+                408, f"The request body was not through within body_timeout_s={self.body_timeout_s:g}s "
+                f"({got} bytes read).", code="request_timeout")) from None
+        return b"".join(chunks)
+
+    def _busy_body(self, size: int) -> web.Response:
+        self.stats.busy += 1
+        return error_response(503, f"The gateway's request-body budget ({self.body_budget.limit} bytes for all "
+                              f"bodies in flight) has no room for {size} more bytes now; retry shortly.",
+                              type_="server_error", code="gateway_busy", headers={"Retry-After": "1"})
+
+    def _prepare_body(self, request: web.Request, raw: bytes, up: Upstream, call: _Call) -> tuple[bytes, bool]:
         """(body to send upstream, whether usage was injected into a chat stream)."""
-        raw = await request.read()
         if request.method != "POST" or not raw:
             return raw, False
         try:
@@ -427,15 +597,29 @@ class Gateway:
         headers.update(up.extra_headers)
         headers.update(up.auth_headers(call.api_path, request.headers))
         url = up.url(call.api_path)
-        if request.query_string:
-            url = f"{url}?{request.query_string}"
+        if query := request.rel_url.raw_query_string:
+            url = f"{url}?{query}"
         return up.http.build_request(request.method, url, content=body if request.method == "POST" else None,
                                      headers=headers)
 
     async def _proxy(self, request: web.Request, up: Upstream, key: AttemptKey, call: _Call) -> web.StreamResponse:
+        lease = BodyLease(self.body_budget)
+        try:
+            try:
+                raw = await self._receive_body(request, lease)
+            except _Refused as refused:
+                return refused.response
+            except ConnectionError:  # the client went away mid-body: nobody to answer
+                return error_response(400, "The client went away.")
+            return await self._relay(request, up, key, call, raw)
+        finally:
+            lease.release()
+
+    async def _relay(self, request: web.Request, up: Upstream, key: AttemptKey, call: _Call,
+                     raw: bytes) -> web.StreamResponse:
         error: str | None = None
         try:
-            body, injected = await self._read_body(request, up, call)
+            body, injected = self._prepare_body(request, raw, up, call)
             answer = await self._send_with_retries(request, up, key, call, body, injected)
             if isinstance(answer, str):
                 error = answer
@@ -555,9 +739,24 @@ class Gateway:
 
     # ------------------------------------------------------------------ answering
 
+    def _response_headers(self, resp: httpx.Response) -> dict[str, str]:
+        return {k: self._redactor.text(v) for k, v in resp.headers.items()
+                if k.lower().startswith(_FORWARD_RESPONSE_PREFIXES)}
+
     @staticmethod
-    def _response_headers(resp: httpx.Response) -> dict[str, str]:
-        return {k: v for k, v in resp.headers.items() if k.lower().startswith(_FORWARD_RESPONSE_PREFIXES)}
+    async def _send(out: web.StreamResponse, call: _Call, data: bytes) -> None:
+        """Relay ``data`` to the client through the call's redactor."""
+        assert call.redact is not None
+        if masked := call.redact.feed(data):
+            await out.write(masked)
+
+    @staticmethod
+    async def _end(out: web.StreamResponse, call: _Call) -> None:
+        """End a relayed body: what the redactor still holds, then the body's end."""
+        assert call.redact is not None
+        if tail := call.redact.flush():
+            await out.write(tail)
+        await out.write_eof()
 
     async def _forward(self, request: web.Request, answer: _Answer, call: _Call,
                        injected: bool) -> web.StreamResponse:
@@ -565,13 +764,15 @@ class Gateway:
         resp = answer.resp
         headers = self._response_headers(resp)
         protocol: Protocol = protocol_of(call.api_path)
+        call.redact = StreamRedactor(self._redactor)
         async with answer.deadline.renew():
             if "text/event-stream" in resp.headers.get("content-type", ""):
                 call.stream = True
                 return await self._forward_stream(request, resp, call, headers, protocol, injected, answer.deadline,
                                                   answer.max_bytes)
             buf = bytearray()
-            async for chunk in resp.aiter_raw():
+            chunks = resp.aiter_raw()  # one iterator: a second aiter_raw() of a started body raises
+            async for chunk in chunks:
                 buf += chunk
                 if len(buf) > min(self.max_buffered_bytes, answer.max_bytes):  # stream it through, usage unknown
                     out = web.StreamResponse(status=resp.status_code, headers=headers)
@@ -580,19 +781,19 @@ class Gateway:
                     await out.prepare(request)
                     if len(buf) > answer.max_bytes:
                         return self._too_large(request, out, answer.max_bytes)
-                    await out.write(bytes(buf))
+                    await self._send(out, call, bytes(buf))
                     sent = len(buf)
-                    async for more in resp.aiter_raw():
+                    async for more in chunks:
                         sent += len(more)
                         if sent > answer.max_bytes:
                             return self._too_large(request, out, answer.max_bytes)
-                        await out.write(more)
-                    await out.write_eof()
+                        await self._send(out, call, more)
+                    await self._end(out, call)
                     return out
         data = bytes(buf)
         if resp.status_code < 400 and protocol != "other":
             call.usage = usage_from_body(data, protocol)
-        return web.Response(status=resp.status_code, body=data, headers=headers)
+        return web.Response(status=resp.status_code, body=self._redactor.bytes(data), headers=headers)
 
     async def _forward_stream(self, request: web.Request, resp: httpx.Response, call: _Call,
                               headers: dict[str, str], protocol: Protocol, injected: bool,
@@ -610,7 +811,7 @@ class Gateway:
                 return self._too_large(request, out, max_bytes)
             if not parsing:
                 deadline.seen()
-                await out.write(chunk)
+                await self._send(out, call, chunk)
                 continue
             pending += chunk
             send = bytearray()
@@ -632,13 +833,10 @@ class Gateway:
             if progress:
                 deadline.seen()
             if send:
-                await out.write(bytes(send))
-        if pending:
-            if parsing and reader.feed(pending.rstrip(b"\r\n")):
-                await out.write(pending)
-            elif not parsing:
-                await out.write(pending)
-        await out.write_eof()
+                await self._send(out, call, bytes(send))
+        if pending and (not parsing or reader.feed(pending.rstrip(b"\r\n"))):
+            await self._send(out, call, pending)
+        await self._end(out, call)
         return out
 
     @staticmethod
@@ -658,7 +856,8 @@ class Gateway:
         if call.usage_reader is not None and not call.passthrough:
             with contextlib.suppress(ConnectionError, TimeoutError):
                 async with asyncio.timeout(_CUT_WRITE_S):
-                    await out.write(_error_event(call.usage_reader.protocol, message))
+                    held = call.redact.flush() if call.redact is not None else b""
+                    await out.write(held + _error_event(call.usage_reader.protocol, message))
         if request.transport is not None:
             request.transport.close()  # no final chunk: the client's read of the body fails
         return out
@@ -675,3 +874,54 @@ def _error_event(protocol: Protocol, message: str) -> bytes:
     data = _ENC.encode({"error": {"message": message, "type": "upstream_error", "param": None,
                                   "code": "upstream_timeout"}})
     return b"data: " + data + b"\n\n"
+
+
+_REFUSED_BODY = _ENC.encode({"error": {"message": "The model gateway has too many open connections; retry shortly.",
+                                       "type": "server_error", "param": None, "code": "too_many_connections"}})
+_REFUSED = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+            b"Connection: close\r\nContent-Length: " + str(len(_REFUSED_BODY)).encode() + b"\r\n\r\n" + _REFUSED_BODY)
+
+
+class _CappedConnection(asyncio.Protocol):
+    """One accepted connection: counted against ``max_connections`` and handed to aiohttp's handler, or (over
+    the cap) answered 503 and closed before aiohttp sees it."""
+
+    __slots__ = ("_gateway", "_handler", "_make")
+
+    def __init__(self, gateway: Gateway, make: Callable[[], asyncio.Protocol]) -> None:
+        self._gateway = gateway
+        self._make = make
+        self._handler: asyncio.Protocol | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        gw = self._gateway
+        if gw.open_connections >= gw.max_connections:
+            gw.stats.refused_connections += 1
+            assert isinstance(transport, asyncio.WriteTransport)
+            transport.write(_REFUSED)
+            transport.close()
+            return
+        gw.open_connections += 1
+        self._handler = self._make()
+        self._handler.connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._handler is not None:
+            self._gateway.open_connections -= 1
+            handler, self._handler = self._handler, None
+            handler.connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._handler is not None:
+            self._handler.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self._handler.eof_received() if self._handler is not None else None
+
+    def pause_writing(self) -> None:
+        if self._handler is not None:
+            self._handler.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self._handler is not None:
+            self._handler.resume_writing()
