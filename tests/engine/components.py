@@ -257,23 +257,38 @@ class StallingHarness(Harness):
 
 class StuckHarness(Harness):
     """Gets stuck in ways a cancel cannot interrupt: tasks in ``files/`` block a worker thread (a blocking
-    ``to_thread`` call), the others wait on a command whose background child holds the output pipe open."""
+    ``to_thread`` call), the others wait on a command whose background child holds the output pipe open.
+
+    With ``stuck_dir``, each attempt creates a file there once it is stuck (the thread blocking, the
+    background child started), so a test waits for that instead of for some time."""
 
     evaluates: ClassVar[bool] = True
     needs_environment: ClassVar[bool] = True
 
     def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
         self.seconds = float(params.get("seconds", 600))
+        self.stuck_dir: str | None = params.get("stuck_dir")
+
+    def _block(self, marker: str | None) -> None:
+        import time
+
+        if marker is not None:
+            open(marker, "w").close()
+        time.sleep(self.seconds)
 
     async def run(self, task: PreparedTask, env: Environment | None, model: ModelClient, ctx: RunContext,
                   log: logging.Logger) -> HarnessResult:
-        import time
+        import os
+        import shlex
 
         assert env is not None
+        marker = (None if self.stuck_dir is None
+                  else os.path.join(self.stuck_dir, task.task_id.replace("/", "_") + f"-{ctx.attempt}"))
         if task.task_id.startswith("files/"):
-            await asyncio.to_thread(time.sleep, self.seconds)
+            await asyncio.to_thread(self._block, marker)
         else:
-            await env.exec(f"sleep {self.seconds} & sleep {self.seconds}", timeout=self.seconds + 30)
+            touch = f" touch {shlex.quote(marker)};" if marker is not None else ""
+            await env.exec(f"sleep {self.seconds} &{touch} sleep {self.seconds}", timeout=self.seconds + 30)
         return HarnessResult(final_answer="")
 
 

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import os
 import threading
+import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,6 +29,7 @@ from agentcompass.engine.env_pool import (
     ProcessSlots,
     active_environments,
     creates_in_flight,
+    provider_slots,
     validate_pool_settings,
 )
 from agentcompass.environments.docker_api import call
@@ -142,9 +144,15 @@ async def _cycle(pool: EnvironmentPool, provider: FakeProvider, hold_s: float) -
         await pool.close(env, timeout=30)
 
 
-async def _still_waiting(task: asyncio.Task[Any]) -> bool:
-    await asyncio.sleep(0.1)
-    return not task.done()
+async def _waits_for_a_slot(name: str, task: asyncio.Task[Any]) -> bool:
+    """Whether ``task`` sits in the queue for one of ``name``'s slots: waits (bounded) until the process-wide
+    counter shows a waiter, so the verdict is the counter's, not whether the task got there in some time."""
+    active, _ = provider_slots(name)
+    for _ in range(3000):  # 30 s
+        if active.waiting or task.done():
+            break
+        await asyncio.sleep(0.01)
+    return active.waiting and not task.done()
 
 
 # ----------------------------------------------------------------------------- provider_limits, process-wide
@@ -217,7 +225,12 @@ def test_a_release_on_one_thread_wakes_an_open_waiting_on_another_threads_loop()
     for t in threads:
         t.start()
     assert holding.wait(60)
-    assert not b_opened.wait(0.3)  # both slots are A's: B waits
+    active, _ = provider_slots(name)
+    for _ in range(600):  # until B queues for a slot (bounded: 60 s)
+        if active.waiting or b_opened.is_set():
+            break
+        time.sleep(0.1)
+    assert active.waiting and not b_opened.is_set()  # both slots are A's: B waits
     release.set()
     for t in threads:
         t.join(120)
@@ -232,7 +245,7 @@ async def test_each_pool_opens_only_below_its_own_limit_and_unlimited_pools_stil
     unlimited, wide, tight = _pool(), _pool({name: 4}), _pool({name: 2})
     held = [await _open(unlimited, FakeProvider(name, daemon)) for _ in range(3)]
     waiting = asyncio.create_task(_open(tight, FakeProvider(name, daemon)))
-    assert await _still_waiting(waiting)
+    assert await _waits_for_a_slot(name, waiting)
     # A pool with a higher limit is not held up behind the waiting tight one.
     async with asyncio.timeout(30):
         fourth = await _open(wide, FakeProvider(name, daemon))
@@ -240,7 +253,7 @@ async def test_each_pool_opens_only_below_its_own_limit_and_unlimited_pools_stil
     await wide.close(fourth, timeout=30)
     await unlimited.close(held.pop(), timeout=30)
     assert active_environments(name) == 2
-    assert await _still_waiting(waiting)  # 2 alive is not below 2
+    assert await _waits_for_a_slot(name, waiting)  # 2 alive is not below 2
     await unlimited.close(held.pop(), timeout=30)
     async with asyncio.timeout(30):
         env = await waiting
@@ -281,7 +294,7 @@ async def test_cancelling_an_open_that_waits_for_a_slot_takes_no_slot() -> None:
     pool = _pool({name: 1})
     first = await _open(pool, FakeProvider(name, daemon))
     waiting = asyncio.create_task(_open(pool, FakeProvider(name, daemon)))
-    assert await _still_waiting(waiting)
+    assert await _waits_for_a_slot(name, waiting)
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiting
@@ -314,8 +327,8 @@ def test_a_waiter_whose_event_loop_was_closed_takes_no_slot() -> None:
     loop = asyncio.new_event_loop()
     loop.run_until_complete(slots.acquire(1))
     abandoned = loop.create_task(slots.acquire(1))
-    loop.run_until_complete(asyncio.sleep(0.01))  # it waits now
-    assert not abandoned.done()
+    loop.run_until_complete(asyncio.sleep(0))  # the task's first step runs before this one's
+    assert slots.waiting and not abandoned.done()
     loop.close()  # without cancelling it, as an application that drops its loop would
     slots.release()
     assert slots.count == 0
@@ -403,11 +416,12 @@ async def test_an_open_queued_for_the_providers_own_room_is_not_bounded_by_the_o
     name, daemon = _name(), FakeDaemon()
     pool, provider = _pool(), RoomyProvider(name, daemon, capacity=1)
     first = await _open(pool, provider)
+    # the open itself (no work) has a second, an age on a loaded machine; it sits in the queue for twice that
     second = asyncio.create_task(pool.open(cast(EnvironmentProvider, provider), EnvOpenSpec(run_id="r", task_id="u"),
-                                           timeout=0.2, request="test"))
+                                           timeout=1.0, request="test"))
     async with asyncio.timeout(30):
         await provider.someone_queued.wait()
-    await asyncio.sleep(0.4)  # twice the open's deadline
+    await asyncio.sleep(2.0)  # not synchronisation: twice the open's deadline passes while it is queued
     assert not second.done() and provider.queued == 1 and active_environments(name) == 2
     await pool.close(first, timeout=30)
     await provider.give_back()

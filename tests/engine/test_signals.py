@@ -26,18 +26,14 @@ SAMPLES = [t.id for t in all_tasks() if t.category == "files"] + ["answer/count_
                                                                   "answer/primes_below"]
 
 
-def _started(progress: Path) -> int:
-    if not progress.exists():
-        return 0
-    return sum(1 for line in progress.read_bytes().splitlines() if b'"attempt_started"' in line)
-
-
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_stops_a_run_whose_attempts_are_stuck(tmp_path: Path, sig: signal.Signals, code: int) -> None:
-    envs = tmp_path / "envs"
+    envs, stuck = tmp_path / "envs", tmp_path / "stuck"
     envs.mkdir()
+    stuck.mkdir()
     cmd = [sys.executable, "-m", "agentcompass.cli", "run", "shell_tasks", "tests.engine.components:StuckHarness",
-           "scripted", "--benchmark-params", json.dumps({"sample_ids": SAMPLES}),
+           "scripted", "--harness-params", json.dumps({"stuck_dir": str(stuck)}),
+           "--benchmark-params", json.dumps({"sample_ids": SAMPLES}),
            "--env-params", json.dumps({"base_dir": str(envs)}), "--task-concurrency", str(len(SAMPLES)),
            "--run-id", "sig", "--results-dir", str(tmp_path / "r"), "--progress", "none"]
     # SIGINT as a terminal delivers it: a test runner started in the background inherits it ignored
@@ -47,13 +43,11 @@ def test_a_signal_stops_a_run_whose_attempts_are_stuck(tmp_path: Path, sig: sign
     run_dir = tmp_path / "r" / "shell_tasks"
     try:
         guard = time.monotonic() + HANG_GUARD_S
-        while proc.poll() is None and time.monotonic() < guard:  # every attempt is in flight (by progress)
-            progress = next(run_dir.glob("*/*/sig/progress.jsonl"), None) if run_dir.exists() else None
-            if progress is not None and _started(progress) >= len(SAMPLES):
-                break
+        # every attempt is stuck: each says so (its thread blocking, its command's background child started)
+        while proc.poll() is None and time.monotonic() < guard and len(list(stuck.iterdir())) < len(SAMPLES):
             time.sleep(0.05)
-        time.sleep(0.5)  # let the commands and threads get stuck
         assert proc.poll() is None, proc.communicate()
+        assert len(list(stuck.iterdir())) == len(SAMPLES), f"not every attempt got stuck within {HANG_GUARD_S:g}s"
         proc.send_signal(sig)
         try:
             _, stderr = proc.communicate(timeout=HANG_GUARD_S)
