@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ._environ import deny_process_inspection, take_secret
 from ._errors import AgentCompassError, ConfigError
 
 #: exit codes of every command (docs/cli.md lists exactly these)
@@ -192,18 +193,24 @@ _MAX_KEY_FILE_BYTES = 64 * 1024
 
 def _api_key_arg(a: argparse.Namespace) -> str | None:
     """The model API key: ``--model-api-key-file``, ``--model-api-key`` (warned: argv is world-readable) or
-    ``MODEL_API_KEY``. The variable is removed from our environment so processes we start do not inherit it."""
-    from_env = os.environ.pop(API_KEY_ENV, None)
+    ``MODEL_API_KEY``. The variable is removed from our environment (and wiped from the block
+    ``/proc/<pid>/environ`` shows) so processes we start do not inherit it and a local agent cannot read it
+    there; with a key, the process is made non-dumpable so agents of the same user cannot read its memory."""
+    from_env = take_secret(API_KEY_ENV)
     if a.model_api_key is not None and a.model_api_key_file is not None:
         raise ConfigError("Give the model API key once: `--model-api-key` or `--model-api-key-file`, not both.",
                           field="--model-api-key-file")
     if a.model_api_key_file is not None:
-        return _read_key_file(a.model_api_key_file)
-    if a.model_api_key is not None:
+        key: str | None = _read_key_file(a.model_api_key_file)
+    elif a.model_api_key is not None:
         print("warning: --model-api-key on the command line is visible to every process on this machine "
               f"(/proc/<pid>/cmdline); use {API_KEY_ENV} or --model-api-key-file instead.", file=sys.stderr)
-        return a.model_api_key
-    return from_env or None
+        key = a.model_api_key
+    else:
+        key = from_env or None
+    if key:
+        deny_process_inspection()
+    return key
 
 
 def _read_key_file(path: str) -> str:

@@ -90,3 +90,44 @@ def test_a_bad_key_file_is_an_error_naming_the_flag(tmp_path: Path, content: str
               "--results-dir", str(tmp_path / "r"), "--progress", "none")
     assert res.returncode == 2, res.stderr
     assert "--model-api-key-file" in res.stderr and expect in res.stderr and "Traceback" not in res.stderr
+
+
+# Every process's environment block, one file per pid (the engine's among them): what /proc shows anyone.
+DUMP_ENVIRON = ("mkdir -p envs; for d in /proc/[0-9]*; do tr '\\0' '\\n' < $d/environ > envs/${d#/proc/} "
+                "2>/dev/null; done; ls envs | wc -l")
+
+
+@pytest.mark.timeout(300)
+async def test_a_local_agent_cannot_read_the_key_from_the_engines_environ(tmp_path: Path) -> None:
+    script = [{"match": "Task: files/hello_world\n", "turns": [f"```bash\n{DUMP_ENVIRON}\n```",
+                                                             "<submit></submit>"]}]
+    workspaces, results = tmp_path / "ws", tmp_path / "results"
+    workspaces.mkdir()
+    env = {k: v for k, v in os.environ.items() if "API_KEY" not in k}
+    env["PYTHONPATH"] = str(REPO)
+    env["MODEL_API_KEY"] = SECRET
+    mark = f"AGENTCOMPASS_TEST_MARK={os.getpid()}-{tmp_path.name}"
+    env[mark.split("=")[0]] = mark.split("=")[1]
+    args = ["run", "shell_tasks", "shell_agent", "scripted", "--env", "local", "--wrap-api-key",
+            "--benchmark-params", json.dumps({"sample_ids": ["files/hello_world"]}),
+            "--env-params", json.dumps({"base_dir": str(workspaces)}), "--keep-environment",
+            "--results-dir", str(results), "--progress", "none"]
+    async with start_scripted_server({"script": script}, require_api_key=SECRET) as url:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "agentcompass.cli", *args, "--model-base-url", url, env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        try:
+            _, err = await asyncio.wait_for(proc.communicate(), 240)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+    assert proc.returncode == 0, err.decode()
+    [summary] = results.rglob("summary.json")
+    assert json.loads(summary.read_text())["counts"]["errors"] == 0  # the key reached the model via the gateway
+    [engine] = workspaces.glob(f"agentcompass-agent-*/envs/{proc.pid}")
+    seen = engine.read_text(errors="replace")
+    assert mark in seen.splitlines()  # the agent did read the engine's environment block
+    assert SECRET not in seen
+    for p in engine.parent.iterdir():
+        assert SECRET not in p.read_text(errors="replace"), p
