@@ -26,6 +26,7 @@ import msgspec
 
 from .._errors import ConfigError, EvalError
 from .._validate import Attempts, Count, Seconds
+from ..host_worker import run_in_worker
 from ..interfaces import ComponentContext, EvalContext, EvalResult, PreparedTask, RunContext, TaskSpec
 from ..params import as_params
 from ..tools import RECORD_KEY, ToolSession
@@ -168,7 +169,8 @@ class BFCL(Benchmark):
             raise ConfigError(f"{_WHERE}: give 'limit' or 'sample', not both", field="benchmark.params.sample")
         self.categories = categories
         self.p = p
-        #: seconds re-executing one multi-turn question for grading may take (an eval_error beyond)
+        #: seconds re-executing one multi-turn question for grading may take (an eval_error beyond), and checking a
+        #: single-turn answer (graded incorrect beyond)
         self.grade_timeout_s = GRADE_TIMEOUT_S
         self.package = ensure_bfcl_eval(auto_install=ctx.auto_install_dependencies, field="benchmark",
                                         cancelled=ctx.cancelled)
@@ -242,7 +244,15 @@ class BFCL(Benchmark):
                 verdict["force_quit"] = True
         else:
             answer = model_answer(record.get("answer"))
-            verdict = check_answer(entry["function"], answer, task.ground_truth, category)
+            try:
+                # in a killable process: the answer is the model's and the checker's converters are regexes
+                verdict = await run_in_worker(f"{check_answer.__module__}:check_answer", entry["function"], answer,
+                                              task.ground_truth, category, timeout_s=self.grade_timeout_s,
+                                              name=f"bfcl grading {task.task_id}")
+            except TimeoutError:
+                verdict = {"valid": False, "error_type": "ast_checker:timeout", "error": [
+                    f"checking the answer took over {self.grade_timeout_s:g}s (the answer makes the checker run "
+                    "away); it is graded incorrect"]}
             verdict = {**verdict, "answer": answer}
         valid = bool(verdict["valid"])
         return EvalResult(correct=valid, score=1.0 if valid else 0.0, extra={"bfcl": _jsonable(verdict)})

@@ -141,3 +141,16 @@ def test_the_call_deadline_is_a_recorded_param(tmp_path: Path) -> None:
     assert isinstance(session, MultiTurnSession) and session.call_timeout_s == 2.5
     with pytest.raises(agentcompass.ConfigError, match="call_timeout_s"):
         _bench("multi_turn_base_0", call_timeout_s=0)
+
+
+@pytest.mark.timeout(120)
+async def test_a_single_turn_answer_that_makes_the_checker_run_away_is_cut_and_graded_incorrect() -> None:
+    # a JavaScript array written so the converter's regex backtracks exponentially (BFCL's own pattern; hours)
+    bench = _bench("simple_javascript_2")
+    bench.grade_timeout_s = 3
+    args = {"status": "[[]" + ",[]" * 40 + "x", "filepath": "'a.log'", "encoding": "'utf-8'",
+            "processFunction": "f"}  # checked in this order: the status first
+    result = await _evaluate(bench, {"answer": {"content": "", "tool_calls": [
+        ["extractLastTransactionId", json.dumps(args)]]}})
+    assert result.correct is False
+    assert result.extra["bfcl"]["error_type"] == "ast_checker:timeout"
