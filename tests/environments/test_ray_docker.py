@@ -123,7 +123,7 @@ def test_a_sandbox_on_a_node_calls_the_model_through_the_relayed_gateway(
     assert containers_of(docker_run_id) == [] and networks_of(docker_run_id) == []
 
 
-async def test_a_node_declared_lost_fails_its_calls_at_once_and_its_late_answer_is_dropped() -> None:
+async def test_a_node_declared_lost_fails_its_calls_at_once_and_its_late_answer_is_dropped(tmp_path: Path) -> None:
     import ray
 
     from agentcompass.environments import ray_cluster
@@ -135,17 +135,28 @@ async def test_a_node_declared_lost_fails_its_calls_at_once_and_its_late_answer_
             await asyncio.sleep(seconds)
             return "ok", "late"
 
+        async def gated(self, path: str) -> tuple[str, str]:  # answers once the test creates ``path``
+            import os
+
+            for _ in range(1200):  # bounded: 60 s
+                if os.path.exists(path):
+                    break
+                await asyncio.sleep(0.05)
+            return "ok", "late"
+
     await ray_cluster.connect(None, local_cpus=1)
     try:
         remote = ray.remote(SlowNode).options(num_cpus=0, max_restarts=0)  # type: ignore[attr-defined]
         handle = NodeHandle("n1", "id1", remote.remote(), NodeSlots("n1", capacity=1), facts=None)  # type: ignore[arg-type]
         assert await handle.call("slow", 0) == "late"
-        call = asyncio.ensure_future(handle.call("slow", 1.5))
-        await asyncio.sleep(0.3)
+        gate = tmp_path / "answer"
+        call = asyncio.ensure_future(handle.call("gated", str(gate)))
+        await asyncio.sleep(0)  # the call is sent and waits for the answer, which cannot come before the gate opens
         handle.mark_lost("declared lost by the test")
         with pytest.raises(NodeLost, match="declared lost by the test") as info:
-            await asyncio.wait_for(call, 1.0)  # at once, not when the node answers
-        assert info.value.kind == "env_lost"
+            await asyncio.wait_for(call, 30)  # hang guard: the node has not answered
+        assert info.value.kind == "env_lost" and handle.late_answers == 0
+        gate.touch()  # now the node answers
         for _ in range(600):  # the answer still comes (within 30 s), and is dropped
             if handle.late_answers:
                 break
