@@ -53,7 +53,7 @@ async def test_an_error_is_shared_with_waiters_retold_and_not_kept() -> None:
     runner = asyncio.ensure_future(once.run("k", failing))
     await asyncio.sleep(0)
     waiter = asyncio.ensure_future(once.run("k", failing, retell=lambda exc: ValueError(f"told: {exc}")))
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(0)  # its first step (scheduled before this one resumes) parks it on the shared run
     gate.set()
     with pytest.raises(OSError, match="mirror down"):
         await runner
@@ -83,7 +83,7 @@ async def test_a_cancelled_runner_hands_the_run_to_a_waiter_and_a_cancelled_wait
     await asyncio.sleep(0)
     quitter = asyncio.ensure_future(once.run("k", job))
     taker = asyncio.ensure_future(once.run("k", job))
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(0)  # their first steps (scheduled before this one resumes) park both on the shared run
     quitter.cancel()  # a waiter going away: the run goes on
     with pytest.raises(asyncio.CancelledError):
         await quitter
