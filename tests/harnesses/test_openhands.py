@@ -291,11 +291,12 @@ async def test_a_cancel_during_the_exit_grace_still_kills_the_bridge() -> None:
     proc = await asyncio.create_subprocess_exec(sys.executable, "-c", "import time; time.sleep(300)",
                                                 stdin=asyncio.subprocess.PIPE, start_new_session=True)
     stopping = asyncio.create_task(_stop(proc, grace_s=120))
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(0)  # its first step closes stdin and starts the grace wait: one loop turn, not some time
+    assert proc.stdin is not None and proc.stdin.is_closing() and not stopping.done()
     stopping.cancel()
     with pytest.raises(asyncio.CancelledError):
         await stopping
-    assert await asyncio.wait_for(proc.wait(), 10) == -9
+    assert await asyncio.wait_for(proc.wait(), 30) == -9
 
 
 async def test_an_in_process_model_has_no_endpoint_for_the_agent(local_env: Environment) -> None:
