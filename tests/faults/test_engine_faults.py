@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 BENCH = {"repeat": 3}  # 111 tasks
 
 
-def _marked_processes(base: Path, settle_s: float = 5.0) -> list[int]:
+def _marked_processes(base: Path, settle_s: float = 30.0) -> list[int]:
     """Live processes started by a local environment under ``base`` (SIGKILLed ones get a moment to die).
 
     Scoped by the workspace (each environment's HOME) so other runs on the machine don't count."""
@@ -201,7 +201,8 @@ def test_a_run_stopped_while_retrying_keeps_every_try_it_made(tmp_path: Path) ->
                       "environment": {"id": "tests.engine.components:FlakyOpenProvider",
                                       "params": {"fail_first": 10_000}},
                       "results_dir": str(tmp_path)}],
-        "timeout_seconds": 2.5, "progress": "none"})
+        # wide: a loaded machine starts the run and makes two tries (backoff 0.25-0.5 s) before it hits
+        "timeout_seconds": 6, "progress": "none"})
     out = result.outcomes[0]
     assert out.status == "timed_out" and out.run_dir is not None
     d = msgspec.json.decode(next((out.run_dir / "details").glob("*.json")).read_bytes(), type=TaskDetail)
@@ -225,8 +226,8 @@ def test_a_try_cut_short_by_the_timeout_is_recorded_as_such(tmp_path: Path) -> N
     assert out.run_dir is not None
     d = msgspec.json.decode(next((out.run_dir / "details").glob("*.json")).read_bytes(), type=TaskDetail)
     (only,) = d.attempts["1"].tries
+    # the harness would sleep 60 s: only the run's timeout ends the try (how long it ran depends on when it started)
     assert only.try_no == 1 and only.status == "run_error" and only.error_kind == "run_timeout"
-    assert only.finished_at - only.started_at >= 1.0
     # the event stream closes the attempt too, so live counts and progress.jsonl agree with the detail
     finished = [e for e in _events(out.run_dir / "progress.jsonl") if e["event"] == "attempt_finished"]
     assert [(e["status"], e["error_kind"]) for e in finished] == [("run_error", "run_timeout")]
@@ -254,7 +255,8 @@ def test_an_agent_stopped_at_agent_timeout_keeps_the_steps_it_took_and_is_graded
     script = [{"match": "hello", "turns": ["```bash\necho hello > hello.txt\n```", "```bash\nsleep 61.8034\n```"]}]
     out = agentcompass.run_evaluation(
         "shell_tasks", "shell_agent", "scripted", model_params={"script": script, "bundled": False},
-        harness_params={"agent_timeout": 1.5, "command_timeout": 120},
+        # wide: two model turns and the echo run, and the sleep starts, before it on a loaded machine
+        harness_params={"agent_timeout": 5, "command_timeout": 120},
         benchmark_params={"sample_ids": ["files/hello_world"]}, results_dir=str(tmp_path), progress="none")
     assert out.errors_by_kind == {"agent_timeout": 1} and out.metrics["graded_tasks"] == 1
     assert out.run_dir is not None
