@@ -37,6 +37,8 @@ from ..interfaces import ComponentContext, EnvOpenSpec, ExecResult, NetworkPolic
 from ..params import as_params
 from ._cgroup import JOIN_FAILED_EXIT, JOIN_FAILED_MARK, EnvCgroup, Support, support, sweep_stale
 from ._output import CappedBuffer
+from ._pidns import PidNamespace
+from ._pidns import available as pidns_unavailable_reason
 from ._tar import (
     ArchiveLimits,
     ArchiveParams,
@@ -269,7 +271,8 @@ class LocalEnvironment:
     def __init__(self, *, env_id: str, root: str, workdir: str, env: dict[str, str], shell: str,
                  default_timeout: float, output_limit: int, keep: bool,
                  on_close: Callable[[LocalEnvironment], None], cgroup: EnvCgroup | None = None,
-                 archive_limits: ArchiveLimits = ArchiveLimits(), spool_dir: str | None = None) -> None:
+                 archive_limits: ArchiveLimits = ArchiveLimits(), spool_dir: str | None = None,
+                 pidns: PidNamespace | None = None) -> None:
         self.id = env_id
         self.root = root
         self.workdir = workdir
@@ -280,6 +283,7 @@ class LocalEnvironment:
         self._keep = keep
         self._on_close = on_close
         self._cgroup = cgroup  # every process of this environment is in it (None: marker + groups only)
+        self._pidns = pidns  # every command runs inside it; killing its init kills all (None: not asked for)
         self._archive_limits = archive_limits
         self._spool_dir = spool_dir
         self._running: dict[int, asyncio.SubprocessTransport] = {}  # pgid -> leader's transport
@@ -337,6 +341,10 @@ class LocalEnvironment:
             limit = seconds(timeout, "timeout")
         run_cwd = self._exec_cwd(cwd)
         run_env = {**self._env, **env_vars(env or {}, "env"), MARKER_VAR: self.id}
+        if self._pidns is not None:
+            if not self._pidns.alive():
+                raise EnvironmentError_(f"environment {self.id}: its pid namespace is gone")
+            argv = self._pidns.enter(argv, run_cwd)
         spawn_argv = argv if self._cgroup is None else self._cgroup.wrap(_PRELUDE_SHELL or self._shell, argv)
 
         refused_before = self._cgroup.host_refusals() if self._cgroup is not None else None
@@ -534,9 +542,13 @@ class LocalEnvironment:
         except TimeoutError:
             log.warning("environment %s: close did not finish within %.0f s; it continues in the background",
                         self.id, _CLOSE_TIMEOUT_S)
+        if self._pidns is not None:
+            await self._pidns.wait()
 
     def _close_sync(self, lingering: list[int]) -> None:
         try:
+            if self._pidns is not None:  # first: it also ends what left the cgroup, the group and the marker
+                self._pidns.kill()
             if self._cgroup is not None and not self._cgroup.close():
                 log.warning("environment %s: processes left in cgroup %s after close", self.id,
                             self._cgroup.name)
@@ -585,13 +597,16 @@ def _warn_no_cgroup(*, pids_only: bool = False) -> None:
 class LocalParams(ArchiveParams, frozen=True):
     """``local`` params: ``base_dir`` (an existing directory for the workspaces; default: the temp dir),
     ``output_limit_bytes`` per stream, ``default_timeout`` seconds per command, ``shell`` (an absolute path),
-    ``pids_limit`` (processes per environment, when cgroups allow) and the archive caps."""
+    ``pids_limit`` (processes per environment, when cgroups allow), ``pid_namespace`` (root only: each
+    environment's commands run in their own pid namespace, so close kills even a root agent that left its
+    cgroup) and the archive caps."""
 
     base_dir: str | None = None
     output_limit_bytes: Annotated[int, msgspec.Meta(gt=64, le=_MAX_OUTPUT_LIMIT)] = _DEFAULT_OUTPUT_LIMIT
     default_timeout: Seconds = _DEFAULT_TIMEOUT_S
     shell: str | None = None
     pids_limit: Annotated[int, msgspec.Meta(ge=1, le=_MAX_PIDS_LIMIT)] = _DEFAULT_PIDS_LIMIT
+    pid_namespace: bool = False
 
 
 class LocalProvider(EnvironmentProvider):
@@ -614,6 +629,11 @@ class LocalProvider(EnvironmentProvider):
                               f"{shell!r}", field="environment.params.shell")
         self.shell = shell
         self.pids_limit = p.pids_limit
+        if p.pid_namespace and (why := pidns_unavailable_reason()) is not None:
+            raise ConfigError(f"environment local: pid_namespace cannot be used here: {why}. Allowed: false "
+                              "(the default) unless the engine runs as root with util-linux.",
+                              field="environment.params.pid_namespace")
+        self.pid_namespace = p.pid_namespace
         self._cgroups: Support | None = support()
         if self._cgroups is None:
             _warn_no_cgroup()
@@ -665,7 +685,8 @@ class LocalProvider(EnvironmentProvider):
                  for name, content in spec.files.items()}
         role = re.sub(r"[^A-Za-z0-9_.-]", "_", spec.role)[:32] or "env"
 
-        # Synchronous on purpose: no await between mkdtemp and tracking, so a cancel cannot leak the dir.
+        # Synchronous on purpose: no await between mkdtemp and tracking, so a cancel cannot leak the dir (the one
+        # await, the pid namespace's start, releases the dir and the cgroup itself when it fails or is cancelled).
         # The owner tag lets a later run sweep this workspace if we die; kept ones are left out of that.
         owner = "keep" if spec.keep else self._owner
         root, workdir = _make_workspace(self.base_dir, f"agentcompass-{role}-{owner}-", workdir_rel, files)
@@ -680,14 +701,31 @@ class LocalProvider(EnvironmentProvider):
             except OSError as exc:
                 _remove_tree(root)
                 raise EnvironmentError_(f"cannot create the cgroup of environment {env_id}: {exc}") from None
+        pidns = await self._start_pidns(env_id, root, cgroup, env) if self.pid_namespace else None
         handle = LocalEnvironment(
             env_id=env_id, root=root, workdir=workdir, env=env,
             shell=self.shell, default_timeout=self.default_timeout, output_limit=self.output_limit_bytes,
             keep=spec.keep, on_close=self._envs.discard, cgroup=cgroup, archive_limits=self.archive_limits,
-            spool_dir=self.base_dir)
+            spool_dir=self.base_dir, pidns=pidns)
         self._envs.add(handle)
         log.debug("opened %s at %s for task %s", handle.id, root, spec.task_id)
         return handle
+
+    async def _start_pidns(self, env_id: str, root: str, cgroup: EnvCgroup | None,
+                           env: dict[str, str]) -> PidNamespace:
+        """The environment's pid namespace, its holder in the environment's cgroup; on any failure (or a
+        cancel) the workspace and the cgroup are released before the error goes on."""
+        def wrap(argv: list[str]) -> list[str]:
+            return argv if cgroup is None else cgroup.wrap(_PRELUDE_SHELL or self.shell, argv)
+        try:
+            return await PidNamespace.start(wrap, {**env, MARKER_VAR: env_id})
+        except BaseException as exc:
+            if cgroup is not None:
+                await asyncio.shield(asyncio.to_thread(cgroup.close))
+            _remove_tree(root)
+            if isinstance(exc, OSError):
+                raise EnvironmentError_(f"cannot start the pid namespace of environment {env_id}: {exc}") from None
+            raise
 
     async def aclose(self) -> None:
         """Close every environment this provider opened that is still open."""
