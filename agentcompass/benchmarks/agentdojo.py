@@ -22,10 +22,11 @@ from typing import Annotated, Any, ClassVar
 import msgspec
 
 from .._errors import ConfigError, EvalError, did_you_mean
-from .._validate import Attempts, Count
+from .._validate import Attempts, Count, Seconds
 from ..dependencies import Requirement
 from ..interfaces import ComponentContext, EvalContext, EvalResult, PreparedTask, RunContext, TaskSpec
 from ..params import as_params
+from ..tool_calls import DEFAULT_TOOL_TIMEOUT_S
 from ..tools import RECORD_KEY, ToolSession
 from . import agentdojo_suites as pkg
 from .agentdojo_grading import grade
@@ -48,7 +49,8 @@ class AgentDojoParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     model turn, AgentDojo's ``ToolsExecutionLoop`` default 15), ``injection_tasks_as_user_tasks`` (under an attack,
     also run each selected injection task alone as a user task, ``<suite>/<injection_task>``: its goal as the
     prompt, no injections, graded by its own check, as AgentDojo's benchmark does to tell whether the model can do
-    the injected task at all; not with a DoS attack)."""
+    the injected task at all; not with a DoS attack), ``tool_timeout`` (seconds one tool call may take, 60; past it
+    the agent gets an error and the environment takes no more calls)."""
 
     suites: Ids | str | None = None
     benchmark_version: str | None = None
@@ -60,6 +62,7 @@ class AgentDojoParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     k: Attempts | None = None
     max_iters: Count = MAX_ITERS
     injection_tasks_as_user_tasks: bool = False
+    tool_timeout: Seconds = DEFAULT_TOOL_TIMEOUT_S
 
 
 def _as_list(value: list[str] | str | None) -> list[str] | None:
@@ -98,6 +101,7 @@ class AgentDojo(Benchmark):
         self.attack_name = p.attack
         self.target_model = p.target_model
         self.max_iters = p.max_iters
+        self.tool_timeout = p.tool_timeout
         if p.target_model is not None and p.attack is None:
             raise ConfigError(f"Parameter 'target_model' of {_WHERE} names the model an attack addresses: set "
                               "'attack' too (e.g. important_instructions), or leave it out.",
@@ -225,7 +229,7 @@ class AgentDojo(Benchmark):
         goal = self._goal(suite, task.input)
         return AgentDojoSession(suite, self.tools[suite_name], self.system_message, task.input["prompt"],
                                 initializer(goal), dict(task.input.get("injections") or {}),
-                                max_iters=self.max_iters)
+                                max_iters=self.max_iters, tool_timeout_s=self.tool_timeout)
 
     async def evaluate(self, ctx: EvalContext) -> EvalResult:
         """AgentDojo's utility (and, under an attack, security) checks on the try's recorded calls and answer."""

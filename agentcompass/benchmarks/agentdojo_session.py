@@ -8,7 +8,11 @@ formatted by ``tool_result_to_str`` (YAML) and an error goes back as the tool re
 sends it; an argument AgentDojo's list parsing chokes on (where its own runner would crash) is an error result too.
 The session states AgentDojo's limits: no cut of tool output (``max_tool_output`` is only a cap far above the
 largest output) and ``max_iters`` rounds of tool calls (``max_tool_rounds``; AgentDojo's ``ToolsExecutionLoop``):
-the calls of a model turn after the last round are not executed but are in the trace, as in AgentDojo's. The
+the calls of a model turn after the last round are not executed but are in the trace, as in AgentDojo's. Every
+call runs in a worker thread under ``tool_timeout_s`` (``tool_calls.run_tool_call``): a call past it is answered
+with an error, and since its thread may still change the environment, no later call runs (each is answered with an
+error); those calls are in the trace but are not re-executed by the grader (``timed_out`` / ``executed``: False).
+Arguments nested too deeply are refused by the harness before they reach the session (``tool_json``). The
 record is the call trace (name, arguments, error, ``executed``: False for those) and the model's last answer:
 grading re-executes the trace on a fresh copy of the same environment (``agentdojo_grading``).
 """
@@ -16,18 +20,21 @@ grading re-executes the trace on a fresh copy of the same environment (``agentdo
 from __future__ import annotations
 
 import asyncio
-import json
 from ast import literal_eval
 from collections.abc import Callable
 from typing import Any
 
-from ..tools import ToolSession
+from ..tool_calls import DEFAULT_TOOL_TIMEOUT_S, ToolCallTimeout, run_tool_call
+from ..tool_json import JSONBoundError, loads_bounded
+from ..tools import ToolError, ToolSession
 
 #: AgentDojo's ``ToolsExecutionLoop`` default: rounds of tool calls after the first model turn.
 MAX_ITERS = 15
 #: the longest string argument parsed as a Python literal (a list written as a string): the parser's memory grows
 #: with the input, and no real list argument comes near it.
 MAX_LITERAL_CHARS = 10_000
+#: characters of a call's arguments the session parses (the harness refuses longer ones first).
+MAX_ARGUMENT_CHARS = 256 * 1024
 #: a cap on the tool output the model sees, far above AgentDojo's largest (29 k characters): AgentDojo cuts none.
 MAX_TOOL_OUTPUT = 1_000_000
 
@@ -105,7 +112,7 @@ class AgentDojoSession(ToolSession):
 
     def __init__(self, suite: Any, tools: list[dict[str, Any]], system_message: str, prompt: str,
                  init_environment: Callable[[Any], Any], injections: dict[str, str], *,
-                 max_iters: int = MAX_ITERS) -> None:
+                 max_iters: int = MAX_ITERS, tool_timeout_s: float = DEFAULT_TOOL_TIMEOUT_S) -> None:
         self.max_tool_rounds = max_iters
         self._max_iters = max_iters
         self._turns_with_calls = 0
@@ -118,6 +125,8 @@ class AgentDojoSession(ToolSession):
         self._env: Any = None
         self._runtime: Any = None
         self._lock = asyncio.Lock()
+        self.tool_timeout_s = tool_timeout_s
+        self._lost: str | None = None  # why the environment takes no more calls (a call ran past its deadline)
         self.calls: list[dict[str, Any]] = []
         self.output: str | None = None
 
@@ -131,16 +140,26 @@ class AgentDojoSession(ToolSession):
         if self._env is None:
             from agentdojo.functions_runtime import FunctionsRuntime
 
-            self._env = await asyncio.to_thread(fresh_environment, self._suite, self._init_environment,
-                                                self._injections)
+            self._env = await run_tool_call(fresh_environment, self._suite, self._init_environment,
+                                            self._injections, timeout_s=self.tool_timeout_s,
+                                            what="building the environment")
             self._runtime = FunctionsRuntime(self._suite.tools)
         return self._env
 
     async def call(self, name: str, arguments: dict[str, Any]) -> str:
         async with self._lock:  # the calls change one environment: one at a time, in the model's order
-            env = await self._environment()
-            # off the loop: validation, the tool and the YAML dump are CPU work the other tries must not wait on
-            call, text, error = await asyncio.to_thread(execute_call, self._runtime, env, name, arguments)
+            if self._lost is not None:
+                self.calls.append({"function": name, "args": dict(arguments), "executed": False})
+                raise ToolError(f"the environment is unavailable: {self._lost}")
+            try:
+                env = await self._environment()
+                # off the loop: validation, the tool and the YAML dump are CPU work the other tries must not wait on
+                call, text, error = await run_tool_call(execute_call, self._runtime, env, name, arguments,
+                                                        timeout_s=self.tool_timeout_s, what=f"the call of {name}")
+            except ToolCallTimeout as exc:
+                self._lost = str(exc)
+                self.calls.append({"function": name, "args": dict(arguments), "error": str(exc), "timed_out": True})
+                raise
             entry: dict[str, Any] = {"function": call.function, "args": _plain(dict(call.args))}
             if error is not None:
                 entry["error"] = error
@@ -159,8 +178,9 @@ class AgentDojoSession(ToolSession):
             for tc in tool_calls:
                 function = tc.get("function") or {}
                 try:
-                    args = json.loads(function.get("arguments") or "{}")
-                except ValueError:
+                    args = loads_bounded(function.get("arguments") or "{}", what="the arguments text",
+                                         max_chars=MAX_ARGUMENT_CHARS)
+                except JSONBoundError:
                     continue  # not in AgentDojo's trace either (its pipeline cannot parse them)
                 if isinstance(args, dict):
                     self.calls.append({"function": str(function.get("name")), "args": args, "executed": False})

@@ -12,7 +12,8 @@ package (``tau2_domain.py``).
 Params: ``domains`` (``airline``, ``retail``; default both), ``split`` (tau2's ``base``: every task; ``train``;
 ``test``), ``task_ids`` (``airline/0``...), ``limit`` (tasks at most, per domain order), ``k`` (tries per task),
 ``user_model`` (required: ``{"id", "base_url", "api_key", "api_protocol", "params", ...}``), ``max_steps`` (200)
-and ``max_errors`` (10) as in tau2.
+and ``max_errors`` (10) as in tau2, ``tool_timeout`` (seconds one tool call may take, 60; past it the agent gets an
+error and the conversation ends, scored 0).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any, ClassVar
 import msgspec
 
 from .._errors import ConfigError
-from .._validate import Attempts, Count
+from .._validate import Attempts, Count, Seconds
 from ..dependencies import Requirement
 from ..interfaces import (
     ComponentContext,
@@ -37,6 +38,7 @@ from ..interfaces import (
 from ..models.adaptive import AdaptiveLimiter
 from ..models.endpoint import ModelEndpoint
 from ..params import as_params
+from ..tool_calls import DEFAULT_TOOL_TIMEOUT_S
 from ..tools import RECORD_KEY, ToolSession
 from .base import Benchmark
 from .tau2_domain import DOMAINS, REQUIREMENT, SPLITS, agent_system_prompt, data_source, domain_tasks
@@ -58,6 +60,7 @@ class Tau2Params(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     k: Attempts | None = None
     max_steps: Count = 200
     max_errors: Count = 10
+    tool_timeout: Seconds = DEFAULT_TOOL_TIMEOUT_S
 
 
 class Tau2(Benchmark):
@@ -89,6 +92,7 @@ class Tau2(Benchmark):
         self.user_model = p.user_model
         self.max_steps = p.max_steps
         self.max_errors = p.max_errors
+        self.tool_timeout = p.tool_timeout
         self.limit = p.limit
         self.k = p.k or ctx.k or 1
         self.task_ids = [p.task_ids] if isinstance(p.task_ids, str) else p.task_ids
@@ -141,7 +145,8 @@ class Tau2(Benchmark):
         return Tau2Session(domain=domain, task_id=task.input["tau2_id"], scenario=task.input["scenario"],
                            initial_state=task.input.get("initial_state"), user_model=um,
                            system_prompt=agent_system_prompt(domain), max_steps=self.max_steps,
-                           max_errors=self.max_errors, user_limiter=self._user_limiter)
+                           max_errors=self.max_errors, user_limiter=self._user_limiter,
+                           tool_timeout_s=self.tool_timeout)
 
     def _user_model(self) -> ModelEndpoint:
         assert self.user_model is not None

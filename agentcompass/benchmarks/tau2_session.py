@@ -9,6 +9,13 @@ tau2's user-simulator prompt with the task's scenario. The user ends the episode
 them: every message is a step (a turn's tool results are one), checked whenever the next message is not for the
 environment; ``max_steps`` and ``max_errors`` (failed tool calls) end the episode early, which tau2 scores 0.
 
+Hostile calls are the agent's mistakes, answered with an error it sees and kept out of the graded conversation
+(tau2's grader replays every call in it): arguments that are no JSON object, too long or nested deeper than
+``tool_json.MAX_DEPTH`` (listed in the record's ``rejected_tool_calls``), and a ``calculate`` whose arithmetic
+would pass its size bound (``tau2_calculate``; counted as a failed call, as tau2 counts its errors). Every call
+runs in a worker thread under ``tool_timeout_s`` (``tool_calls.run_tool_call``); a call past it is answered with
+an error and ends the conversation as ``agent_error`` (scored 0), since its thread may still change the database.
+
 ``record()`` is the trajectory in tau2's message shape (assistant, user and tool messages with tool-call ids and
 results), the termination reason and the counters: grading rebuilds tau2's ``SimulationRun`` from it.
 """
@@ -16,18 +23,24 @@ results), the termination reason and the counters: grading rebuilds tau2's ``Sim
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 from ..interfaces import ModelClient
 from ..models.adaptive import AdaptiveLimiter
 from ..models.endpoint import ModelEndpoint, open_endpoint
 from ..models.retry import RetryingModelClient
+from ..tool_calls import DEFAULT_TOOL_TIMEOUT_S, ToolCallTimeout, run_tool_call
+from ..tool_json import JSONBoundError, loads_bounded
 from ..tools import ToolError, ToolSession
+from .tau2_calculate import calculate_refusal
 from .tau2_domain import is_user_stop, new_environment, tau2, tool_schemas, user_system_prompt
 
 #: the user simulator's sampling, as tau2 runs it (``DEFAULT_LLM_ARGS_USER``) unless the endpoint's params say.
 USER_DEFAULTS: dict[str, Any] = {"temperature": 0.0}
+#: characters of a call's arguments the session parses (the harness refuses longer ones first).
+MAX_ARGUMENT_CHARS = 256 * 1024
+#: characters of a rejected call's raw arguments kept in the record.
+MAX_REJECTED_CHARS = 1_000
 
 
 class UserSimulatorError(RuntimeError):
@@ -39,7 +52,8 @@ class Tau2Session(ToolSession):
 
     def __init__(self, *, domain: str, task_id: str, scenario: str, initial_state: dict[str, Any] | None,
                  user_model: ModelEndpoint, system_prompt: str, max_steps: int, max_errors: int,
-                 user_limiter: AdaptiveLimiter | None = None) -> None:
+                 user_limiter: AdaptiveLimiter | None = None,
+                 tool_timeout_s: float = DEFAULT_TOOL_TIMEOUT_S) -> None:
         self.domain = domain
         self.task_id = task_id
         self.scenario = scenario
@@ -49,12 +63,14 @@ class Tau2Session(ToolSession):
         self.max_steps = max_steps
         self.max_errors = max_errors
         self.user_limiter = user_limiter
+        self.tool_timeout_s = tool_timeout_s
+        self.tool_timeouts = 0
         self.messages: list[dict[str, Any]] = []  # tau2's trajectory
         self.termination: str | None = None
         self.steps = 0
         self.tool_errors = 0
         self.user_calls = 0
-        self.rejected: list[dict[str, Any]] = []  # calls whose arguments were no JSON object: never executed
+        self.rejected: list[dict[str, Any]] = []  # calls refused before reaching the environment
         self._env: Any = None
         self._client: ModelClient | None = None
         self._user_history: list[dict[str, Any]] = []
@@ -111,14 +127,17 @@ class Tau2Session(ToolSession):
         calls = []
         for c in message.get("tool_calls") or []:
             fn = c.get("function") or {}
+            raw = str(fn.get("arguments") or "{}")
             try:
-                args = json.loads(fn.get("arguments") or "{}")
-            except ValueError:
-                args = None
+                args = loads_bounded(raw, what="the arguments text", max_chars=MAX_ARGUMENT_CHARS)
+            except JSONBoundError as exc:
+                args, reason = None, str(exc)
+            else:
+                reason = "the arguments are not a JSON object"
             if isinstance(args, dict):
                 calls.append({"id": str(c.get("id") or ""), "name": str(fn.get("name") or ""), "arguments": args})
             else:
-                self.rejected.append({"id": c.get("id"), "name": fn.get("name"), "arguments": fn.get("arguments")})
+                self._reject(c.get("id"), fn.get("name"), raw, reason)
         content = message.get("content") or None
         self.messages.append({"role": "assistant", "content": content, "tool_calls": calls or None})
         self.steps += 1
@@ -136,9 +155,23 @@ class Tau2Session(ToolSession):
         if index is None:
             raise ToolError(f"no call of {name!r} with these arguments in this turn")
         pending = self._pending.pop(index)
-        m = tau2().message
-        result = self._env.get_response(m.ToolCall(id=pending["id"], name=name, arguments=arguments,
-                                                    requestor="assistant"))
+        tool_call = tau2().message.ToolCall(id=pending["id"], name=name, arguments=arguments, requestor="assistant")
+        try:
+            result = await run_tool_call(self._respond, tool_call, timeout_s=self.tool_timeout_s,
+                                         what=f"the call of {name}")
+        except ToolCallTimeout:
+            # its thread may still change the database: nothing more runs against it, the conversation ends
+            self.tool_errors += 1
+            self.tool_timeouts += 1
+            self.termination = "agent_error"
+            self._reject(pending["id"], name, arguments, "past its deadline")
+            raise
+        if isinstance(result, str):  # refused before tau2 evaluated it: kept out of the graded conversation
+            self.tool_errors += 1
+            self._reject(pending["id"], name, arguments, result)
+            if not self._pending:
+                self._close_env_step()
+            raise ToolError(result)
         self.messages.append({"role": "tool", "id": pending["id"], "content": result.content,
                               "requestor": "assistant", "error": bool(result.error)})
         self._executed.add(pending["id"])
@@ -147,6 +180,18 @@ class Tau2Session(ToolSession):
         if not self._pending:
             self._close_env_step()
         return str(result.content)
+
+    def _respond(self, tool_call: Any) -> Any:
+        """tau2's answer to ``tool_call`` (its ``ToolMessage``), or the reason it is refused (run in a thread)."""
+        if tool_call.name == "calculate":
+            refusal = calculate_refusal(tool_call.arguments.get("expression"))
+            if refusal is not None:
+                return f"calculate refused: {refusal}"
+        return self._env.get_response(tool_call)
+
+    def _reject(self, call_id: Any, name: Any, arguments: Any, reason: str) -> None:
+        text = arguments if isinstance(arguments, str) else repr(arguments)
+        self.rejected.append({"id": call_id, "name": name, "arguments": text[:MAX_REJECTED_CHARS], "reason": reason})
 
     async def next_user_message(self, messages: list[dict[str, Any]]) -> str | None:
         """The simulated user's answer to the agent's last text message; None once the episode is over."""
@@ -188,6 +233,8 @@ class Tau2Session(ToolSession):
             self._check_limits()
 
     def _check_limits(self) -> None:
+        if self.termination == "agent_error":
+            return  # ended by a call past its deadline: the budgets do not re-label it
         if self.steps >= self.max_steps:
             self.termination = "max_steps"
         if self.tool_errors >= self.max_errors:
@@ -206,7 +253,8 @@ class Tau2Session(ToolSession):
                     continue
             out.append(m)
         return {"domain": self.domain, "task_id": self.task_id, "messages": out, "termination_reason": self.termination,
-                "steps": self.steps, "tool_errors": self.tool_errors, "user_calls": self.user_calls,
+                "steps": self.steps, "tool_errors": self.tool_errors, "tool_timeouts": self.tool_timeouts,
+                "user_calls": self.user_calls,
                 "rejected_tool_calls": list(self.rejected)}
 
     async def aclose(self) -> None:

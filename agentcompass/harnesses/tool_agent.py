@@ -10,7 +10,6 @@ on what it did.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from typing import Any, ClassVar
@@ -20,6 +19,7 @@ import msgspec
 from ..interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
 from ..params import as_params
 from ..records import Step, ToolCall, Usage
+from ..tool_json import JSONBoundError, loads_bounded
 from ..tools import RECORD_KEY, ToolError, ToolSession
 from . import truncate_middle
 from .base import Harness
@@ -62,9 +62,9 @@ def _arguments(raw: str) -> dict[str, Any]:
     if not raw.strip():
         return {}
     try:
-        value = json.loads(raw)
-    except ValueError as exc:
-        raise ToolError(f"the arguments are not valid JSON: {exc}") from None
+        value = loads_bounded(raw, what="the arguments text", max_chars=MAX_ARGUMENT_CHARS)
+    except JSONBoundError as exc:  # not JSON, or nested deeper than tool_json.MAX_DEPTH
+        raise ToolError(str(exc)) from None
     if not isinstance(value, dict):
         raise ToolError("the arguments must be a JSON object")
     return value
