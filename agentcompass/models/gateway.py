@@ -15,7 +15,21 @@ Routes and credentials (both work with the OpenAI and Anthropic SDKs):
 - ``/v1/...``: the key (``Authorization: Bearer``, ``x-api-key`` or ``api-key``) is a signed envelope
   (see ``envelope.py``) or a route token.
 
-Anything else gets a 401 with an OpenAI-shaped error body; so does an envelope or token whose try ended.
+A missing or unknown key gets a 401 with an OpenAI-shaped error body; so does an envelope or token whose try
+ended. The request path is percent-decoded once (``%2F``, ``%2e`` included) with empty and dot segments
+resolved, and only the routes above match, exactly (a model id's segments are ``[A-Za-z0-9][A-Za-z0-9._:@+~-]*``);
+anything else, or a path with a ``%`` left after decoding, a backslash or a ``..`` above the root, is a 404
+answered by the gateway: the upstream only ever gets the canonical route.
+
+Every byte relayed back (JSON and error bodies, streams, forwarded response headers) passes a ``Redactor`` of
+the secrets the gateway holds (the upstreams' keys, credential-like extra headers, the envelope secret); a
+stream goes through a ``StreamRedactor``, so a key cut by chunk borders is masked too.
+
+Clients are sandboxed agents, so what they send is bounded: a request head must be complete within
+``header_timeout_s`` of the connection's opening or its previous answer, a body within ``body_timeout_s``
+(408); a body over ``max_body_bytes`` gets a 413 (a declared ``Content-Length`` before anything is read); a
+body's bytes are taken from a process-wide ``ByteBudget`` before they are buffered (503 when it is full);
+connections over ``max_connections`` get a 503 and are closed, calls over ``max_calls_per_grant`` a 429.
 
 The agent's ``model`` field is replaced by the request's model (the key pays for that model only). A chat
 stream that did not ask for usage gets ``stream_options.include_usage`` added and the usage-only chunk
@@ -288,7 +302,7 @@ class Gateway:
                  on_retry: OnGatewayRetry | None = None, max_body_bytes: int = 64 * 1024 * 1024,
                  max_buffered_bytes: int = 32 * 1024 * 1024, revoke_grace_s: float = 2.0,
                  rng: random.Random | None = None, header_timeout_s: float = 30.0, body_timeout_s: float = 120.0,
-                 max_connections: int = 1024, max_calls_per_grant: int = 64,
+                 max_connections: int = 4096, max_calls_per_grant: int = 64,
                  body_budget: ByteBudget | None = None) -> None:
         for name, value in (("header_timeout_s", header_timeout_s), ("body_timeout_s", body_timeout_s)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 86400:

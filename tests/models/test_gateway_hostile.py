@@ -222,9 +222,10 @@ async def test_a_key_split_across_chunks_of_a_relayed_body_is_masked(kind: str) 
 # ---------------------------------------------------------------------------------------- read deadlines
 
 async def _trickle_until_closed(base_url: str, first: bytes, drip: bytes) -> bytes:
-    """Send ``first``, then ``drip`` a byte at a time until the gateway closes the connection; what it answered."""
+    """Send ``first``, then ``drip`` a byte at a time until the gateway answers or closes the connection; what
+    it answered (the drip stops at the answer's first byte, so no byte arrives after the gateway's close)."""
     reader, writer = await connect(base_url)
-    read = asyncio.ensure_future(reader.read())
+    read = asyncio.ensure_future(reader.read(65536))
     try:
         writer.write(first)
         async with asyncio.timeout(DECIDE_BOUND_S):
@@ -237,7 +238,10 @@ async def _trickle_until_closed(base_url: str, first: bytes, drip: bytes) -> byt
                     break
                 i += 1
                 await asyncio.wait([read], timeout=0.02)  # pacing of the drip, not synchronisation
-            return await read
+            answer = await read
+            while answer and (more := await reader.read(65536)):
+                answer += more
+            return answer
     finally:
         read.cancel()
         writer.close()
