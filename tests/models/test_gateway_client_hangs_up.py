@@ -20,8 +20,8 @@ def _chunk(data: bytes) -> bytes:
     return f"{len(data):x}\r\n".encode() + data + b"\r\n"
 
 
-async def _upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """Answers one streamed call: ``response.completed``, then (a while later) a keep-alive and the end."""
+async def _upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_gone: asyncio.Event) -> None:
+    """Answers one streamed call: ``response.completed``, then (once the client is gone) a keep-alive and the end."""
     with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
         head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
         length = next(int(line.split(":", 1)[1]) for line in head.split("\r\n")
@@ -30,14 +30,16 @@ async def _upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) 
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
         writer.write(_chunk(b"event: response.completed\ndata: " + msgspec.json.encode(COMPLETED) + b"\n\n"))
         await writer.drain()
-        await asyncio.sleep(0.5)  # the client is gone by now
+        async with asyncio.timeout(30):
+            await client_gone.wait()
         writer.write(_chunk(b": keep-alive\n\n") + b"0\r\n\r\n")
         await writer.drain()
     writer.close()
 
 
 async def test_a_client_leaving_after_response_completed_had_a_served_call() -> None:
-    server = await asyncio.start_server(_upstream, "127.0.0.1", 0)
+    client_gone = asyncio.Event()
+    server = await asyncio.start_server(lambda r, w: _upstream(r, w, client_gone), "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     try:
         async with running_gateway(f"http://127.0.0.1:{port}/v1", protocol="openai-responses") as gw:
@@ -52,7 +54,11 @@ async def test_a_client_leaving_after_response_completed_had_a_served_call() -> 
                 while b"response.completed" not in seen:
                     seen += await reader.read(4096)
             writer.transport.abort()  # the client has its answer and hangs up
-            await asyncio.sleep(1.0)  # the gateway meets the closed connection relaying the rest
+            client_gone.set()  # the upstream sends the rest: the gateway meets the closed connection relaying it
+            for _ in range(3000):  # until the gateway books the call (bounded: 30 s), not for some time
+                if KEY.request in gw.ledger.by_request:
+                    break
+                await asyncio.sleep(0.01)
             used = await gw.close_grant(KEY)
     finally:
         server.close()
