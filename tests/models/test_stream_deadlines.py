@@ -19,6 +19,7 @@ from agentcompass.models.anthropic_messages import AnthropicMessagesClient
 from agentcompass.models.openai_chat import OpenAIChatClient
 from agentcompass.models.openai_responses import OpenAIResponsesClient
 from agentcompass.models.retry import RetryingModelClient
+from agentcompass.models.scripted_server import ScriptedServer
 from agentcompass.specs import ModelSpec
 from tests.fixtures_scripted import running_scripted_server
 
@@ -38,12 +39,21 @@ def ask(text: str = "ping") -> list[dict[str, Any]]:
     return [{"role": "user", "content": text}]
 
 
+async def warm(srv: ScriptedServer, client: Any, **kw: Any) -> None:
+    """One answered call with the faults off: the client's first connection (and what it imports lazily) is not
+    paid inside a short deadline under test; on a cold, loaded machine that alone outlasted one."""
+    plan, srv.fault_plan = srv.fault_plan, None
+    assert (await client.complete(ask("warm"), **kw)).content == "warm"
+    srv.fault_plan = plan
+
+
 @pytest.mark.parametrize("stream", [True, False])
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 async def test_an_answer_of_only_keepalives_is_cut_at_about_the_timeout(protocol: str, stream: bool) -> None:
     # a keep-alive every 0.05 s keeps httpx's per-read timeout (0.6 s) from ever firing
     async with running_scripted_server(ECHO, faults={"ping": 1.0}, fault_interval_s=0.05) as srv, \
             CLIENTS[protocol]("scripted", srv.base_url or "", params={"timeout": 0.6}) as client:
+        await warm(srv, client, stream=stream)
         start = time.monotonic()
         with pytest.raises(ModelError) as info:
             await client.complete(ask(), stream=stream)
@@ -65,14 +75,18 @@ async def test_a_keepalive_stream_is_retried_and_the_calls_then_succeed(protocol
             on_retry=lambda kind, _wait, _try: kinds.append(kind))
         assert isinstance(client, RetryingModelClient)
         try:
+            await warm(srv, client)
+            kinds.clear()
             responses = [await client.complete(ask(f"question {i}")) for i in range(5)]
         finally:
             await client.aclose()
     assert [r.content for r in responses] == [f"question {i}" for i in range(5)]
-    assert srv.faults_injected["ping"] > 0
-    assert sum(r.usage.retries for r in responses) == srv.faults_injected["ping"] == len(kinds)
+    # every keep-alive stream was cut and retried; a loaded machine may also time out an answer's head (retried
+    # the same way, no fault drawn), so the client's own records are compared, not the server's fault count
+    assert 0 < srv.faults_injected["ping"] <= len(kinds)
+    assert sum(r.usage.retries for r in responses) == len(kinds)  # every retry is booked on its call
     assert set(kinds) == {"model_connection_error"}
-    assert srv.completions_served == 5
+    assert srv.completions_served == 6  # with the warm-up
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -82,6 +96,7 @@ async def test_a_keepalive_stream_gives_up_after_the_policys_retries(protocol: s
             ModelSpec(id="scripted", base_url=srv.base_url, api_protocol=protocol,  # type: ignore[arg-type]
                       params={"stream": True, "timeout": 0.5, "retries": 2, "retry_backoff": 0}))
         try:
+            await warm(srv, client)
             start = time.monotonic()
             with pytest.raises(ModelError) as info:
                 await client.complete(ask())
@@ -90,7 +105,7 @@ async def test_a_keepalive_stream_gives_up_after_the_policys_retries(protocol: s
             await client.aclose()
     assert info.value.kind == "model_connection_error"
     assert "Gave up after 3 tries" in "".join(getattr(info.value, "__notes__", []))
-    assert srv.faults_injected == {"ping": 3} and srv.completions_served == 0
+    assert srv.faults_injected == {"ping": 3} and srv.completions_served == 1  # the warm-up
     assert 3 * 0.45 <= elapsed < 120  # hang guard: the pings never end
 
 
@@ -108,8 +123,8 @@ async def test_a_slow_but_steady_stream_is_not_cut_even_when_it_outlasts_the_tim
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 async def test_total_timeout_cuts_a_stream_that_keeps_progressing(protocol: str) -> None:
     async with running_scripted_server(ECHO, stream_interval_s=0.2) as srv, \
-            CLIENTS[protocol]("scripted", srv.base_url or "", params={"timeout": 1.0, "total_timeout": 1.2}) \
-            as client:
+            CLIENTS[protocol]("scripted", srv.base_url or "", params={"timeout": 5.0, "total_timeout": 1.2}) \
+            as client:  # events every 0.2 s: only the total cap may cut, however loaded the machine
         start = time.monotonic()
         with pytest.raises(ModelError) as info:
             await client.complete(ask(LONG), stream=True)
@@ -129,13 +144,14 @@ async def test_total_timeout_cuts_a_stream_that_keeps_progressing(protocol: str)
 async def test_calls_after_a_cut_keepalive_stream_get_their_answers_on_the_same_client() -> None:
     async with running_scripted_server(ECHO, faults={"ping": 0.5}, fault_seed=2, fault_interval_s=0.05) as srv, \
             OpenAIChatClient("scripted", srv.base_url or "", max_connections=1, params={"timeout": 0.5}) as client:
+        await warm(srv, client, stream=True)
         outcomes = []
         for i in range(6):
             try:
                 outcomes.append((await client.complete(ask(f"q{i}"), stream=True)).content)
             except ModelError as exc:
                 outcomes.append(exc.kind)
-        for _ in range(200):  # every cut stream's handler ends: nothing is left writing keep-alives
+        for _ in range(3000):  # every cut stream's handler ends: nothing is left writing keep-alives (30 s)
             if srv.open_connections <= 1:
                 break
             await asyncio.sleep(0.01)
