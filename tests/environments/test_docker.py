@@ -235,7 +235,12 @@ async def test_cancelled_exec_does_not_leave_the_command_running(docker_provider
     env = await docker_provider.open(_spec(docker_run_id))
     try:
         task = asyncio.create_task(env.exec("sleep 4246", timeout=60))
-        await asyncio.sleep(0.5)
+        for _ in range(300):  # the command runs in the container (bounded: 30 s), rather than some time passed
+            if "sleep 4246" in (await env.exec("ps -eo args")).stdout:
+                break
+            await asyncio.sleep(0.1)
+        else:
+            pytest.fail("the command never started")
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
