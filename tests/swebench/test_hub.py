@@ -128,10 +128,11 @@ def test_a_killed_download_never_reads_as_a_dataset(hub: HubStandIn, tmp_path: P
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
-        while not hub.downloads():  # the transfer is under way, and stuck
+        partial = split_dir(tmp_path / "data", VERIFIED, "main", "test").parent
+        # the transfer is under way, and stuck, with its partial directory written (the state the kill must leave)
+        while not (hub.downloads() and list(partial.glob(".partial-test-*"))):
             assert proc.poll() is None and time.monotonic() < deadline, "the download never started"
             time.sleep(0.1)
-        time.sleep(0.5)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
