@@ -61,6 +61,15 @@ async def served(server_options: dict[str, Any], params: dict[str, Any] | None =
             await client.aclose()
 
 
+async def warm(srv: ScriptedServer, client: RetryingModelClient, retries: Retries) -> None:
+    """One answered call with the faults off, forgotten by ``retries``: the client's first connection (and what it
+    imports lazily) is not paid inside the short deadline under test; on a cold, loaded machine it outlasted one."""
+    plan, srv.fault_plan = srv.fault_plan, None
+    assert (await client.complete(ask("warm"))).content == "warm"
+    srv.fault_plan = plan
+    retries.calls.clear()
+
+
 @pytest.mark.parametrize("faults", [
     {"429": 0.5}, {"500": 0.5}, {"502": 0.3, "503": 0.3}, {"garbage": 0.3}, {"close": 0.5}, {"hang": 0.3},
     {"ping": 0.3, "trickle": 0.2},
@@ -71,12 +80,15 @@ async def test_it_recovers_through_transient_faults_and_reports_the_retries_in_u
     retries = Retries()
     async with served({"faults": faults, "fault_seed": 5}, {**FAST, "timeout": 0.3, "retries": 10},
                       on_retry=retries) as (srv, client):
+        await warm(srv, client, retries)
         responses = [await client.complete(ask(f"question {i}")) for i in range(12)]
     assert [r.content for r in responses] == [f"question {i}" for i in range(12)]
     injected = sum(srv.faults_injected.values())
-    assert injected > 0
-    assert sum(r.usage.retries for r in responses) == injected == len(retries.calls)
-    assert srv.completions_served == 12
+    # every fault was retried; a loaded machine may also time out a plain answer (retried as well, no fault
+    # drawn): the client's own records must agree, and cover every fault
+    assert 0 < injected <= len(retries.calls)
+    assert sum(r.usage.retries for r in responses) == len(retries.calls)
+    assert srv.completions_served == 13  # with the warm-up
     assert {kind for kind, _, _ in retries.calls} <= {"model_rate_limit", "model_server_error",
                                                       "model_bad_response", "model_connection_error"}
 
@@ -136,14 +148,16 @@ async def test_a_bad_response_is_retried_at_most_twice() -> None:
 
 
 async def test_a_hung_server_is_bounded_by_the_timeout_on_every_try() -> None:
-    async with served({"faults": {"hang": 1.0}}, {"retries": 1, "retry_backoff": 0, "timeout": 0.3}) \
-            as (srv, client):
+    retries = Retries()
+    async with served({"faults": {"hang": 1.0}}, {"retries": 1, "retry_backoff": 0, "timeout": 0.3},
+                      on_retry=retries) as (srv, client):
+        await warm(srv, client, retries)
         start = time.monotonic()
         with pytest.raises(ModelError) as info:
             await client.complete(ask())
         elapsed = time.monotonic() - start
     assert info.value.kind == "model_connection_error"
-    assert srv.requests_served == 2
+    assert srv.requests_served == 3  # the warm-up and both tries
     assert elapsed >= 0.6  # both tries waited their timeout
     assert elapsed < 60  # hang guard: the server never answers
 
@@ -185,7 +199,7 @@ async def test_cancelling_during_a_backoff_sleep_ends_promptly() -> None:
     retries = Retries()
     async with served({"faults": {"429": 1.0}, "retry_after": 30}, on_retry=retries) as (srv, client):
         call = asyncio.create_task(client.complete(ask()))
-        await asyncio.wait_for(retries.seen.wait(), 5)
+        await asyncio.wait_for(retries.seen.wait(), 30)
         assert retries.calls[0][1] >= 30
         start = time.monotonic()
         call.cancel()
