@@ -87,6 +87,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if DOCKER_FIXTURES & set(getattr(item, "fixturenames", ())) or item.get_closest_marker("docker_images"):
             item.add_marker(pytest.mark.xdist_group("docker"))
+            item.add_marker(pytest.mark.docker)  # so `-m "not docker"` can leave the daemon's tests out
 
 
 def _preinstall_bfcl_eval(items: list[pytest.Item]) -> None:
