@@ -2,34 +2,23 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 
 import pytest
 
 from agentcompass.host_worker import HostWorker, WorkerCallError, WorkerError, run_in_worker
+from tests.loop_ticks import loop_ticks
 
 _F = "tests.host_worker_funcs"
 
 
 async def test_a_call_that_never_returns_is_killed_at_its_deadline_and_the_loop_goes_on() -> None:
     worker = HostWorker("test")
-    ticks = 0
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            ticks += 1
-            await asyncio.sleep(0)
-
-    beat = asyncio.create_task(ticker())
-    try:
+    async with loop_ticks() as ticks:
         assert await worker.call(f"{_F}:count", 2, timeout_s=30) == 2
         with pytest.raises(TimeoutError):
             await worker.call(f"{_F}:spin", timeout_s=0.5)
-    finally:
-        beat.cancel()
-    assert ticks > 0  # the loop ran other work while the call spun
+    assert ticks.count > 0  # the loop ran other work while the call spun
     assert worker.stopped is not None and "deadline" in worker.stopped
     await worker.aclose()
     assert worker.returncode == -9

@@ -3,7 +3,6 @@ errors or bounded text the model sees, never a crash of the tool call nor a stal
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ import pytest
 
 from agentcompass.tools import ToolError
 from agentcompass.tools_search import SearchSettings, WebToolSession
+from tests.loop_ticks import loop_ticks
 
 
 @contextmanager
@@ -72,21 +72,12 @@ async def test_a_huge_answer_built_against_tag_stripping_gives_bounded_text(prov
     hit = {"title": bomb, "url": "https://example.org/" + "x" * 500_000, text_field: bomb}
     body = json.dumps({"web": {"results": [hit]}} if provider == "brave" else {"results": [hit]}).encode()
     assert len(body) < 4 << 20
-    ticks = 0
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            ticks += 1
-            await asyncio.sleep(0)
-
     with _serving(body) as url:
         session = _session(url, provider)
-        beat = asyncio.create_task(ticker())
         try:
-            out = await session.call("web_search", {"query": "anything"})
+            async with loop_ticks() as ticks:
+                out = await session.call("web_search", {"query": "anything"})
         finally:
-            beat.cancel()
             await session.aclose()
     assert out.startswith("[1] ") and len(out) < 5_000
-    assert ticks > 0
+    assert ticks.count > 0

@@ -5,7 +5,6 @@ answered with an error, while the event loop goes on."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
@@ -20,6 +19,7 @@ from agentcompass.benchmarks.bfcl import BFCL, load_category
 from agentcompass.benchmarks.bfcl_multi_turn import MultiTurnSession, check_multi_turn
 from agentcompass.interfaces import ComponentContext, EvalContext, HarnessResult
 from agentcompass.tools import RECORD_KEY, ToolError
+from tests.loop_ticks import loop_ticks
 
 from ..run_details import details_by_task
 from .bfcl_helpers import bfcl_data
@@ -104,14 +104,6 @@ def test_multi_turn_deeply_nested_arguments_end_to_end_are_no_harness_crash(tmp_
 async def test_a_multi_turn_call_that_runs_away_is_killed_at_the_deadline_and_answered() -> None:
     entry, _ = _entry("multi_turn_base_0")
     session = MultiTurnSession(entry, entry["function"], {}, call_timeout_s=1.0)
-    ticks = 0
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            ticks += 1
-            await asyncio.sleep(0)
-
     try:
         await session.on_assistant(_assistant([("pwd", "{}")]))
         assert "workspace" in await session.call("pwd", {})
@@ -120,13 +112,10 @@ async def test_a_multi_turn_call_that_runs_away_is_killed_at_the_deadline_and_an
         # the worker stops answering, as a call computing without end does: only the engine's deadline ends it
         os.kill(worker.pid, signal.SIGSTOP)
         await session.on_assistant(_assistant([("ls", "{}")]))
-        beat = asyncio.create_task(ticker())
-        try:
+        async with loop_ticks() as ticks:
             with pytest.raises(ToolError, match="took over 1s; the question ends here"):
                 await session.call("ls", {})
-        finally:
-            beat.cancel()
-        assert ticks > 0  # the loop ran other work while the call was waited for
+        assert ticks.count > 0  # the loop ran other work while the call was waited for
         assert session.finished() and session.record()["timed_out"] is True
         await session.aclose()
         assert worker.returncode == -signal.SIGKILL  # killed, not left running
