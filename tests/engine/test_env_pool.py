@@ -539,7 +539,10 @@ class WorkspaceCountingHarness(Harness):
 
 
 def _spec(base: Path, results: Path, name: str) -> OrchestrationSpec:
-    harness = ComponentSpec("tests.engine.test_env_pool:WorkspaceCountingHarness", {"base_dir": str(base)})
+    # each holds its workspace 1 s: the other slot's task opens within that on a loaded machine, so the peak of 2
+    # is reached (a 0.3 s hold could end before the second open)
+    harness = ComponentSpec("tests.engine.test_env_pool:WorkspaceCountingHarness",
+                            {"base_dir": str(base), "seconds": 1.0})
     req = RunRequestSpec(benchmark=ComponentSpec("shell_tasks", {"sample_ids": SAMPLE}), harness=harness,
                          model=ModelSpec("scripted"), environment=ComponentSpec("local", {"base_dir": str(base)}),
                          name=name, task_concurrency=4, results_dir=str(results))
