@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from agentcompass._errors import ConfigError, ModelError
+from agentcompass.models._http import HttpModelClient
 from agentcompass.models.openai_chat import OpenAIChatClient
 from agentcompass.models.scripted_server import FaultPlan, ScriptedServer
 from tests.conftest import REPO, start_server_process
@@ -22,7 +23,7 @@ ECHO = {"echo": True, "bundled": False}
 ASK = [{"role": "user", "content": "ping"}]
 
 
-async def _warm(srv: ScriptedServer, client: OpenAIChatClient) -> None:
+async def _warm(srv: ScriptedServer, client: HttpModelClient) -> None:
     """One answered call first, so the client's first connection (and what it imports lazily) is not paid inside
     the deadline under test: on a cold, loaded machine that alone outlasted it."""
     plan, srv.fault_plan = srv.fault_plan, None
