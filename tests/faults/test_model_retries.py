@@ -65,7 +65,7 @@ async def warm(srv: ScriptedServer, client: RetryingModelClient, retries: Retrie
     """One answered call with the faults off, forgotten by ``retries``: the client's first connection (and what it
     imports lazily) is not paid inside the short deadline under test; on a cold, loaded machine it outlasted one."""
     plan, srv.fault_plan = srv.fault_plan, None
-    assert (await client.complete(ask("warm"))).content == "warm"
+    assert (await client.complete(ask("warm"), timeout=30)).content == "warm"  # its own wide deadline
     srv.fault_plan = plan
     retries.calls.clear()
 

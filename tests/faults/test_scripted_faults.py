@@ -27,7 +27,7 @@ async def _warm(srv: ScriptedServer, client: HttpModelClient) -> None:
     """One answered call first, so the client's first connection (and what it imports lazily) is not paid inside
     the deadline under test: on a cold, loaded machine that alone outlasted it."""
     plan, srv.fault_plan = srv.fault_plan, None
-    assert (await client.complete(ASK)).content == "ping"
+    assert (await client.complete(ASK, timeout=30)).content == "ping"  # its own wide deadline
     srv.fault_plan = plan
 
 

@@ -43,7 +43,7 @@ async def warm(srv: ScriptedServer, client: Any, **kw: Any) -> None:
     """One answered call with the faults off: the client's first connection (and what it imports lazily) is not
     paid inside a short deadline under test; on a cold, loaded machine that alone outlasted one."""
     plan, srv.fault_plan = srv.fault_plan, None
-    assert (await client.complete(ask("warm"), **kw)).content == "warm"
+    assert (await client.complete(ask("warm"), timeout=30, **kw)).content == "warm"  # its own wide deadline
     srv.fault_plan = plan
 
 
