@@ -4,8 +4,13 @@
 - The Docker base images the selected tests need are built once, before the first test runs, outside every
   per-test timeout (a fresh machine's debootstrap build takes minutes). Under pytest-xdist every worker runs
   this hook; a host file lock in ``build_base_image`` makes one of them build and the others reuse the image.
-- Every test that touches the shared Docker daemon runs in xdist group ``docker`` (one worker, one at a time):
-  the orphan sweep of one docker test must never race the deliberately orphaned containers of another.
+- Docker tests are marked ``docker`` and spread over the workers like the rest: each labels what it creates with
+  a run id of its own, and the few that orphan containers on purpose check what happens to them, never that no
+  other process's start-up sweep got there first. The tests of Ray clusters and of the second Docker node share
+  xdist group ``ray`` (one worker, one at a time): one such node per session is enough.
+- ``-n auto`` starts twice as many workers as there are cores (at most cores + 4): many tests wait on a
+  subprocess, a container or a server, and on a machine another job loads, more workers get the suite a larger
+  share of the cores.
 """
 
 from __future__ import annotations
@@ -82,12 +87,25 @@ def image_spec(name: str) -> tuple[str, str]:
     return {"base": (DEFAULT_BASE_IMAGE, "debootstrap"), "busybox": (BUSYBOX_IMAGE, "busybox")}[name]
 
 
+#: test files (path prefixes) run in xdist group ``ray``, one at a time on one worker
+RAY_GROUP = ("tests/environments/test_ray_", "tests/standins/test_second_node.py")
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """Workers for ``-n auto``: 2 x cores, at most cores + 4 (``PYTEST_XDIST_AUTO_NUM_WORKERS`` overrides)."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return int(os.environ["PYTEST_XDIST_AUTO_NUM_WORKERS"])
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(2, min(2 * cores, cores + 4))
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if DOCKER_FIXTURES & set(getattr(item, "fixturenames", ())) or item.get_closest_marker("docker_images"):
-            item.add_marker(pytest.mark.xdist_group("docker"))
             item.add_marker(pytest.mark.docker)  # so `-m "not docker"` can leave the daemon's tests out
+        if item.nodeid.startswith(RAY_GROUP):
+            item.add_marker(pytest.mark.xdist_group("ray"))
 
 
 def _preinstall_bfcl_eval(items: list[pytest.Item]) -> None:

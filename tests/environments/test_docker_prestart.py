@@ -361,8 +361,8 @@ async def test_a_cancelled_or_killed_run_leaves_no_container_started_ahead(
             proc.wait(30)
     if sig == signal.SIGINT:
         assert proc.returncode == 130
-    else:  # nothing cleaned up: the orphan sweep finds them by their labels
-        assert _prestarted(docker_run_id)
+    else:  # nothing cleaned up: the orphan sweep finds them by their labels (or a run starting in another
+        # test worker already did: its start-up sweep is host-wide, so their presence is not checked here)
         report = await sweep_orphans(run_id=docker_run_id)
         assert report.errors == []
     assert containers_of(docker_run_id) == []

@@ -145,9 +145,9 @@ def test_after_a_sigkill_the_next_run_sweeps_what_the_dead_run_left(
         base_image: str, docker_run_id: str, tmp_path: Path) -> None:
     proc = _start_run(docker_run_id, tmp_path)
     _wait_for_containers(docker_run_id, 3, proc)
-    proc.kill()
+    proc.kill()  # a SIGKILL cleans nothing up...
     proc.wait(30)
-    assert len(containers_of(docker_run_id)) >= 3  # a SIGKILL cleans nothing up...
+    # (their presence is not checked here: a run starting in another test worker may sweep them first)
     out = agentcompass.run_evaluation(  # ...the next run's start-up sweep does
         "shell_tasks", "shell_agent", "scripted", "docker", benchmark_params={"sample_ids": ["files/hello_world"]},
         results_dir=str(tmp_path / "next"), progress="none")

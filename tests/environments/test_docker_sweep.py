@@ -59,9 +59,9 @@ async def _orphan_owner(run_id: str, image: str) -> tuple[str, str]:
 
 async def test_sweep_removes_what_a_killed_process_left_and_keeps_live_owners(
         base_image: str, docker_run_id: str) -> None:
-    container_id, network = await _orphan_owner(docker_run_id, base_image)
-    assert container_id in containers_of(docker_run_id)
-    assert networks_of(docker_run_id)
+    _, network = await _orphan_owner(docker_run_id, base_image)
+    # (no check that the orphans are still there: a run starting in another test worker sweeps dead owners
+    # host-wide and may remove them at any moment from here on; what this sweep leaves is what counts)
 
     live = DockerProvider({"image": base_image}, ComponentContext(run_id=docker_run_id))
     try:
@@ -99,11 +99,17 @@ async def test_sweep_leaves_other_hosts_and_kept_containers_unless_told_otherwis
 
 async def test_sweep_without_run_id_only_touches_dead_owners(base_image: str, docker_run_id: str) -> None:
     await _orphan_owner(docker_run_id, base_image)
-    report = await sweep_orphans()
-    assert report.errors == []
-    assert any(name.startswith("ac-") for name in report.containers)
-    assert containers_of(docker_run_id) == []
-    assert networks_of(docker_run_id) == []
+    live = DockerProvider({"image": base_image}, ComponentContext(run_id=docker_run_id))
+    try:
+        mine = await live.open(EnvOpenSpec(run_id=docker_run_id, task_id="alive"))
+        report = await sweep_orphans()
+        assert report.errors == [] and report.skipped_alive >= 1
+        # the orphan is removed by this sweep, or was by a run starting in another test worker (host-wide too)
+        assert containers_of(docker_run_id) == [mine.id]
+        assert networks_of(docker_run_id) == []
+        assert (await mine.exec("echo alive")).stdout == "alive\n"
+    finally:
+        await live.aclose()
 
 
 async def test_two_sweeps_racing_for_the_same_orphans_both_end_clean(base_image: str, docker_run_id: str) -> None:
