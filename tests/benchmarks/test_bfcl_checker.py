@@ -66,6 +66,7 @@ def _answer(script: list[Any]) -> Any:
     return first if isinstance(first, str) else [{c["name"]: c["arguments"]} for c in first["tool_calls"]]
 
 
+@pytest.mark.slow
 def test_our_ast_checker_agrees_with_bfcl_evals_on_every_single_turn_question_and_mutations() -> None:
     answers = _single_turn_answers(random.Random(5))
     disagreements = []
@@ -87,6 +88,7 @@ def test_our_ast_checker_agrees_with_bfcl_evals_on_every_single_turn_question_an
     assert tally[("swap_order", True)] > 0 and tally[("none", True)] > 0 and tally[("restyle", True)] > 100
 
 
+@pytest.mark.slow
 def test_our_multi_turn_checker_agrees_with_bfcl_evals_on_every_question_and_mutations() -> None:
     rng = random.Random(9)
     disagreements = []

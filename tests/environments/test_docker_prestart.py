@@ -340,7 +340,9 @@ def _start_run(run_id: str, results: Path) -> subprocess.Popen[str]:
          "scripted", "--env", "docker", "--harness-params", '{"seconds": 120}', "--run-id", run_id,
          "--env-params", '{"prestart": 2}', "--benchmark-params", '{"categories": ["files"]}',
          "--task-concurrency", "2", "--progress", "none", "--results-dir", str(results)],
-        env=env, cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        env=env, cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # SIGINT as a terminal delivers it: a test runner started in the background inherits it ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["cancelled", "killed"])

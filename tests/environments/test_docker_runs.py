@@ -130,7 +130,9 @@ def _start_run(run_id: str, results: Path, seconds: int = 120) -> subprocess.Pop
          "scripted", "--env", "docker", "--harness-params", f'{{"seconds": {seconds}}}', "--run-id", run_id,
          "--benchmark-params", '{"categories": ["files"]}', "--task-concurrency", "3", "--progress", "none",
          "--results-dir", str(results)], env=env, cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True)
+        text=True,
+        # SIGINT as a terminal delivers it: a test runner started in the background inherits it ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
 
 
 def _wait_for_containers(run_id: str, n: int, proc: subprocess.Popen[str]) -> None:

@@ -141,6 +141,7 @@ async def test_the_agents_command_timeout_is_clamped_to_the_cap(local_env: Envir
     assert "late" not in (short.observation or "") and result.error_kind is None
 
 
+@pytest.mark.slow
 async def test_timeout_kills_the_bridge_and_keeps_the_steps(local_env: Environment) -> None:
     turns = [call("terminal", command="echo started > started.txt"), call("terminal", command="sleep 300")]
     result, _ = await run_direct(local_env, turns, timeout=60)  # room for a slow start
@@ -210,6 +211,7 @@ async def test_engine_runs_a_shell_tasks_task_with_openhands_through_the_gateway
     assert bridges() == []
 
 
+@pytest.mark.slow
 async def test_the_engines_agent_timeout_keeps_the_steps_and_kills_the_bridge(tmp_path: Path) -> None:
     turns = [call("terminal", command="echo started > started.txt"), call("terminal", command="sleep 300")]
     async with running_scripted_server({"bundled": False, "script": [{"match": "", "turns": turns}]}) as server:
