@@ -7,6 +7,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,23 @@ SECRET = "sk-local-7c1e5a9b3d2f4e6a8b0c"
 DUMP = ("env > env.txt; tr '\\0' ' ' < /proc/$PPID/cmdline > ppid.txt; "
         "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f 2>/dev/null; echo; done > all.txt; "
         "cat env.txt ppid.txt all.txt")
+
+
+async def _run_cli(args: list[str], env: dict[str, str], script: list[dict[str, Any]]) -> tuple[bytes, bytes, int]:
+    """``agentcompass`` with ``args`` against a scripted server that wants SECRET; (stdout, stderr, pid) of a
+    run that must succeed."""
+    async with start_scripted_server({"script": script}, require_api_key=SECRET) as url:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "agentcompass.cli", *args, "--model-base-url", url, env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), 240)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+    assert proc.returncode == 0, err.decode()
+    return out, err, proc.pid
 
 
 @pytest.mark.timeout(300)
@@ -41,17 +59,7 @@ async def test_a_local_agent_with_wrap_api_key_finds_the_key_nowhere(tmp_path: P
         env["MODEL_API_KEY"] = SECRET
     else:
         args += ["--model-api-key-file", str(key_file)]
-    async with start_scripted_server({"script": script}, require_api_key=SECRET) as url:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "agentcompass.cli", *args, "--model-base-url", url, env=env,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(), 240)
-        finally:
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
-    assert proc.returncode == 0, err.decode()
+    out, err, _ = await _run_cli(args, env, script)
     assert b"visible to every process" not in err
     [summary] = results.rglob("summary.json")
     assert json.loads(summary.read_text())["counts"]["errors"] == 0  # the key reached the model via the gateway
@@ -112,20 +120,10 @@ async def test_a_local_agent_cannot_read_the_key_from_the_engines_environ(tmp_pa
             "--benchmark-params", json.dumps({"sample_ids": ["files/hello_world"]}),
             "--env-params", json.dumps({"base_dir": str(workspaces)}), "--keep-environment",
             "--results-dir", str(results), "--progress", "none"]
-    async with start_scripted_server({"script": script}, require_api_key=SECRET) as url:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "agentcompass.cli", *args, "--model-base-url", url, env=env,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        try:
-            _, err = await asyncio.wait_for(proc.communicate(), 240)
-        finally:
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
-    assert proc.returncode == 0, err.decode()
+    _, _, pid = await _run_cli(args, env, script)
     [summary] = results.rglob("summary.json")
     assert json.loads(summary.read_text())["counts"]["errors"] == 0  # the key reached the model via the gateway
-    [engine] = workspaces.glob(f"agentcompass-agent-*/envs/{proc.pid}")
+    [engine] = workspaces.glob(f"agentcompass-agent-*/envs/{pid}")
     seen = engine.read_text(errors="replace")
     assert mark in seen.splitlines()  # the agent did read the engine's environment block
     assert SECRET not in seen
