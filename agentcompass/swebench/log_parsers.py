@@ -354,10 +354,13 @@ from agentcompass.swebench.lang_parsers.registry import (  # noqa: E402
     LANG_PARSERS as _LANG_PARSERS,
 )
 from agentcompass.swebench.lang_parsers.registry import (  # noqa: E402
+    LANG_PARSERS_V4 as _LANG_PARSERS_V4,
+)
+from agentcompass.swebench.lang_parsers.registry import (  # noqa: E402
     LANG_REPO_TO_PARSER_NAME as _LANG_REPO_TO_PARSER_NAME,
 )
 
 PARSERS.update(_LANG_PARSERS)
 MAP_REPO_TO_PARSER_NAME.update(_LANG_REPO_TO_PARSER_NAME)
 MAP_REPO_TO_PARSER.update({repo: PARSERS[name] for repo, name in _LANG_REPO_TO_PARSER_NAME.items()})
-PARSERS_V4.update({name: _V4_FRAMEWORKS.get(parser, parser) for name, parser in PARSERS.items()})
+PARSERS_V4.update({name: _V4_FRAMEWORKS.get(parser, parser) for name, parser in PARSERS.items()}, **_LANG_PARSERS_V4)

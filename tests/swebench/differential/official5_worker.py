@@ -56,7 +56,7 @@ def run(job, log_file):
                 java.MAP_REPO_TO_PARSER_JAVA, javascript.MAP_REPO_TO_PARSER_JS, php.MAP_REPO_TO_PARSER_PHP,
                 ruby.MAP_REPO_TO_PARSER_RUBY, rust.MAP_REPO_TO_PARSER_RUST)
         return {"value": {repo: fn.__name__ for m in maps for repo, fn in m.items()}}
-    spec = types.SimpleNamespace(log_parser=job.get("parser"))
+    spec = types.SimpleNamespace(log_parser=job.get("parser"), instance_id=job.get("instance_id", "x__y-1"))
     if kind == "parse":
         return {"map": PARSER_REGISTRY[job["parser"]](job["log"], spec)}
     if kind == "logs_eval":
@@ -76,6 +76,8 @@ def run(job, log_file):
 
 def main():
     jobs = json.load(sys.stdin)
+    answer_to = sys.stdout
+    sys.stdout = sys.stderr  # the official parsers print warnings (maven, gradle): keep stdout for the answers
     out = []
     log_file = [""]
     # get_logs_eval reads the log from a file: served from memory (no disk write per case)
@@ -85,7 +87,7 @@ def main():
             out.append(run(job, log_file))
         except Exception as exc:  # the caller decides what an official exception means
             out.append({"raised": type(exc).__name__})
-    json.dump(out, sys.stdout)
+    json.dump(out, answer_to)
 
 
 main()
