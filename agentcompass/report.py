@@ -111,6 +111,9 @@ def _overview(run: RunData) -> list[tuple[str, str]]:
             ("model calls / retries", f"{usage.get('calls', 0)} / {usage.get('retries', 0)}")]
     if usage.get("cost"):
         rows.append(("cost", f"{usage['cost']:.4f}"))
+    bench_settings = ((run.params or {}).get("component_settings") or {}).get("benchmark") or {}
+    if bench_settings.get("grading_version"):  # the SWE-bench family: which official release graded it
+        rows.append(("graded as swebench", str(bench_settings["grading_version"])))
     if run.get("error"):
         rows.append(("error", str(run.get("error"))))
     return rows
@@ -377,7 +380,8 @@ def write_html(run: RunData, out: IO[str], *, trajectories: bool = True, max_cha
     if summary.get("reuse"):
         out.write("<h2>Reuse</h2>" + _pre(json.dumps(summary["reuse"], indent=1), max_chars))
     if run.params:
-        shown = {k: run.params.get(k) for k in ("spec", "resolved", "versions") if k in run.params}
+        shown = {k: run.params.get(k) for k in ("spec", "resolved", "component_settings", "versions")
+                 if k in run.params}
         out.write("<h2>Parameters</h2><details><summary>params.json</summary>"
                   + _pre(json.dumps(shown, indent=1, default=str), max_chars) + "</details>")
     out.write('<h2>Tasks</h2><div id="filter"><input id="q" placeholder="filter (task, error, flag…)"> '

@@ -126,10 +126,25 @@ def _preinstall_bfcl_eval(items: list[pytest.Item]) -> None:
         print(f"\nbfcl-eval could not be installed for the bfcl tests: {exc}", file=sys.stderr)
 
 
+def _preinstall_swebench5(items: list[pytest.Item]) -> None:
+    """swebench 5.0.2 (the second oracle of the SWE-bench differential tests, beside the test extra's 4.1.0),
+    installed ``--no-deps`` into its cache once, before any of those tests (and its timeout) starts; a file lock
+    makes one xdist worker install it and the others wait."""
+    if not any(item.nodeid.startswith("tests/swebench/differential/") for item in items):
+        return
+    from tests.swebench.differential.official5 import ensure_installed
+
+    try:
+        ensure_installed()
+    except Exception as exc:  # the tests that need it fail on it again, with the pip error
+        print(f"\nswebench 5.0.2 could not be installed for the differential tests: {exc}", file=sys.stderr)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Build the images the selected tests need, before any test (and its timeout) starts."""
     if not session.config.option.collectonly:
         _preinstall_bfcl_eval(session.items)
+        _preinstall_swebench5(session.items)
     if session.config.option.collectonly or not os.path.exists(DOCKER_SOCKET):
         return  # without a daemon the docker fixtures skip (or fail, in CI) on their own
     from agentcompass.environments.docker_images import build_base_image

@@ -17,7 +17,9 @@ headline metric), ``eval_timeout`` (seconds, default 1800), ``split`` (default `
 (a path; overrides data_dir lookup), ``image_namespace`` (default ``swebench``), ``arch`` (default
 ``x86_64``), ``image_tag`` (default ``latest``), ``hide_history`` (default true), ``revision`` (the Hugging Face
 dataset's branch, tag or commit; default ``main``), ``hub`` (default true: take the official dataset from the
-Hugging Face Hub when it is not a file in data_dir; ``use_hf_cache`` is an old name for it).
+Hugging Face Hub when it is not a file in data_dir; ``use_hf_cache`` is an old name for it), ``grading_version``
+(the official swebench release whose log parsers and grading rules to follow: ``5.0.2``, the default, or
+``4.1.0``).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from ..metrics import DefaultAccumulator
 from ..params import as_params
 from ..swebench.dataset import DatasetSource, default_data_dir, load_instances, select
 from ..swebench.grading import grade, is_fail_only
+from ..swebench.grading_version import DEFAULT_GRADING_VERSION, check_grading_version
 from ..swebench.images import TESTBED, history_hygiene_script, official_image
 from ..swebench.test_specs import apply_patch_script, make_eval_script, own_eval_script
 from . import truncate_middle
@@ -133,12 +136,15 @@ class SWEBenchParams(SWEBenchCommonParams, frozen=True):
     arch: str | None = None
     image_tag: str | None = None
     use_hf_cache: bool | None = None
+    grading_version: str | None = None
 
 
 class SWEBench(Benchmark):
     """SWE-bench (full test split). Subclasses change the dataset name and where the images come from."""
 
-    version: ClassVar[str] = "1"
+    #: "2": graded as swebench 5.0.2 by default (``grading_version``; "1" graded close to 4.1.0), so results of
+    #: version "1" runs are not reused
+    version: ClassVar[str] = "2"
     name: ClassVar[str] = "swebench"
     #: the params a subclass accepts
     Params: ClassVar[type[SWEBenchCommonParams]] = SWEBenchParams
@@ -164,7 +170,9 @@ class SWEBench(Benchmark):
         self.split = p.split or "test"
         self.dataset_file = p.dataset_file or None
         self.namespace, self.arch, self.image_tag, hub = "swebench", "x86_64", "latest", p.hub
+        self.grading_version = DEFAULT_GRADING_VERSION
         if isinstance(p, SWEBenchParams):
+            self.grading_version = check_grading_version(p.grading_version, "benchmark.params.grading_version")
             self.namespace = "swebench" if p.image_namespace is None else p.image_namespace
             self.arch = p.arch or "x86_64"
             self.image_tag = p.image_tag or "latest"
@@ -192,6 +200,10 @@ class SWEBench(Benchmark):
     def new_accumulator(self) -> DefaultAccumulator:
         """pass@k and avg@k; with ``avgk`` the headline (``primary``) is avg@k."""
         return DefaultAccumulator(self.k, self.primary_metric)
+
+    def resolved_settings(self) -> dict[str, Any]:
+        """The official swebench release the grading follows (the default when not given), for params.json."""
+        return {"grading_version": self.grading_version}
 
     # ------------------------------------------------------------------ data
 
@@ -291,7 +303,7 @@ class SWEBench(Benchmark):
                 await verifier.write_file(_EVAL_FILE, self.eval_script(inst, verifier.workdir))
                 res = await verifier.exec(["bash", _EVAL_FILE], cwd=verifier.workdir, timeout=self.eval_timeout)
                 eval_out, timed_out = res.output, res.timed_out
-        report = grade(inst, eval_out, apply_output=apply_log, timed_out=timed_out)
+        report = grade(inst, eval_out, apply_output=apply_log, timed_out=timed_out, version=self.grading_version)
         extra["eval_raw_data"] = {
             **msgspec.to_builtins(report), "timed_out": timed_out, "apply_output": truncate_middle(apply_log, 20_000),
             "test_output": truncate_middle(eval_out, _RAW_CAP)}

@@ -79,9 +79,14 @@ class SWEBenchProParams(SWEBenchCommonParams, frozen=True):
 class SWEBenchPro(SWEBench):
     """SWE-bench Pro (public set): per-instance images, run scripts and parsers."""
 
+    version: ClassVar[str] = "1"  # its own grading (the Pro run scripts and parsers): no grading_version
     name: ClassVar[str] = "swebench_pro"
     Params: ClassVar[type[SWEBenchCommonParams]] = SWEBenchProParams
     default_eval_timeout: ClassVar[float] = 3600.0
+
+    def resolved_settings(self) -> dict[str, Any]:
+        """Nothing beyond the params (SWE-bench Pro is graded by its own scripts, not by a swebench release)."""
+        return {}
 
     def __init__(self, params: SWEBenchCommonParams | dict[str, Any], ctx: ComponentContext) -> None:
         where = f"benchmark {self.name}"

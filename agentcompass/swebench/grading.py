@@ -1,13 +1,15 @@
-"""Grade a SWE-bench attempt from its test log, as the official harness (``swebench/harness/grading.py``) does.
+"""Grade a SWE-bench attempt from its test log, as the official harness (``swebench/harness/grading.py``) does in
+the chosen ``grading_version`` (5.0.2 by default, or 4.1.0).
 
-A FAIL_TO_PASS test succeeds when it PASSED or XFAILed; a PASS_TO_PASS test also when it was SKIPPED (a
-skip is no regression, but a skipped F2P test resolves nothing). A test missing from the log failed; names
-match exactly. An instance whose ``eval_type`` is ``fail_only`` (without one: the repos of
-``FAIL_ONLY_REPOS``) is graded fail-only: only a recorded FAILED fails.
-``resolved`` means every F2P and every P2P test succeeded. A log is not graded at all when it shows the
-patch or the reset failed, an error or timeout marker, no test-output markers, no test results (for the
-fail-only repos: none and no runner summary of tests run), or, for the Python parsers, a non-zero test
-exit code with no failing test in it (a patch printing its own PASSED lines).
+A FAIL_TO_PASS test succeeds when it PASSED or XFAILed; a test missing from the log failed. 5.0.2: a
+PASS_TO_PASS test also succeeds when SKIPPED (a skip is no regression) and a skipped F2P test fails; a listed
+name with more ``[`` than ``]`` (a parametrized id the dataset cut at its first space) is graded from the
+log's tests it is a prefix of, when they agree on passing. 4.1.0: names match exactly, and a skipped test is
+in neither list. An instance whose ``eval_type`` is ``fail_only`` (without one: the repos of
+``FAIL_ONLY_REPOS``) is graded fail-only: only a recorded FAILED fails. ``resolved`` means every F2P and
+every P2P test succeeded. A log is not graded at all when it shows the patch or the reset failed, an error or
+timeout marker, or no test-output markers; 5.0.2 also refuses a log with no results and no sign a suite ran,
+and one whose recorded test exit code is non-zero with results but no failing test.
 """
 
 from __future__ import annotations
@@ -21,9 +23,8 @@ from typing import Any
 import msgspec
 
 from agentcompass._errors import ConfigError
+from agentcompass.swebench.grading_version import DEFAULT_GRADING_VERSION, V4, check_grading_version
 from agentcompass.swebench.lang_parsers.dispatch import parser_name_for_instance
-from agentcompass.swebench.lang_parsers.javascript import strip_ansi
-from agentcompass.swebench.lang_parsers.registry import LANG_PARSERS
 from agentcompass.swebench.log_parsers import TestStatus, get_parser, get_parser_name
 from agentcompass.swebench.test_specs import (
     APPLY_PATCH_FAIL,
@@ -81,6 +82,7 @@ class GradeReport(msgspec.Struct, kw_only=True):
     test_results: dict[str, str] = msgspec.field(default_factory=dict)  # test -> status, as parsed
     parser: str
     test_exit_code: int | None = None
+    grading_version: str = DEFAULT_GRADING_VERSION  # the official release whose rules graded it
 
 
 _BAD_MARKERS: tuple[tuple[str, GradeError], ...] = (
@@ -91,18 +93,17 @@ _BAD_MARKERS: tuple[tuple[str, GradeError], ...] = (
 )
 _EXIT_CODE_RE = re.compile(rf"{re.escape(TEST_EXIT_CODE)}:\s*(-?\d+)")
 _PASSING = frozenset({TestStatus.PASSED.value, TestStatus.XFAIL.value})
-_STATUS_VALUES = frozenset(s.value for s in TestStatus)
-_NOT_PASSING = frozenset({TestStatus.FAILED.value, TestStatus.ERROR.value, TestStatus.SKIPPED.value})
+_NOT_PASSING_V5 = frozenset({TestStatus.FAILED.value, TestStatus.ERROR.value, TestStatus.SKIPPED.value})
+_NOT_PASSING_V4 = frozenset({TestStatus.FAILED.value, TestStatus.ERROR.value})
 
 #: Repos the official harness grades fail-only (``EvalType.FAIL_ONLY``): their parsers record failures only.
 FAIL_ONLY_REPOS = frozenset({"chartjs/Chart.js", "processing/p5.js", "markedjs/marked"})
-# The summaries the fail-only repos' runners print when they ran at least one test: jasmine (marked)
-# "120 specs, 0 failures", mocha (p5.js) "120 passing". A zero count is a runner that started but ran
-# nothing, which is no evidence.
-_SUMMARY_RAN_TESTS = re.compile(r"\b[1-9]\d* specs?, \d+ failures?|^\s*[1-9]\d* passing\b", re.MULTILINE)
-# karma (Chart.js) prints "Executed 5 of 120 SUCCESS" as it goes and ends with "Executed 120 of 120 SUCCESS",
-# or "Executed 5 of 120 DISCONNECTED" when the browser is lost: only its last such line tells.
-_KARMA_EXECUTED = re.compile(r"Executed (\d+) of \d+\b(.*)$", re.MULTILINE)
+#: 5.0.2's evidence that a test runner ran at least one test (karma, mocha, jest, tap, jasmine, openlayers):
+#: without it a log with no parsed results is not graded. Every count must be non-zero.
+SUITE_RAN = re.compile(
+    r"Executed [1-9]\d* of \d+|TOTAL: [1-9]\d* (?:SUCCESS|FAILED)|[1-9]\d* passing|Tests:\s+[1-9]\d*"
+    r"|Test Suites:\s+(?:\d+ \w+, )*[1-9]\d* total|^# tests [1-9]\d*|[1-9]\d* specs?, \d+ failures?|': ok$",
+    re.MULTILINE)
 
 
 def load_test_list(value: Any, field: str) -> list[str]:
@@ -119,37 +120,61 @@ def load_test_list(value: Any, field: str) -> list[str]:
     raise ConfigError(f"{field} must be a list of test names, got {type(value).__name__}", field=field)
 
 
-def test_passed(case: str, status_map: Mapping[str, str]) -> bool:
+def resolve_case(case: str, status_map: Mapping[str, str]) -> str | None:
+    """The log's name for a listed test, by 5.0.2's rule: the name itself; else, for a name with more ``[``
+    than ``]`` (a parametrized id cut at its first space), the first logged test it is a prefix of, when all
+    such tests agree on passing (PASSED/XFAIL) or not; else None (missing)."""
+    if case in status_map:
+        return case
+    if case.count("[") > case.count("]"):
+        matches = [name for name in status_map if name.startswith(case)]
+        if matches and len({status_map[name] in _PASSING for name in matches}) == 1:
+            return matches[0]
+    return None
+
+
+def test_passed(case: str, status_map: Mapping[str, str], version: str = DEFAULT_GRADING_VERSION) -> bool:
     """PASSED or XFAIL."""
-    return status_map.get(case) in _PASSING
+    key = case if version == V4 else resolve_case(case, status_map)
+    return key is not None and status_map.get(key) in _PASSING
 
 
-def test_maintained(case: str, status_map: Mapping[str, str]) -> bool:
-    """P2P success: passed, or SKIPPED (a skip is no regression)."""
-    return test_passed(case, status_map) or status_map.get(case) == TestStatus.SKIPPED
+def test_maintained(case: str, status_map: Mapping[str, str], version: str = DEFAULT_GRADING_VERSION) -> bool:
+    """P2P success: passed; in 5.0.2 also SKIPPED (a skip is no regression)."""
+    if version == V4:
+        return test_passed(case, status_map, version)
+    key = resolve_case(case, status_map)
+    return test_passed(case, status_map, version) or (key is not None and status_map[key] == TestStatus.SKIPPED)
 
 
-def test_failed(case: str, status_map: Mapping[str, str]) -> bool:
-    """Missing from the log, FAILED, ERROR or SKIPPED (any other recorded value is neither passed nor failed)."""
-    return case not in status_map or status_map[case] in _NOT_PASSING
+def test_failed(case: str, status_map: Mapping[str, str], version: str = DEFAULT_GRADING_VERSION) -> bool:
+    """Missing from the log, FAILED, ERROR, or (5.0.2) SKIPPED; any other recorded value is neither passed nor
+    failed."""
+    if version == V4:
+        return case not in status_map or status_map[case] in _NOT_PASSING_V4
+    key = resolve_case(case, status_map)
+    return key is None or status_map[key] in _NOT_PASSING_V5
 
 
 def _fail_only_success(case: str, status_map: Mapping[str, str]) -> bool:
-    """Fail-only grading: everything but a recorded FAILED succeeds (missing, ERROR and SKIPPED too)."""
+    """Fail-only grading: everything but a recorded FAILED succeeds (missing, ERROR and SKIPPED too; names
+    match exactly in both versions)."""
     return status_map.get(case) != TestStatus.FAILED
 
 
-def get_tests_report(status_map: Mapping[str, str], fail_to_pass: Sequence[str],
-                     pass_to_pass: Sequence[str], *, fail_only: bool = False) -> dict[str, TestOutcomes]:
-    """Sort the F2P and P2P tests into success and failure (``fail_only`` for the FAIL_ONLY_REPOS)."""
+def get_tests_report(status_map: Mapping[str, str], fail_to_pass: Sequence[str], pass_to_pass: Sequence[str], *,
+                     fail_only: bool = False, version: str = DEFAULT_GRADING_VERSION) -> dict[str, TestOutcomes]:
+    """Sort the F2P and P2P tests into success and failure (``fail_only`` for the FAIL_ONLY_REPOS), by the rules
+    of swebench ``version``."""
+    version = check_grading_version(version)
     f2p, p2p = TestOutcomes(), TestOutcomes()
     for cases, outcomes, succeeded in ((fail_to_pass, f2p, test_passed), (pass_to_pass, p2p, test_maintained)):
         for case in cases:
             if fail_only:
                 (outcomes.success if _fail_only_success(case, status_map) else outcomes.failure).append(case)
-            elif succeeded(case, status_map):
+            elif succeeded(case, status_map, version):
                 outcomes.success.append(case)
-            elif test_failed(case, status_map):
+            elif test_failed(case, status_map, version):
                 outcomes.failure.append(case)
     return {FAIL_TO_PASS: f2p, PASS_TO_PASS: p2p}
 
@@ -179,23 +204,10 @@ def model_patch_applied(apply_output: str) -> bool | None:
 
 
 def parse_test_exit_code(log: str) -> int | None:
-    """The test command's exit code the eval script printed after the end marker, if any.
-
-    Only the first such line after the last end marker counts: the tests' own output (before the script's
-    end marker) may print any line, an exit-code line or an end marker too.
-    """
-    if END_TEST_OUTPUT not in log:
-        return None
-    m = _EXIT_CODE_RE.search(log.rsplit(END_TEST_OUTPUT, 1)[1])
+    """The first ``>>>>> Test Exit Code: N`` in the log (5.0.2's rule: the eval script prints it after the end
+    marker, but a line the tests print earlier is read first), if any."""
+    m = _EXIT_CODE_RE.search(log)
     return int(m.group(1)) if m else None
-
-
-def _runner_ran_tests(log: str) -> bool:
-    """The log has a runner summary of at least one test run (the evidence an empty fail-only map needs)."""
-    if _SUMMARY_RAN_TESTS.search(log):
-        return True
-    karma = _KARMA_EXECUTED.findall(log)
-    return bool(karma) and int(karma[-1][0]) > 0 and "SUCCESS" in karma[-1][1]
 
 
 EVAL_TYPES = ("pass_and_fail", "fail_only")
@@ -213,34 +225,30 @@ def is_fail_only(instance: Mapping[str, Any]) -> bool:
     return bool(eval_type == "fail_only")
 
 
-def parse_test_output(log: str, parser_name: str, *, fail_only: bool = False) -> tuple[dict[str, str],
-                                                                                       GradeError | None]:
-    """The status map of an eval-script log, or the reason the log cannot be graded.
-
-    ``fail_only``: the parser records failures only, so an empty map is graded when the runner's summary
-    shows it ran tests (an all-passing run).
-    """
+def parse_test_output(log: str, parser_name: str, *, version: str = DEFAULT_GRADING_VERSION
+                      ) -> tuple[dict[str, str], GradeError | None]:
+    """The status map of an eval-script log, or the reason the log cannot be graded, as swebench ``version``'s
+    ``get_logs_eval`` decides."""
+    version = check_grading_version(version)
     for marker, error in _BAD_MARKERS:
         if marker in log:
             return {}, error
     if START_TEST_OUTPUT not in log or END_TEST_OUTPUT not in log:
         return {}, GradeError.TEST_OUTPUT_MISSING
-    parser = get_parser(None, parser_name)
+    parser = get_parser(None, parser_name, version)
     # as officially: from the first start marker to the next start or end marker
     section = log.split(START_TEST_OUTPUT)[1].split(END_TEST_OUTPUT)[0]
     status_map = parser(section)
     if not status_map:
         # some runners print results outside the markers (stream ordering), so try the whole log
         status_map = parser(log)
-    if not any(s in _STATUS_VALUES for s in status_map.values()):
-        if fail_only and not status_map and _runner_ran_tests(strip_ansi(log)):
-            return {}, None
-        # officially graded: an empty map, or one of words like "ERROR:" ("ERROR: file not found")
-        return {}, GradeError.NO_TEST_RESULTS
-    # the official graders of the other languages never read an exit code (jest exits 1 on a missed
-    # coverage threshold with every test passing), so only the Python parsers get this check
-    exit_code = parse_test_exit_code(log) if parser_name not in LANG_PARSERS else None
-    if exit_code not in (None, 0) and not any(
+    if version == V4:
+        return status_map, None  # 4.1.0 grades every map, an empty one too
+    if not status_map and not SUITE_RAN.search(log):
+        return {}, GradeError.NO_TEST_RESULTS  # no results and no sign a suite ran
+    # a patch can print its own PASSED lines: a non-zero exit with results but no failure is not believed
+    exit_code = parse_test_exit_code(log)
+    if exit_code not in (None, 0) and status_map and not any(
             s in (TestStatus.FAILED, TestStatus.ERROR) for s in status_map.values()):
         return {}, GradeError.EXIT_CODE_MISMATCH
     return status_map, None
@@ -253,13 +261,15 @@ def grade(
     *,
     apply_output: str | None = None,
     timed_out: bool = False,
+    version: str = DEFAULT_GRADING_VERSION,
 ) -> GradeReport:
-    """Grade one attempt from the eval script's output.
+    """Grade one attempt from the eval script's output, by the rules of swebench ``version``.
 
     The parser is ``parser_name``, else the instance's ``log_parser``, else the official one for its repo.
     ``apply_output`` is the output of ``apply_patch_script`` when it ran separately; ``timed_out`` says the
     eval script was cut off by its caller.
     """
+    version = check_grading_version(version)
     instance_id = str(instance.get("instance_id", ""))
     f2p = load_test_list(instance.get(FAIL_TO_PASS), FAIL_TO_PASS)
     p2p = load_test_list(instance.get(PASS_TO_PASS), PASS_TO_PASS)
@@ -276,9 +286,9 @@ def grade(
     elif timed_out:
         error = GradeError.TESTS_TIMED_OUT
     else:
-        status_map, error = parse_test_output(test_output, name, fail_only=fail_only)
+        status_map, error = parse_test_output(test_output, name, version=version)
 
-    tests_status = get_tests_report(status_map, f2p, p2p, fail_only=fail_only)
+    tests_status = get_tests_report(status_map, f2p, p2p, fail_only=fail_only, version=version)
     status = ResolvedStatus.NO if error is not None else get_resolution_status(tests_status)
     return GradeReport(
         instance_id=instance_id,
@@ -290,4 +300,5 @@ def grade(
         test_results=status_map,
         parser=name,
         test_exit_code=parse_test_exit_code(test_output),
+        grading_version=version,
     )

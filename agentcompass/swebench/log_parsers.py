@@ -1,11 +1,12 @@
 """Test-log parsers: turn a test run's output into ``{test_name: status}``.
 
-Each parser reproduces the behaviour of the official SWE-bench harness 4.1.0
-(``swebench/harness/log_parsers/python.py``) for one test framework, quirks included: the FAIL_TO_PASS /
-PASS_TO_PASS names in the datasets were produced by these exact rules (an id ends at its first space, so
-``PASSED t.py::test_p[a b]`` is test ``t.py::test_p[a``), so a "cleaner" parser would grade real instances
-wrongly. The few deliberate differences are listed in docs/swebench.md ("Agreement with the official
-harness") and pinned by tests/swebench/differential.
+Each parser reproduces the official SWE-bench harness (``swebench/harness/log_parsers/python.py``) for one test
+framework, quirks included, as of the chosen ``grading_version``: ``PARSERS`` follow swebench 5.0.2 (the
+default), ``PARSERS_V4`` swebench 4.1.0. The FAIL_TO_PASS / PASS_TO_PASS names in the datasets were produced by
+these rules (most pytest ids end at their first space, so ``PASSED t.py::test_p[a b]`` is test ``t.py::test_p[a``),
+so a "cleaner" parser would grade real instances wrongly. The few deliberate differences (lines the official
+parser raises on) are listed in docs/swebench.md ("Agreement with the official harness") and pinned by
+tests/swebench/differential.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from enum import StrEnum
 
 from agentcompass._errors import ConfigError
+from agentcompass.swebench.grading_version import DEFAULT_GRADING_VERSION, V4, check_grading_version
 
 
 class TestStatus(StrEnum):
@@ -36,7 +38,7 @@ _SKIP_SUMMARY_COUNT = re.compile(r"\[\d+\]")
 
 
 def _is_skip_summary(status: str, name: str) -> bool:
-    """``SKIPPED [2] path:12: reason`` counts skips; ``[2]`` is no test (the official 4.1.0 records it).
+    """``SKIPPED [2] path:12: reason`` counts skips; ``[2]`` is no test (5.0.2 drops it, 4.1.0 records it).
 
     Only for SKIPPED: a wrapped progress line ``PASSED [100%]`` is kept, because the PASS_TO_PASS lists of
     pytest-dev__pytest-5262 and -7521 name ``[100%]``.
@@ -44,19 +46,20 @@ def _is_skip_summary(status: str, name: str) -> bool:
     return status == TestStatus.SKIPPED and _SKIP_SUMMARY_COUNT.fullmatch(name) is not None
 
 
-def _status_first(line: str) -> tuple[str, str] | None:
+def _status_first(line: str, skip_summary_is_test: bool = False) -> tuple[str, str] | None:
     """A ``STATUS test`` line (pytest ``-rA`` summary) -> (test, status), by the official word rule.
 
     Any line starting with a status counts; the status is its first word and the test its second (so
     ``ERROR: file not found`` gives test ``file`` with status ``ERROR:``, as officially). In FAILED lines
     every `` - `` is dropped before splitting, so the message after the id never becomes part of it.
+    ``skip_summary_is_test``: 4.1.0's rule, ``SKIPPED [2] ...`` records test ``[2]``.
     """
     if not line.startswith(_STATUSES):
         return None
     if line.startswith(TestStatus.FAILED):
         line = line.replace(" - ", " ")
     words = line.split()
-    if len(words) < 2 or _is_skip_summary(words[0], words[1]):
+    if len(words) < 2 or (not skip_summary_is_test and _is_skip_summary(words[0], words[1])):
         return None
     return words[1], words[0]
 
@@ -66,6 +69,16 @@ def parse_log_pytest(log: str) -> dict[str, str]:
     status_map: dict[str, str] = {}
     for line in log.split("\n"):
         parsed = _status_first(line)
+        if parsed is not None:
+            status_map[parsed[0]] = parsed[1]
+    return status_map
+
+
+def parse_log_pytest_v4(log: str) -> dict[str, str]:
+    """pytest as swebench 4.1.0 reads it: ``SKIPPED [2] path: reason`` records a test ``[2]``."""
+    status_map: dict[str, str] = {}
+    for line in log.split("\n"):
+        parsed = _status_first(line, skip_summary_is_test=True)
         if parsed is not None:
             status_map[parsed[0]] = parsed[1]
     return status_map
@@ -85,32 +98,65 @@ def _normalize_option(test: str) -> str:
     return f"{main}[{option}]"
 
 
-def parse_log_pytest_options(log: str) -> dict[str, str]:
-    """pytest, with absolute-path parameters in test ids shortened (requests, pylint, pydicom)."""
+def _pytest_options(log: str, skip_summary_is_test: bool) -> dict[str, str]:
     status_map: dict[str, str] = {}
     for line in log.split("\n"):
-        parsed = _status_first(line)
+        parsed = _status_first(line, skip_summary_is_test)
         if parsed is not None:
             status_map[_normalize_option(parsed[0])] = parsed[1]
     return status_map
+
+
+def parse_log_pytest_options(log: str) -> dict[str, str]:
+    """pytest, with absolute-path parameters in test ids shortened (requests, pylint, pydicom)."""
+    return _pytest_options(log, skip_summary_is_test=False)
+
+
+def parse_log_pytest_options_v4(log: str) -> dict[str, str]:
+    """``parse_log_pytest_options`` as swebench 4.1.0 reads it (``SKIPPED [2]`` records a test ``[2]``)."""
+    return _pytest_options(log, skip_summary_is_test=True)
 
 
 _COLOR_CODE = re.compile(r"\[(\d+)m")
 _CONTROL_CHARS = str.maketrans("", "", "".join(chr(c) for c in range(1, 32)))
 
 
-def parse_log_pytest_v2(log: str) -> dict[str, str]:
-    """pytest with colour codes and control characters (tabs too) removed first (astropy, scikit-learn, sphinx).
+def _v2_lines(log: str) -> list[str]:
+    """The log's lines with colour codes (``[31m``, the ESC goes with the control characters) and control
+    characters (tabs too) removed, as pytest_v2 reads them."""
+    return [_COLOR_CODE.sub("", raw).translate(_CONTROL_CHARS) for raw in log.split("\n")]
 
-    Besides ``STATUS test`` lines, a line ending in a status (``test STATUS``, pytest's classic verbose
-    style) gives its first word as the test and its second as the status, whatever that word is. A
-    ``test STATUS [ 50%]`` progress line ends in ``%]`` and is not read.
+
+def parse_log_pytest_v2(log: str) -> dict[str, str]:
+    """pytest, newer versions (astropy, scikit-learn, sphinx), as swebench 5.0.2 reads it.
+
+    A ``STATUS words...`` line records every word after the status, joined by single spaces, as the test (a
+    FAILED line is first cut at its first `` - ``; XFAIL/XPASS/ERROR lines keep their `` - reason``); a line
+    ending in a status (``test STATUS``, pytest's classic verbose style) records all but its last word as
+    the test and the last as the status. A ``test STATUS [ 50%]`` progress line ends in ``%]`` and is not read.
     """
     status_map: dict[str, str] = {}
-    for raw in log.split("\n"):
-        line = _COLOR_CODE.sub("", raw).translate(_CONTROL_CHARS)
+    for line in _v2_lines(log):
         if line.startswith(_STATUSES):
-            parsed = _status_first(line)
+            if line.startswith(TestStatus.FAILED):
+                line = line.split(" - ", 1)[0]
+            words = line.split()
+            if len(words) >= 2 and not _is_skip_summary(words[0], words[1]):
+                status_map[" ".join(words[1:])] = words[0]
+        elif line.endswith(_STATUSES):
+            words = line.split()
+            if len(words) >= 2:
+                status_map[" ".join(words[:-1])] = words[-1]
+    return status_map
+
+
+def parse_log_pytest_v2_v4(log: str) -> dict[str, str]:
+    """pytest_v2 as swebench 4.1.0 reads it: ``STATUS test`` lines as pytest does (second word, ``SKIPPED [2]``
+    recorded), and a line ending in a status gives its first word as the test and its second as the status."""
+    status_map: dict[str, str] = {}
+    for line in _v2_lines(log):
+        if line.startswith(_STATUSES):
+            parsed = _status_first(line, skip_summary_is_test=True)
             if parsed is not None:
                 status_map[parsed[0]] = parsed[1]
         elif line.endswith(_STATUSES):
@@ -215,12 +261,12 @@ def parse_log_sympy(log: str) -> dict[str, str]:
 
 def parse_log_matplotlib(log: str) -> dict[str, str]:
     """matplotlib's pytest ``-rA`` summary, with ``MouseButton.LEFT/RIGHT`` ids rewritten to 1/3."""
-    status_map: dict[str, str] = {}
-    for line in log.split("\n"):
-        parsed = _status_first(line.replace("MouseButton.LEFT", "1").replace("MouseButton.RIGHT", "3"))
-        if parsed is not None:
-            status_map[parsed[0]] = parsed[1]
-    return status_map
+    return parse_log_pytest(log.replace("MouseButton.LEFT", "1").replace("MouseButton.RIGHT", "3"))
+
+
+def parse_log_matplotlib_v4(log: str) -> dict[str, str]:
+    """``parse_log_matplotlib`` as swebench 4.1.0 reads it (``SKIPPED [2]`` records a test ``[2]``)."""
+    return parse_log_pytest_v4(log.replace("MouseButton.LEFT", "1").replace("MouseButton.RIGHT", "3"))
 
 
 # Named parsers: the frameworks plus the official per-repo aliases.
@@ -272,6 +318,12 @@ MAP_REPO_TO_PARSER_NAME: dict[str, str] = {
 
 MAP_REPO_TO_PARSER: dict[str, LogParser] = {repo: PARSERS[name] for repo, name in MAP_REPO_TO_PARSER_NAME.items()}
 
+#: swebench 4.1.0's parsers where they differ from 5.0.2's (the frameworks and their aliases)
+_V4_FRAMEWORKS: dict[LogParser, LogParser] = {
+    parse_log_pytest: parse_log_pytest_v4, parse_log_pytest_options: parse_log_pytest_options_v4,
+    parse_log_pytest_v2: parse_log_pytest_v2_v4, parse_log_matplotlib: parse_log_matplotlib_v4}
+PARSERS_V4: dict[str, LogParser] = {}
+
 
 def get_parser_name(repo: str | None, name: str | None = None) -> str:
     """The parser name for ``name`` if given, else the official one for ``repo``; ConfigError otherwise."""
@@ -289,9 +341,11 @@ def get_parser_name(repo: str | None, name: str | None = None) -> str:
     )
 
 
-def get_parser(repo: str | None, name: str | None = None) -> LogParser:
-    """The parser named ``name`` if given, else the official one for ``repo``; ConfigError otherwise."""
-    return PARSERS[get_parser_name(repo, name)]
+def get_parser(repo: str | None, name: str | None = None, version: str = DEFAULT_GRADING_VERSION) -> LogParser:
+    """The parser named ``name`` if given, else the official one for ``repo``, as swebench ``version`` reads
+    logs; ConfigError otherwise."""
+    parsers = PARSERS_V4 if check_grading_version(version) == V4 else PARSERS
+    return parsers[get_parser_name(repo, name)]
 
 
 # SWE-bench Multilingual (every non-Python repo of the official harness). Imported last: those modules use
@@ -300,9 +354,13 @@ from agentcompass.swebench.lang_parsers.registry import (  # noqa: E402
     LANG_PARSERS as _LANG_PARSERS,
 )
 from agentcompass.swebench.lang_parsers.registry import (  # noqa: E402
+    LANG_PARSERS_V4 as _LANG_PARSERS_V4,
+)
+from agentcompass.swebench.lang_parsers.registry import (  # noqa: E402
     LANG_REPO_TO_PARSER_NAME as _LANG_REPO_TO_PARSER_NAME,
 )
 
 PARSERS.update(_LANG_PARSERS)
 MAP_REPO_TO_PARSER_NAME.update(_LANG_REPO_TO_PARSER_NAME)
 MAP_REPO_TO_PARSER.update({repo: PARSERS[name] for repo, name in _LANG_REPO_TO_PARSER_NAME.items()})
+PARSERS_V4.update({name: _V4_FRAMEWORKS.get(parser, parser) for name, parser in PARSERS.items()}, **_LANG_PARSERS_V4)

@@ -1,4 +1,5 @@
-"""Grading follows the official SWE-bench report logic, edge cases included."""
+"""Grading follows the official SWE-bench report logic of the chosen ``grading_version`` (5.0.2 by default, or
+4.1.0), edge cases included."""
 
 from __future__ import annotations
 
@@ -151,9 +152,19 @@ def test_a_log_without_the_markers_is_not_graded() -> None:
     assert r.error is GradeError.TEST_OUTPUT_MISSING and not r.resolved
 
 
-def test_a_log_with_no_test_results_is_not_graded() -> None:
-    r = grade(instance([], []), eval_log("ERROR: file or directory not found: tests/test_a.py", exit_code=4))
+def test_a_log_with_no_test_results_is_not_graded_in_5_0_2_and_graded_in_4_1_0() -> None:
+    log = eval_log("no tests ran in 0.01s", exit_code=4)
+    r = grade(instance([], []), log)
     assert r.error is GradeError.NO_TEST_RESULTS and r.status is ResolvedStatus.NO and not r.resolved
+    # 4.1.0 grades the empty map: empty lists resolve, as officially
+    old = grade(instance([], []), log, version="4.1.0")
+    assert old.error is None and old.resolved and old.grading_version == "4.1.0"
+
+
+def test_an_unknown_grading_version_is_a_config_error_naming_the_allowed_ones() -> None:
+    with pytest.raises(ConfigError) as err:
+        grade(instance([], []), eval_log(exit_code=0), version="5.x")
+    assert err.value.field == "grading_version" and "'5.0.2', '4.1.0'" in str(err.value)
 
 
 def test_results_printed_outside_the_markers_are_still_read() -> None:
@@ -167,6 +178,7 @@ def test_a_nonzero_exit_code_with_no_failure_in_the_log_is_not_trusted() -> None
     r = grade(instance(["t.py::new"], []), eval_log("PASSED t.py::new", exit_code=2))
     assert r.error is GradeError.EXIT_CODE_MISMATCH and not r.resolved
     assert r.test_exit_code == 2
+    assert grade(instance(["t.py::new"], []), eval_log("PASSED t.py::new", exit_code=2), version="4.1.0").resolved
 
 
 def test_django_test_names_with_spaces_and_docstring_names_are_graded() -> None:
@@ -196,13 +208,18 @@ def test_ids_cut_at_a_space_match_the_parser_output() -> None:
     assert r.resolved
 
 
-def test_a_truncated_id_matches_only_the_same_truncated_id_not_a_prefix() -> None:
+def test_a_truncated_id_is_graded_by_prefix_in_5_0_2_and_exactly_in_4_1_0() -> None:
     # the parser cuts "t.py::test_g[log(photon /cm**2)]" to the dataset's "t.py::test_g[log(photon"
     cut = eval_log("PASSED t.py::test_g[log(photon /cm**2)]", exit_code=0)
     assert grade(instance(["t.py::test_g[log(photon"], []), cut).resolved
+    assert grade(instance(["t.py::test_g[log(photon"], []), cut, version="4.1.0").resolved
+    # 5.0.2: a cut name (more "[" than "]") is graded from the full ids it prefixes when they agree
     other = eval_log("PASSED t.py::test_g[log(photon)]", "PASSED t.py::test_g[log(photon)-2]", exit_code=0)
-    r = grade(instance(["t.py::test_g[log(photon"], []), other)
+    assert grade(instance(["t.py::test_g[log(photon"], []), other).resolved
+    r = grade(instance(["t.py::test_g[log(photon"], []), other, version="4.1.0")
     assert r.tests_status["FAIL_TO_PASS"].failure == ["t.py::test_g[log(photon"] and not r.resolved
+    mixed = eval_log("PASSED t.py::test_g[log(photon)]", "FAILED t.py::test_g[log(photon)-2]", exit_code=1)
+    assert not grade(instance(["t.py::test_g[log(photon"], []), mixed).resolved  # they disagree: missing
 
 
 def test_fail_only_repos_fail_only_on_a_recorded_failure() -> None:
@@ -214,10 +231,17 @@ def test_fail_only_repos_fail_only_on_a_recorded_failure() -> None:
     assert grade(instance(["t.py::missing"], [], repo="markedjs/marked"), log, parser_name="pytest").resolved
 
 
-def test_a_log_with_only_non_status_words_has_no_test_results() -> None:
-    # "ERROR: file or directory not found" is recorded as test "file" with status "ERROR:", as officially
-    r = grade(instance([], []), eval_log("ERROR: file or directory not found: t.py", exit_code=4))
-    assert r.test_results == {} and r.error is GradeError.NO_TEST_RESULTS
+def test_a_log_with_only_non_status_words_is_graded_as_officially() -> None:
+    # "ERROR: file or directory not found" is recorded as test "file" with status "ERROR:", as officially; the
+    # map is not empty, so it is graded (a listed test is missing from it, so it fails)...
+    log = eval_log("ERROR: file or directory not found: t.py")
+    for version in ("5.0.2", "4.1.0"):
+        r = grade(instance(["t.py::new"], []), log, version=version)
+        assert r.test_results == {"file": "ERROR:"} and r.error is None and not r.resolved
+    # ... unless 5.0.2 sees a non-zero exit code without a FAILED or ERROR result
+    with_code = eval_log("ERROR: file or directory not found: t.py", exit_code=4)
+    assert grade(instance([], []), with_code).error is GradeError.EXIT_CODE_MISMATCH
+    assert grade(instance([], []), with_code, version="4.1.0").resolved
 
 
 def test_the_section_ends_at_a_second_start_marker_as_officially() -> None:
@@ -297,8 +321,6 @@ def test_an_all_passing_run_of_a_fail_only_repo_is_resolved(repo: str) -> None:
 @pytest.mark.parametrize("summary", [
     "",  # the runner never started (a browser that failed to launch)
     "Chrome 120.0.0.0 (Linux x86_64): Executed 0 of 0 ERROR (0.001 secs / 0 secs)",
-    "Chrome 120.0.0.0 (Linux x86_64): Executed 5 of 120 SUCCESS (0.2 secs / 0.1 secs)\n"
-    "Chrome 120.0.0.0 (Linux x86_64): Executed 5 of 120 DISCONNECTED (30 secs / 0.2 secs)",
     "0 specs, 0 failures",
     "  0 passing (1ms)",
 ])
@@ -308,9 +330,15 @@ def test_a_fail_only_run_without_a_test_executed_is_not_graded(summary: str) -> 
     assert r.error is GradeError.NO_TEST_RESULTS and not r.resolved
 
 
-def test_a_runner_summary_does_not_make_an_empty_map_graded_outside_the_fail_only_repos() -> None:
+def test_a_runner_that_ran_some_tests_makes_an_empty_map_graded_in_5_0_2() -> None:
+    # any count of tests run is evidence in 5.0.2, for every repo (a karma run that lost its browser after 5)
+    lost = ("Chrome 120.0.0.0 (Linux x86_64): Executed 5 of 120 SUCCESS (0.2 secs / 0.1 secs)\n"
+            "Chrome 120.0.0.0 (Linux x86_64): Executed 5 of 120 DISCONNECTED (30 secs / 0.2 secs)")
+    r = grade(instance(["suite test_new"], [], repo="chartjs/Chart.js"),
+              "\n".join([START_TEST_OUTPUT, lost, END_TEST_OUTPUT]) + "\n")
+    assert r.error is None and r.resolved
     r = grade(instance(["t.py::new"], []), eval_log("120 passing (4s)", exit_code=0))
-    assert r.error is GradeError.NO_TEST_RESULTS and not r.resolved
+    assert r.error is None and r.tests_status["FAIL_TO_PASS"].failure == ["t.py::new"] and not r.resolved
 
 
 def test_a_recorded_failure_still_fails_a_fail_only_instance_with_a_summary() -> None:
@@ -321,35 +349,26 @@ def test_a_recorded_failure_still_fails_a_fail_only_instance_with_a_summary() ->
     assert r.error is None and r.tests_status["FAIL_TO_PASS"].failure == ["suite test_new "] and not r.resolved
 
 
-def test_only_the_exit_code_line_after_the_last_end_marker_counts() -> None:
-    # the tests print a forged exit-code line (and a PASSED line after the real FAILED one); the script's own
-    # line, after the end marker, says 1
+def test_the_first_exit_code_line_of_the_log_counts_as_in_5_0_2() -> None:
+    # 5.0.2 reads the first such line anywhere: a line the tests print before the script's own one wins
     log = eval_log("FAILED t.py::test_f2p", f"{TEST_EXIT_CODE}: 0", "PASSED t.py::test_f2p", exit_code=1)
+    assert grading.parse_test_exit_code(log) == 0
     r = grade(instance(["t.py::test_f2p"], []), log)
-    assert r.test_exit_code == 1
-    assert r.error is GradeError.EXIT_CODE_MISMATCH and not r.resolved
+    assert r.test_exit_code == 0 and r.error is None and r.resolved
+    honest = eval_log("FAILED t.py::test_f2p", "PASSED t.py::test_f2p", exit_code=1)
+    assert grade(instance(["t.py::test_f2p"], []), honest).error is GradeError.EXIT_CODE_MISMATCH
 
 
-def test_an_exit_code_line_inside_the_test_output_alone_is_no_exit_code() -> None:
-    log = eval_log("PASSED t.py::new", f"{TEST_EXIT_CODE}: 3")
-    assert grading.parse_test_exit_code(log) is None
-    assert grade(instance(["t.py::new"], []), log).resolved
-
-
-def test_a_forged_end_marker_in_the_test_output_does_not_hide_the_real_exit_code() -> None:
-    log = eval_log("PASSED t.py::new", END_TEST_OUTPUT, f"{TEST_EXIT_CODE}: 0", exit_code=1)
-    assert grading.parse_test_exit_code(log) == 1
-
-
-def test_the_exit_code_rule_is_for_the_python_parsers_only() -> None:
+def test_the_exit_code_rule_applies_to_every_parser_in_5_0_2_and_none_in_4_1_0() -> None:
     # jest exits 1 on a missed coverage threshold with every test passing (a row with its own eval script
-    # records the exit code whatever its language); the official graders of these languages ignore it
+    # records the exit code whatever its language): 5.0.2 does not believe the results, 4.1.0 never looks
     log = "\n".join([START_TEST_OUTPUT, "  ✓ adds numbers (3 ms)", "  ✓ keeps old behaviour (1 ms)",
                      "Jest: \"global\" coverage threshold for lines (90%) not met: 80%", END_TEST_OUTPUT,
                      f"{TEST_EXIT_CODE}: 1"]) + "\n"
-    r = grade(instance(["adds numbers"], ["keeps old behaviour"], repo="babel/babel"), log)
-    assert r.parser == "jest" and r.test_exit_code == 1
-    assert r.error is None and r.resolved
+    inst = instance(["adds numbers"], ["keeps old behaviour"], repo="babel/babel")
+    r = grade(inst, log)
+    assert r.parser == "jest" and r.test_exit_code == 1 and r.error is GradeError.EXIT_CODE_MISMATCH
+    assert grade(inst, log, version="4.1.0").resolved
 
 
 def test_a_rows_own_eval_type_decides_fail_only_grading() -> None:

@@ -212,17 +212,39 @@ def test_pytest_parsers_do_not_read_verbose_progress_lines_or_section_headers() 
     assert lp.parse_log_seaborn(log) == {"tests/a.py::test_one": "PASSED"}  # seaborn reads " PASSED " anywhere
 
 
-def test_pytest_v2_reads_classic_verbose_lines_by_their_first_two_words() -> None:
+def test_pytest_v2_reads_classic_verbose_lines_whole_in_5_0_2_and_by_their_first_two_words_in_4_1_0() -> None:
     log = "tests/a.py::test_one PASSED\ntests/a.py::test_two \x1b[33mSKIPPED\x1b[0m\ntests/a.py::test_p[a b] FAILED\n"
     assert lp.parse_log_pytest_v2(log) == {"tests/a.py::test_one": "PASSED", "tests/a.py::test_two": "SKIPPED",
-                                           "tests/a.py::test_p[a": "b]"}  # the official word rule, quirk included
+                                           "tests/a.py::test_p[a b]": "FAILED"}
+    assert lp.get_parser("astropy/astropy", version="4.1.0")(log) == {
+        "tests/a.py::test_one": "PASSED", "tests/a.py::test_two": "SKIPPED",
+        "tests/a.py::test_p[a": "b]"}  # the official 4.1.0 word rule, quirk included
+
+
+def test_pytest_v2_summary_lines_in_5_0_2() -> None:
+    # every word after the status is the name; a FAILED line is cut at its first " - ", others keep the reason;
+    # a status glued to more text is the status, as officially
+    log = ("\x1b[31mFAILED\x1b[0m t.py::test_p[a b] - AssertionError: x - y\nXFAIL t.py::test_x - known - bug\n"
+           "ERROR:root:boom - here\nSKIPPED [2] t.py:3: no net\n")
+    assert lp.parse_log_pytest_v2(log) == {"t.py::test_p[a b]": "FAILED", "t.py::test_x - known - bug": "XFAIL",
+                                           "- here": "ERROR:root:boom"}
+    assert lp.get_parser(None, "pytest_v2", "4.1.0")(log) == {
+        "t.py::test_p[a": "FAILED", "t.py::test_x": "XFAIL", "-": "ERROR:root:boom", "[2]": "SKIPPED"}
+
+
+def test_an_unknown_grading_version_is_a_config_error() -> None:
+    with pytest.raises(ConfigError) as err:
+        lp.get_parser("astropy/astropy", version="4.0")
+    assert err.value.field == "grading_version" and "'5.0.2', '4.1.0'" in str(err.value)
 
 
 def test_skip_summaries_are_not_tests_but_wrapped_progress_lines_are() -> None:
     # pytest-dev__pytest-5262 and -7521 list "[100%]" in PASS_TO_PASS (a progress line wrapped after a long id)
     log = "SKIPPED [2] tests/a.py:12: no network\nPASSED [100%]\n"
-    for parser in (lp.parse_log_pytest, lp.parse_log_pytest_options, lp.parse_log_pytest_v2, lp.parse_log_matplotlib):
-        assert parser(log) == {"[100%]": "PASSED"}, parser.__name__
+    for name in ("pytest", "pytest_options", "pytest_v2", "matplotlib"):
+        assert lp.get_parser(None, name)(log) == {"[100%]": "PASSED"}, name
+        # 4.1.0 records the count as a test
+        assert lp.get_parser(None, name, "4.1.0")(log) == {"[2]": "SKIPPED", "[100%]": "PASSED"}, name
 
 
 def test_pytest_options_parser_keeps_only_the_last_part_of_absolute_path_parameters() -> None:
@@ -255,19 +277,20 @@ def _run_pytest(tmp_path: Path, *args: str) -> str:
     return res.stdout + res.stderr
 
 
-@pytest.mark.parametrize(("args", "parser"), [
-    (("-rA",), lp.parse_log_pytest),
-    (("-rA", "--color=yes", "-vv"), lp.parse_log_pytest_v2),
-    (("-rA", "--color=no", "-vv", "-o", "console_output_style=classic", "--tb=no"), lp.parse_log_pytest),
+@pytest.mark.parametrize(("args", "parser", "spaced"), [
+    (("-rA",), lp.parse_log_pytest, "test_p[p"),
+    (("-rA", "--color=yes", "-vv"), lp.parse_log_pytest_v2, "test_p[p q]"),  # 5.0.2 keeps every word
+    (("-rA", "--color=yes", "-vv"), lp.parse_log_pytest_v2_v4, "test_p[p"),
+    (("-rA", "--color=no", "-vv", "-o", "console_output_style=classic", "--tb=no"), lp.parse_log_pytest, "test_p[p"),
 ])
 def test_pytest_parsers_read_output_of_the_installed_pytest(tmp_path: Path, args: tuple[str, ...],
-                                                           parser: lp.LogParser) -> None:
+                                                           parser: lp.LogParser, spaced: str) -> None:
     sm = parser(_run_pytest(tmp_path, *args))
     assert sm["tests/test_live.py::test_pass"] == "PASSED"
     assert sm["tests/test_live.py::test_fail"] == "FAILED"
     assert sm["tests/test_live.py::test_xf"] == "XFAIL"
     assert sm["tests/test_live.py::test_p[r]"] == "PASSED"
-    assert sm["tests/test_live.py::test_p[p"] == "PASSED"
+    assert sm[f"tests/test_live.py::{spaced}"] == "PASSED"
 
 
 def test_django_parser_reads_verbose_runner_output() -> None:

@@ -33,9 +33,11 @@ def _script(make_turns: Any) -> list[dict[str, Any]]:
     return [{"match": inst["problem_statement"][:200], "turns": make_turns(inst)} for inst in INSTANCES]
 
 
-def _run(tmp_path: Path, run_id: str, script: list[dict[str, Any]], name: str) -> tuple[Any, list[TaskDetail]]:
+def _run(tmp_path: Path, run_id: str, script: list[dict[str, Any]], name: str,
+         benchmark_params: dict[str, Any] | None = None) -> tuple[Any, list[TaskDetail]]:
     out = agentcompass.run_evaluation(
         "swebench_local", "shell_agent", "scripted", "docker", model_params={"script": script, "bundled": False},
+        benchmark_params=benchmark_params or {},
         # keep the built instance images for the next run of this module (the default, env, removes them:
         # tests/engine/test_image_cache.py and the registry test check that)
         environment_params={"cache_level": "instance"}, task_concurrency=4, run_id=f"{run_id}-{name}",
@@ -53,21 +55,27 @@ def test_there_are_several_bundled_instances() -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 @needs_host_py311
+@pytest.mark.parametrize("version", [None, "4.1.0"])  # None: the default, 5.0.2
 def test_gold_patch_resolves_all_and_empty_patch_resolves_none(base_image: str, docker_run_id: str,
-                                                               tmp_path: Path) -> None:
+                                                               tmp_path: Path, version: str | None) -> None:
+    params = {} if version is None else {"grading_version": version}
     gold, details = _run(tmp_path, docker_run_id, _script(lambda i: [_apply_turn(i["patch"]), "<submit>done</submit>"]),
-                         "gold")
+                         "gold", params)
     assert gold.status == "completed" and gold.counts.errors == 0, gold.errors_by_kind
     assert gold.metrics["pass@1"] == 1.0 and len(details) == len(INSTANCES)
+    assert gold.run_dir is not None
+    settings = json.loads((gold.run_dir / "params.json").read_text())["component_settings"]["benchmark"]
+    assert settings == {"grading_version": version or "5.0.2"}
     for d in details:
         attempt = d.attempts["1"]
         raw = attempt.extra["eval_raw_data"]
+        assert raw["grading_version"] == (version or "5.0.2")
         assert raw["resolved"] is True and raw["patch_applied"] is True
         assert raw["tests_status"]["FAIL_TO_PASS"]["failure"] == []
         assert raw["tests_status"]["PASS_TO_PASS"]["failure"] == []
         assert not attempt.analysis
 
-    empty, details = _run(tmp_path, docker_run_id, _script(lambda i: ["<submit></submit>"]), "empty")
+    empty, details = _run(tmp_path, docker_run_id, _script(lambda i: ["<submit></submit>"]), "empty", params)
     assert empty.status == "completed" and empty.metrics["pass@1"] == 0.0
     assert all(d.attempts["1"].correct is False for d in details) and len(details) == len(INSTANCES)
     assert containers_of(docker_run_id + "-gold") == [] and containers_of(docker_run_id + "-empty") == []

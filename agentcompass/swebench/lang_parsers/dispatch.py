@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from agentcompass.swebench.lang_parsers.javascript import parse_log_jest, parse_log_jest_json
+from agentcompass.swebench.lang_parsers.javascript import parse_log_jest, parse_log_jest_json, parse_log_jest_v4
 from agentcompass.swebench.lang_parsers.ruby import parse_log_cucumber, parse_log_minitest
 
 # parser name -> {PR number: concrete parser name}, as the official dispatchers read them off the instance id
@@ -47,3 +47,10 @@ def parse_log_immutable_js(log: str) -> dict[str, str]:
     if _JEST_JSON_LINE.search(log):
         return parse_log_jest_json(log)
     return parse_log_jest(log)
+
+
+def parse_log_immutable_js_v4(log: str) -> dict[str, str]:
+    """``parse_log_immutable_js`` with jest read as swebench 4.1.0 reads it."""
+    if _JEST_JSON_LINE.search(log):
+        return parse_log_jest_json(log)
+    return parse_log_jest_v4(log)

@@ -37,7 +37,19 @@ _TAP_OUTCOMES = {"ok": TestStatus.PASSED, "not ok": TestStatus.FAILED}
 
 
 def parse_log_jest(log: str) -> dict[str, str]:
-    """jest ``--verbose``: ``✓|✕|○ test title (5 ms)`` (titles only, without their describe blocks)."""
+    """jest ``--verbose``: ``✓|✕|○ test title (5 ms)`` (titles only, without their describe blocks), the title
+    stripped of surrounding blanks (swebench 5.0.2)."""
+    status_map: dict[str, str] = {}
+    for line in log.split("\n"):
+        m = _JEST_RESULT.match(line.strip())
+        if m is not None:
+            status_map[m["name"].strip()] = _JEST_OUTCOMES[m["outcome"]]
+    return status_map
+
+
+def parse_log_jest_v4(log: str) -> dict[str, str]:
+    """jest ``--verbose`` as swebench 4.1.0 reads it: the title as matched (a blank before it or before the
+    duration stays)."""
     return match_lines(log, _JEST_RESULT, _JEST_OUTCOMES)
 
 

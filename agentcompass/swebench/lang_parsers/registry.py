@@ -8,7 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agentcompass.swebench.lang_parsers import c, go, java, javascript, php, ruby, rust
-from agentcompass.swebench.lang_parsers.dispatch import parse_log_immutable_js, parse_log_jekyll
+from agentcompass.swebench.lang_parsers.dispatch import (
+    parse_log_immutable_js,
+    parse_log_immutable_js_v4,
+    parse_log_jekyll,
+)
 
 # parser name (the official function name without "parse_log_") -> parser
 LANG_PARSERS: dict[str, Callable[[str], dict[str, str]]] = {
@@ -46,6 +50,14 @@ LANG_PARSERS: dict[str, Callable[[str], dict[str, str]]] = {
     "karma": javascript.parse_log_karma,
     "tap": javascript.parse_log_tap,
     "immutable_js": parse_log_immutable_js,
+}
+
+#: swebench 4.1.0's parsers where they differ from 5.0.2's (the rest read logs the same in both)
+LANG_PARSERS_V4: dict[str, Callable[[str], dict[str, str]]] = {
+    "maven": java.parse_log_maven_v4,
+    "gradle_custom": java.parse_log_gradle_custom_v4,
+    "jest": javascript.parse_log_jest_v4,
+    "immutable_js": parse_log_immutable_js_v4,
 }
 
 LANG_REPO_TO_PARSER_NAME: dict[str, str] = {

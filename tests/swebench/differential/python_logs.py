@@ -71,6 +71,9 @@ def _noise(rng: random.Random) -> str:
         "SKIPPED", "    assert result == PASSED", "E   AssertionError: expected FAILED", "PASSEDfoo bar",
         "something went wrong ERROR", "XFAIL", "ok", "test_fake ok", "FAIL:", "ERROR:", " PASSED ",
         "collected 0 items", "ok so far", "ERROR at setup", f"tests/x.py::test_{_word(rng)} PASSED",
+        # status words glued to more text (captured logging), as 5.0.2 keeps them: status "ERROR:root:..."
+        "ERROR:root:Something went wrong - retry later", "ERROR    root:x.py:12 boom - again",
+        "FAILED:tests/x.py::test_glued", "XFAIL\x1b[0m tests/x.py::test_tail - reason",
     ))
 
 

@@ -2,11 +2,12 @@
 
 Each ``tests/swebench/fixtures/multilingual/<language>/*.log`` has a ``.json`` with its repo, an instance id
 and the official ``swebench`` 4.1.0 statuses (written by ``regenerate.py`` there); ours must equal both those
-and the live official parser.
+and the live official parsers of 4.1.0 and 5.0.2 (each under its ``grading_version``).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -14,7 +15,8 @@ from types import SimpleNamespace
 import pytest
 
 from agentcompass.swebench.lang_parsers import parser_name_for_instance
-from agentcompass.swebench.log_parsers import PARSERS, get_parser_name
+from agentcompass.swebench.log_parsers import PARSERS, get_parser, get_parser_name
+from tests.swebench.differential import official5
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "multilingual"
 LANGUAGES = ("javascript", "typescript", "go", "rust", "java", "c", "cpp", "php", "ruby")
@@ -50,3 +52,23 @@ def test_fixture_log_gives_the_live_official_statuses(path: Path) -> None:
     repo, instance_id = str(expected["repo"]), str(expected["instance_id"])
     theirs = official.MAP_REPO_TO_PARSER[repo](log, SimpleNamespace(instance_id=instance_id))
     assert _ours(log, repo, instance_id) == theirs
+
+
+@functools.cache
+def _official5_maps() -> dict[Path, dict[str, str]]:
+    """The 5.0.2 statuses of every fixture log, in one batch (its parser for the repo, given the instance)."""
+    [names] = official5.run_batch([{"kind": "parser_map"}])
+    jobs = []
+    for path in LOGS:
+        log, expected = _load(path)
+        jobs.append({"kind": "parse", "parser": names["value"][str(expected["repo"])], "log": log,
+                     "instance_id": str(expected["instance_id"])})
+    return {path: answer["map"] for path, answer in zip(LOGS, official5.run_batch(jobs), strict=True)}
+
+
+@pytest.mark.parametrize("path", LOGS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_fixture_log_gives_the_live_swebench_5_0_2_statuses(path: Path) -> None:
+    log, expected = _load(path)
+    repo, instance_id = str(expected["repo"]), str(expected["instance_id"])
+    name = parser_name_for_instance(get_parser_name(repo), instance_id)
+    assert get_parser(None, name, "5.0.2")(log) == _official5_maps()[path]

@@ -1,76 +1,52 @@
-"""Our grading of a status map agrees with the official swebench 4.1.0 ``get_eval_tests_report`` and
-``get_resolution_status`` on random cases, but for the rows of deviations.py."""
+"""Our grading of a status map and of whole eval logs agrees with the official swebench 5.0.2 and 4.1.0
+(``get_eval_tests_report``, ``get_resolution_status``, and ``get_logs_eval`` before them), under the matching
+``grading_version``: random (status map, FAIL_TO_PASS, PASS_TO_PASS) cases per evaluation type, with cut
+parametrized ids, every status, values that are no status, missing tests, empty lists and duplicates; and the
+generated logs of every framework graded end to end with lists of their tests cut as the datasets cut them."""
 
 from __future__ import annotations
 
-import random
-
 import pytest
-from swebench.harness import grading as official
 from swebench.harness.constants import FAIL_ONLY_REPOS as OFFICIAL_FAIL_ONLY_REPOS
-from swebench.harness.constants import EvalType
 
-from agentcompass.swebench.grading import (
-    FAIL_ONLY_REPOS,
-    FAIL_TO_PASS,
-    PASS_TO_PASS,
-    get_resolution_status,
-    get_tests_report,
-)
+from agentcompass.swebench.grading import FAIL_ONLY_REPOS, FAIL_TO_PASS, PASS_TO_PASS, get_tests_report
 from tests.swebench.differential import deviations as dev
+from tests.swebench.differential.agreement import compare
 
-CASES = 1000
-#: recorded values: every official status, plus what the official parsers also record (XPASS is never a
-#: status, ``b]`` is the second word of ``t[a b] PASSED``)
-_VALUES = ("PASSED", "FAILED", "SKIPPED", "ERROR", "XFAIL", "XPASS", "b]", "ERROR:")
-_NAMES = ("t.py::a", "t.py::b[x y", "t.py::b[x", "t.py::c[1]", "test_d (m.C)", "Docstring line.", "[100%]",
-          "t.py::e", "ünï", "t.py::f[/a/b]", "t.py::g", "t.py::h")
-
-
-_RANK = {"RESOLVED_NO": 0, "RESOLVED_PARTIAL": 1, "RESOLVED_FULL": 2}
-
-
-def _case(rng: random.Random) -> tuple[dict[str, str], list[str], list[str]]:
-    status_map = {name: rng.choice(_VALUES) for name in rng.sample(_NAMES, rng.randint(0, len(_NAMES)))}
-    lists = []
-    for _ in range(2):  # names may repeat, be missing from the log, or the list be empty
-        lists.append([rng.choice(_NAMES) for _ in range(rng.choice((0, 0, 1, 2, 3, 5)))])
-    return status_map, lists[0], lists[1]
+pytestmark = pytest.mark.xdist_group("swebench-differential")  # one worker computes each comparison once
+VERSIONS = (dev.V5, dev.V4)
+MIN_AGREEMENT = 0.995
 
 
 def test_fail_only_repos_are_the_official_ones() -> None:
     assert FAIL_ONLY_REPOS == OFFICIAL_FAIL_ONLY_REPOS
 
 
-@pytest.mark.parametrize("eval_type", list(EvalType))
-def test_reports_and_resolution_equal_the_official_ones_on_random_cases(eval_type: EvalType) -> None:
-    rng = random.Random(f"resolution-{eval_type.value}")
-    fail_only = eval_type is EvalType.FAIL_ONLY
-    used = {d.name: 0 for d in dev.GRADING_DEVIATIONS}
-    for i in range(CASES):
-        status_map, f2p, p2p = _case(rng)
-        where = f"case #{i}: {status_map=} {f2p=} {p2p=}"
-        expected = official.get_eval_tests_report(status_map, {FAIL_TO_PASS: f2p, PASS_TO_PASS: p2p},
-                                                  eval_type=eval_type)
-        report = get_tests_report(status_map, f2p, p2p, fail_only=fail_only)
-        ours = {key: {"success": report[key].success, "failure": report[key].failure}
-                for key in (FAIL_TO_PASS, PASS_TO_PASS)}
-        skipped = {name for name, status in status_map.items() if status == "SKIPPED"}
-        if not fail_only:
-            # the documented rows: a skipped F2P test fails here, a skipped P2P test is maintained here;
-            # officially both are in neither list
-            used[dev.SKIPPED_F2P_FAILS.name] += sum(1 for name in ours[FAIL_TO_PASS]["failure"] if name in skipped)
-            used[dev.SKIPPED_P2P_MAINTAINED.name] += sum(
-                1 for name in ours[PASS_TO_PASS]["success"] if name in skipped)
-            ours[FAIL_TO_PASS]["failure"] = [n for n in ours[FAIL_TO_PASS]["failure"] if n not in skipped]
-            ours[PASS_TO_PASS]["success"] = [n for n in ours[PASS_TO_PASS]["success"] if n not in skipped]
-        assert ours == {key: expected[key] for key in (FAIL_TO_PASS, PASS_TO_PASS)}, where
-        status = get_resolution_status(report)
-        if any(name in skipped for name in report[FAIL_TO_PASS].failure):
-            # a skipped F2P test can only lower the resolution here: the official one ranks at least as high
-            assert _RANK[official.get_resolution_status(expected)] >= _RANK[status.value], where
-        else:
-            # in particular a skipped P2P test never changes the resolution
-            assert status.value == official.get_resolution_status(expected), where
-    if not fail_only:
-        assert used[dev.SKIPPED_F2P_FAILS.name] and used[dev.SKIPPED_P2P_MAINTAINED.name], used
+@pytest.mark.parametrize("version", VERSIONS)
+def test_reports_resolution_and_whole_logs_equal_the_official_ones(version: str) -> None:
+    agreement = compare(version)
+    print(agreement.summary())
+    assert not agreement.differences, "\n".join(agreement.differences[:20])
+    for tally in (agreement.reports, agreement.status, agreement.end_to_end):
+        assert tally.total >= 3000 and tally.rate >= MIN_AGREEMENT, agreement.summary()
+
+
+def test_a_cut_parametrized_id_is_graded_from_the_full_ids_in_5_0_2_only() -> None:
+    """The datasets list ``test_nested_nan_negative[Tr`` for the log's ``...[True]``: 5.0.2 grades it from the
+    full names when they agree, 4.1.0 books it failed; a name with balanced brackets never matches a prefix."""
+    log = {"t.py::test_nested_nan_negative[True]": "PASSED", "t.py::test_nested_nan_negative[True-x]": "XFAIL",
+           "t.py::test_mixed[a]": "PASSED", "t.py::test_mixed[a b]": "FAILED", "t.py::test_plain": "PASSED"}
+    f2p = ["t.py::test_nested_nan_negative[Tr", "t.py::test_mixed[a", "t.py::test_plai"]
+    v5 = get_tests_report(log, f2p, [])[FAIL_TO_PASS]
+    assert v5.success == ["t.py::test_nested_nan_negative[Tr"]
+    assert v5.failure == ["t.py::test_mixed[a", "t.py::test_plai"]  # disagreeing matches; no '[' to cut
+    v4 = get_tests_report(log, f2p, [], version=dev.V4)[FAIL_TO_PASS]
+    assert v4.success == [] and v4.failure == f2p
+
+
+def test_skipped_tests_by_version() -> None:
+    log = {"a": "SKIPPED", "b": "SKIPPED"}
+    v5 = get_tests_report(log, ["a"], ["b"])
+    assert (v5[FAIL_TO_PASS].failure, v5[PASS_TO_PASS].success) == (["a"], ["b"])
+    v4 = get_tests_report(log, ["a"], ["b"], version=dev.V4)
+    assert all(not outcome.success and not outcome.failure for outcome in v4.values())
