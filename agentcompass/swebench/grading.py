@@ -204,9 +204,15 @@ def model_patch_applied(apply_output: str) -> bool | None:
 
 
 def parse_test_exit_code(log: str) -> int | None:
-    """The first ``>>>>> Test Exit Code: N`` in the log (5.0.2's rule: the eval script prints it after the end
-    marker, but a line the tests print earlier is read first), if any."""
-    m = _EXIT_CODE_RE.search(log)
+    """The test command's exit code the eval script printed after the end marker, if any.
+
+    Only the first such line after the last end marker counts (a deliberate deviation from 5.0.2, which reads
+    the first line anywhere): the tests' own output, before the script's end marker, may print any line, an
+    exit-code line of 0 in front of a failing run's real one too. On an honest log both read the same line.
+    """
+    if END_TEST_OUTPUT not in log:
+        return None
+    m = _EXIT_CODE_RE.search(log.rsplit(END_TEST_OUTPUT, 1)[1])
     return int(m.group(1)) if m else None
 
 

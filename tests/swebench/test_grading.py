@@ -349,14 +349,17 @@ def test_a_recorded_failure_still_fails_a_fail_only_instance_with_a_summary() ->
     assert r.error is None and r.tests_status["FAIL_TO_PASS"].failure == ["suite test_new "] and not r.resolved
 
 
-def test_the_first_exit_code_line_of_the_log_counts_as_in_5_0_2() -> None:
-    # 5.0.2 reads the first such line anywhere: a line the tests print before the script's own one wins
-    log = eval_log("FAILED t.py::test_f2p", f"{TEST_EXIT_CODE}: 0", "PASSED t.py::test_f2p", exit_code=1)
-    assert grading.parse_test_exit_code(log) == 0
-    r = grade(instance(["t.py::test_f2p"], []), log)
-    assert r.test_exit_code == 0 and r.error is None and r.resolved
+def test_an_exit_code_line_the_tests_print_is_not_believed_over_the_scripts_own() -> None:
+    # 5.0.2 reads the first such line anywhere, so a line the tests print before the script's own wins there;
+    # ours (a documented deviation) reads only after the last end marker, where the eval script writes
+    forged = eval_log("FAILED t.py::test_f2p", f"{TEST_EXIT_CODE}: 0", "PASSED t.py::test_f2p", exit_code=1)
+    assert grading.parse_test_exit_code(forged) == 1
+    r = grade(instance(["t.py::test_f2p"], []), forged)
+    assert r.test_exit_code == 1 and r.error is GradeError.EXIT_CODE_MISMATCH and not r.resolved
     honest = eval_log("FAILED t.py::test_f2p", "PASSED t.py::test_f2p", exit_code=1)
     assert grade(instance(["t.py::test_f2p"], []), honest).error is GradeError.EXIT_CODE_MISMATCH
+    passing = eval_log("PASSED t.py::test_f2p", exit_code=0)
+    assert grade(instance(["t.py::test_f2p"], []), passing).resolved
 
 
 def test_the_exit_code_rule_applies_to_every_parser_in_5_0_2_and_none_in_4_1_0() -> None:
