@@ -8,7 +8,7 @@
   a run id of its own, and the few that orphan containers on purpose check what happens to them, never that no
   other process's start-up sweep got there first. The tests of Ray clusters and of the second Docker node share
   xdist group ``ray`` (one worker, one at a time): one such node per session is enough.
-- The Ray group and the slow tests are scheduled first, so the workers end together.
+- The slow tests (but the Ray group's) are scheduled first, so the workers end together.
 - ``-n auto`` starts twice as many workers as there are cores (at most cores + 4): many tests wait on a
   subprocess, a container or a server, and on a machine another job loads, more workers get the suite a larger
   share of the cores.
@@ -107,10 +107,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.docker)  # so `-m "not docker"` can leave the daemon's tests out
         if item.nodeid.startswith(RAY_GROUP):
             item.add_marker(pytest.mark.xdist_group("ray"))
-    # the longest first (the Ray group's serial run, then the slow tests): the workers then end together
-    # instead of one finishing a long test while the others idle
-    items.sort(key=lambda item: 0 if item.nodeid.startswith(RAY_GROUP) else 1 if item.get_closest_marker("slow")
-               else 2)
+    # the slow tests first: the workers then end together instead of one finishing a long test while the
+    # others idle. The Ray group keeps its place: started with the session's start-up load (every worker
+    # collecting, venvs and images building) its local clusters lost their driver (a worker crash, seen once)
+    items.sort(key=lambda item: 0 if item.get_closest_marker("slow") and not item.nodeid.startswith(RAY_GROUP)
+               else 1)
 
 
 def _preinstall_bfcl_eval(items: list[pytest.Item]) -> None:
