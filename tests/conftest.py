@@ -88,6 +88,15 @@ def image_spec(name: str) -> tuple[str, str]:
     return {"base": (DEFAULT_BASE_IMAGE, "debootstrap"), "busybox": (BUSYBOX_IMAGE, "busybox")}[name]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Ray's default token file, made before any test starts a Ray process: a local cluster that ``ray.init()``
+    starts (in this session or a concurrent one, e.g. CI's steps 2 and 3) writes its own token there when none
+    exists, which raced the two-node cluster's token on a fresh machine (its driver then failed to connect)."""
+    from tests.standins.ray_cluster import auth_env
+
+    auth_env()
+
+
 #: test files (path prefixes) run in xdist group ``ray``, one at a time on one worker
 RAY_GROUP = ("tests/environments/test_ray_", "tests/standins/test_second_node.py")
 
