@@ -136,7 +136,12 @@ def _bind(source: str, target: str, *, read_only: bool, recursive: bool = True) 
 def _build_root(root: str, workdir: str, shown: Sequence[str], covered: Sequence[str]) -> None:
     """Mount the sandbox's tree under ``root`` (a fresh tmpfs)."""
     _mount("tmpfs", root, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=1m")
+    # /tmp first: an interpreter (a venv) living under the host's /tmp is bound over the empty one, not hidden
+    os.makedirs(root + "/tmp", exist_ok=True)
+    _mount("tmpfs", root + "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode=1777,size={_TMP_BYTES}")
     for path in shown:
+        if path == "/tmp":
+            continue
         os.makedirs(root + path, exist_ok=True)
         _bind(path, root + path, read_only=True)
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):  # the merged-/usr links
@@ -145,8 +150,6 @@ def _build_root(root: str, workdir: str, shown: Sequence[str], covered: Sequence
             os.symlink(os.readlink(link), root + link)
     for path in covered:
         _mount("tmpfs", root + path, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV, "mode=0555,size=4k")
-    os.makedirs(root + "/tmp", exist_ok=True)
-    _mount("tmpfs", root + "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode=1777,size={_TMP_BYTES}")
     os.makedirs(root + workdir, exist_ok=True)
     _bind(workdir, root + workdir, read_only=False, recursive=False)
     os.makedirs(root + "/dev", exist_ok=True)

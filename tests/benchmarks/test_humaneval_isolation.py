@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -167,3 +168,18 @@ def test_the_sandbox_can_be_had_as_an_unprivileged_user_too() -> None:
                            humaneval_sandbox.__file__, "--probe"], capture_output=True, text=True, timeout=120,
                           check=False, cwd="/")
     assert (done.returncode, done.stdout.strip()) == (0, "ok"), done.stderr
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox is Linux's namespaces")
+def test_an_interpreter_living_under_tmp_still_runs_in_the_sandbox() -> None:
+    """The sandbox's own empty /tmp must not hide an engine installed in a venv under the host's /tmp (a CI
+    checkout there could not grade on local)."""
+    if (reason := humaneval_sandbox.unavailable()) is not None:
+        pytest.skip(f"no sandbox on this host: {reason}")
+    with tempfile.TemporaryDirectory(dir="/tmp") as base:
+        venv = Path(base) / "venv"
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)],
+                       check=True, timeout=120)
+        done = subprocess.run([str(venv / "bin" / "python"), "-I", humaneval_sandbox.__file__, "--probe"],
+                              capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL)
+    assert (done.returncode, done.stdout.strip()) == (0, "ok"), done.stderr[-1000:]
