@@ -9,6 +9,7 @@ judged; resources opened with ``keep`` are left to an explicit ``cleanup --run-i
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from typing import Any
 
@@ -22,6 +23,8 @@ from .docker_api import LABEL_KEEP, LABEL_RUN_ID, call, make_client, owner_alive
 log = logging.getLogger("agentcompass.environments.docker_sweep")
 
 _PARALLEL_REMOVALS = 8
+#: how long a network's removal waits for containers that are being removed elsewhere to leave it
+_NETWORK_WAIT_S = 30.0
 
 
 class SweepReport(msgspec.Struct, omit_defaults=True):
@@ -105,14 +108,59 @@ async def _sweep(docker: aiodocker.Docker, label: str, only_dead: bool, report: 
     for net in networks:
         if not _verdict(net.get("Labels") or {}, only_dead=only_dead, report=report):
             continue
-        try:
-            await call(DockerNetwork(docker, net["Id"]).delete, what="network remove", timeout_s=30)
-        except aiodocker.DockerError as exc:
-            if exc.status != 404:
-                # Typically a kept container is still attached.
-                report.errors.append(f"network {net['Name']}: {exc.message}")
+        problem = await _remove_network(docker, net["Id"])
+        if problem == "gone":
             continue
-        except EnvironmentError_ as exc:
-            report.errors.append(f"network {net['Name']}: {exc}")
+        if problem is not None:
+            report.errors.append(f"network {net['Name']}: {problem}")
             continue
         report.networks.append(net["Name"])
+
+
+async def _attached_and_staying(docker: aiodocker.Docker, network_id: str) -> list[str]:
+    """The containers attached to the network that are not on their way out: neither being removed, gone, nor
+    of a dead owner (which a sweeper, this one or another, removes)."""
+    info: dict[str, Any] = await call(lambda: DockerNetwork(docker, network_id).show(), what="network inspect",
+                                      timeout_s=30)
+    staying = []
+    for cid in (info.get("Containers") or {}):
+        try:
+            state = await call(functools.partial(docker.containers.get, cid), what="container inspect",
+                               timeout_s=30)
+        except aiodocker.DockerError as exc:
+            if exc.status == 404:
+                continue
+            raise
+        leaving = (state._container.get("State") or {}).get("Status") in ("removing", "dead")
+        if not leaving and owner_alive((state._container.get("Config") or {}).get("Labels") or {}) is not False:
+            staying.append(str(cid)[:12])
+    return staying
+
+
+async def _remove_network(docker: aiodocker.Docker, network_id: str) -> str | None:
+    """Remove one network: None when removed, "gone" when it already was, else what stopped it.
+
+    A network whose last containers another sweeper (a run starting in another process) is still removing
+    answers "has active endpoints" for a moment: that is waited out (up to ``_NETWORK_WAIT_S``), while a
+    container that stays attached (a kept one) is reported at once."""
+    deadline = asyncio.get_running_loop().time() + _NETWORK_WAIT_S
+    delay = 0.2
+    while True:
+        try:
+            await call(DockerNetwork(docker, network_id).delete, what="network remove", timeout_s=30)
+            return None
+        except aiodocker.DockerError as exc:
+            if exc.status == 404:
+                return "gone"
+            if "active endpoint" not in str(exc.message) or asyncio.get_running_loop().time() >= deadline:
+                return str(exc.message)
+            try:
+                staying = await _attached_and_staying(docker, network_id)
+            except aiodocker.DockerError as inspect_exc:
+                return "gone" if inspect_exc.status == 404 else str(exc.message)
+            if staying:
+                return f"{exc.message} (still attached: {', '.join(staying)})"
+        except EnvironmentError_ as exc:
+            return str(exc)
+        await asyncio.sleep(delay)
+        delay = min(2.0, delay * 2)

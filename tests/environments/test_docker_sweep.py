@@ -7,12 +7,13 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import aiodocker
 import pytest
 
 from agentcompass.environments.docker import DockerProvider
-from agentcompass.environments.docker_api import LABEL_HOST, LABEL_PID, LABEL_RUN_ID
+from agentcompass.environments.docker_api import LABEL_HOST, LABEL_PID, LABEL_RUN_ID, host_id
 from agentcompass.environments.docker_sweep import sweep_orphans
 from agentcompass.interfaces import ComponentContext, EnvOpenSpec
 
@@ -121,3 +122,56 @@ async def test_two_sweeps_racing_for_the_same_orphans_both_end_clean(base_image:
     assert containers_of(docker_run_id) == []
     assert networks_of(docker_run_id) == []
     assert {n for r in reports for n in r.networks} <= {network}
+
+
+async def _dead_owners_network_with(docker: aiodocker.Docker, run_id: str, image: str, *,
+                                   container_dead_too: bool) -> tuple[str, Any]:
+    """A network of a dead owner with a running container attached: the dead owner's too, or one of an owner
+    the sweep cannot judge (no host label: foreign, left alone)."""
+    dead = {LABEL_RUN_ID: run_id, LABEL_HOST: host_id(), LABEL_PID: "999999999"}
+    name = f"agentcompass-test-{run_id[-12:]}"
+    await docker.networks.create({"Name": name, "Labels": dead})
+    stranger = await docker.containers.create({
+        "Image": image, "Entrypoint": ["sleep", "600"],
+        "Labels": dead if container_dead_too else {LABEL_RUN_ID: run_id}, "HostConfig": {"NetworkMode": name}})
+    await stranger.start()
+    return name, stranger
+
+
+async def test_a_network_whose_last_container_is_being_removed_elsewhere_is_removed_once_it_leaves(
+        base_image: str, docker_run_id: str) -> None:
+    """Another sweeper (here: the test) removing the dead owner's container while this one removes it and the
+    network: "has active endpoints" for a moment is waited out, not reported as an error."""
+    async with aiodocker.Docker() as docker:
+        name, stranger = await _dead_owners_network_with(docker, docker_run_id, base_image, container_dead_too=True)
+        try:
+            report, _ = await asyncio.gather(sweep_orphans(run_id=docker_run_id),
+                                             stranger.delete(force=True))
+        finally:
+            if await _exists(stranger):
+                await stranger.delete(force=True)
+        assert report.errors == [] and report.networks == [name], report  # (the container: either removed it)
+        assert networks_of(docker_run_id) == []
+
+
+async def test_a_network_a_staying_container_keeps_is_reported_at_once(base_image: str, docker_run_id: str) -> None:
+    async with aiodocker.Docker() as docker:
+        name, stranger = await _dead_owners_network_with(docker, docker_run_id, base_image, container_dead_too=False)
+        try:
+            report = await asyncio.wait_for(sweep_orphans(run_id=docker_run_id), 20)
+            assert report.networks == [] and len(report.errors) == 1, report
+            assert name in report.errors[0] and stranger.id[:12] in report.errors[0], report
+        finally:
+            await stranger.delete(force=True)
+            await sweep_orphans(run_id=docker_run_id)
+        assert networks_of(docker_run_id) == []
+
+
+async def _exists(container: Any) -> bool:
+    try:
+        await container.show()
+    except aiodocker.DockerError as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
