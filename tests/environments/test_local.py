@@ -834,6 +834,9 @@ def test_exec_on_uvloop_never_closes_a_descriptor_twice(tmp_path: Path) -> None:
     assert [line for line in closes if "EBADF" in line] == []
 
 
+# a loaded 2-core CI machine took over 60 s, and a timeout raised inside logging's lock left the worker's later
+# `import ray` deadlocked on it: a deadline that only catches a hang
+@pytest.mark.timeout(300)
 def test_hundreds_of_concurrent_execs_and_env_lifecycles_on_uvloop_close_only_their_own_fds(
         tmp_path: Path) -> None:
     """Regression: exec used to hand its own pipe ends to the loop, and uvloop closed each read end twice,
