@@ -150,7 +150,9 @@ async def test_a_network_whose_last_container_is_being_removed_elsewhere_is_remo
         finally:
             if await _exists(stranger):
                 await stranger.delete(force=True)
-        assert report.errors == [] and report.networks == [name], report  # (the container: either removed it)
+        # the container: either removed it; the network: this sweep, or one a run starting in another test worker
+        # made (host-wide) got there first
+        assert report.errors == [] and report.networks in ([name], []), report
         assert networks_of(docker_run_id) == []
 
 

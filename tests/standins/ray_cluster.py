@@ -29,7 +29,8 @@ from typing import Any
 from tests.standins.second_node import SecondNode, process_start_time
 
 RAY = str(Path(sys.executable).parent / "ray")
-START_TIMEOUT_S = 120.0
+#: only catches a hang: on a loaded 2-core machine a node's raylet, agents and the polling drivers each import Ray
+START_TIMEOUT_S = 300.0
 STOP_GRACE_S = 10.0
 OBJECT_STORE_BYTES = 100 * 1024 * 1024
 def auth_env() -> dict[str, str]:
@@ -130,46 +131,77 @@ class RayCluster:
 
     def _common(self, resources: dict[str, float]) -> list[str]:
         extra = ["--resources", json.dumps(resources)] if resources else []
+        # the dashboard agent's HTTP port is fixed (52365) by default and is bound on the loopback too: a free one,
+        # so no other Ray process of this machine (a driver's local cluster) can keep this node from starting
         return ["--num-cpus", str(self.cpus), "--object-store-memory", str(OBJECT_STORE_BYTES),
+                "--dashboard-agent-listen-port", str(_free_port("127.0.0.1")),
                 "--disable-usage-stats", "--block", *extra]
+
+    def _log(self, name: str) -> int:
+        """A file descriptor on ``<temp_dir>/<name>.log`` for a child's output (the caller closes its copy)."""
+        return os.open(os.path.join(self.temp_dir, f"{name}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
 
     def start_head(self) -> RayCluster:
         env = {**{k: v for k, v in os.environ.items() if k not in ("DOCKER_HOST", "RAY_ADDRESS")}, **auth_env()}
+        log = self._log("head")
         self.head = subprocess.Popen(
             [RAY, "start", "--head", "--node-ip-address", self.node.host_address, "--port", str(self.port),
              "--include-dashboard", "false", "--temp-dir", self.temp_dir, *self._common(self.head_resources)],
-            env=env, start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL)
-        self._wait_nodes(1)
+            env=env, start_new_session=True, stdin=subprocess.DEVNULL, stdout=log,
+            stderr=subprocess.STDOUT)
+        os.close(log)
+        self._wait_nodes(1, self.head, "head")
         return self
 
     def start_worker(self) -> RayCluster:
         """Start (or start again) the worker node in the namespace; wait until the cluster has two live nodes."""
         env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, **auth_env()}
+        log = self._log("worker")
         self.worker = self.node.exec(
             [RAY, "start", "--address", self.address, "--node-ip-address", self.node.address,
              *self._common(self.worker_resources)],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self._wait_nodes(2)
+            env=env, stdout=log, stderr=subprocess.STDOUT)
+        os.close(log)
+        self._wait_nodes(2, self.worker, "worker")
         return self
 
     def _live_nodes(self) -> list[str]:
         code = (f"import json, ray; ray.init(address={self.address!r}, log_to_driver=False); "
                 "print(json.dumps([n['NodeManagerAddress'] for n in ray.nodes() if n['Alive']]))")
         env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, **auth_env()}
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env,
-                             stdin=subprocess.DEVNULL)
+        try:
+            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env,
+                                 stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:  # a driver that could not connect in time: asked again by the caller
+            return []
         if out.returncode != 0:
             return []
         return list(json.loads(out.stdout.strip().splitlines()[-1]))
 
-    def _wait_nodes(self, n: int) -> None:
+    def _wait_nodes(self, n: int, proc: subprocess.Popen[Any] | None, name: str) -> None:
         until = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < until:
             if len(self._live_nodes()) >= n:
                 return
+            if proc is not None and proc.poll() is not None:
+                raise RuntimeError(f"`ray start` of the {name} exited with {proc.returncode} before the cluster at "
+                                   f"{self.address} had {n} live nodes:\n{self._tail(name)}")
             time.sleep(1)
-        raise RuntimeError(f"the Ray cluster at {self.address} did not reach {n} live nodes in {START_TIMEOUT_S}s")
+        raise RuntimeError(f"the Ray cluster at {self.address} did not reach {n} live nodes in {START_TIMEOUT_S}s:"
+                           f"\n{self._tail(name)}")
+
+    def _tail(self, name: str, lines: int = 40) -> str:
+        """The end of ``ray start``'s output and of the session's raylet logs: why a node did not come up."""
+        out = []
+        logs = Path(self.temp_dir, "session_latest", "logs")
+        for path in [Path(self.temp_dir, f"{name}.log"), *sorted(logs.glob("raylet*.err")),
+                     *sorted(logs.glob("raylet*.out"))[-2:], *sorted(logs.glob("dashboard_agent*.log"))[-2:]]:
+            try:
+                text = path.read_text(errors="replace").splitlines()[-lines:]
+            except OSError:
+                continue
+            out.append(f"--- {path.name}\n" + "\n".join(text))
+        return "\n".join(out)
 
     def worker_raylet(self) -> int | None:
         """The pid of the worker node's raylet."""

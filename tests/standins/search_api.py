@@ -79,11 +79,11 @@ class SearchStandIn:
         hits = self.results.get(q.lower(), [])
         if parts.path == "/res/v1/web/search":
             if h.headers.get("X-Subscription-Token") != self.key:
-                error = {"id": "0", "status": 401, "code": "SUBSCRIPTION_TOKEN_INVALID",
+                error: dict[str, Any] = {"id": "0", "status": 401, "code": "SUBSCRIPTION_TOKEN_INVALID",
                          "detail": "The provided subscription token is invalid."}
                 if self.echo_token:
                     error["detail"] += f" (got {h.headers.get('X-Subscription-Token')})"
-                body = {"type": "ErrorResponse", "error": error}
+                body: dict[str, Any] = {"type": "ErrorResponse", "error": error}
                 return self._send(h, 401, json.dumps(body).encode())
             count = int((query.get("count") or ["20"])[0])
             results = [{"type": "search_result", "title": t, "url": u, "description": d, "is_source_local": False,
