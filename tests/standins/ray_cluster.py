@@ -178,12 +178,12 @@ class RayCluster:
             return []
         return list(json.loads(out.stdout.strip().splitlines()[-1]))
 
-    def _wait_nodes(self, n: int, proc: subprocess.Popen[Any] | None, name: str) -> None:
+    def _wait_nodes(self, n: int, proc: subprocess.Popen[Any], name: str) -> None:
         until = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < until:
             if len(self._live_nodes()) >= n:
                 return
-            if proc is not None and proc.poll() is not None:
+            if proc.poll() is not None:
                 raise RuntimeError(f"`ray start` of the {name} exited with {proc.returncode} before the cluster at "
                                    f"{self.address} had {n} live nodes:\n{self._tail(name)}")
             time.sleep(1)

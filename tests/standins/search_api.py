@@ -80,7 +80,7 @@ class SearchStandIn:
         if parts.path == "/res/v1/web/search":
             if h.headers.get("X-Subscription-Token") != self.key:
                 error: dict[str, Any] = {"id": "0", "status": 401, "code": "SUBSCRIPTION_TOKEN_INVALID",
-                         "detail": "The provided subscription token is invalid."}
+                                         "detail": "The provided subscription token is invalid."}
                 if self.echo_token:
                     error["detail"] += f" (got {h.headers.get('X-Subscription-Token')})"
                 body: dict[str, Any] = {"type": "ErrorResponse", "error": error}
