@@ -4,6 +4,7 @@ completions that try to fool the grader fail, through the local and the docker e
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -169,13 +170,23 @@ def test_the_code_comes_from_a_changed_solution_file_else_from_the_answer() -> N
     assert answer_code("```py\na\n```\n```python\nb\n```") == "b\n"
 
 
+#: ``AGENTCOMPASS_HUMANEVAL_TESTS=full``: the end-to-end runs below grade all 164 problems. By default a stratified
+#: eighth (every 8th problem): on ``local`` the differential test already runs all 164 canonical solutions and
+#: stubs through the same runner and sandbox, so the end-to-end runs check the path around it (harness, collect,
+#: plan, verifier, replay, metrics), which every problem takes alike.
+FULL_RUNS = os.environ.get("AGENTCOMPASS_HUMANEVAL_TESTS") == "full"
+SAMPLED = [f"HumanEval/{i}" for i in range(0, 164, 1 if FULL_RUNS else 8)]
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_canonical_solutions_pass_all_164_and_empty_completions_none_locally(tmp_path: Path) -> None:
-    out = run("FileHarness", "canonical", tmp_path=tmp_path / "canonical", task_concurrency=4)
-    assert (out.metrics["graded_tasks"], out.metrics["solved"]) == (164, 164)
-    out = run("AnswerHarness", "empty", tmp_path=tmp_path / "empty", task_concurrency=4)
-    assert (out.metrics["graded_tasks"], out.metrics["solved"]) == (164, 0)
+def test_canonical_solutions_pass_and_empty_completions_fail_locally(tmp_path: Path) -> None:
+    sample = {"sample_ids": SAMPLED}
+    out = run("FileHarness", "canonical", tmp_path=tmp_path / "canonical", task_concurrency=4,
+              benchmark_params=sample)
+    assert (out.metrics["graded_tasks"], out.metrics["solved"]) == (len(SAMPLED), len(SAMPLED))
+    out = run("AnswerHarness", "empty", tmp_path=tmp_path / "empty", task_concurrency=4, benchmark_params=sample)
+    assert (out.metrics["graded_tasks"], out.metrics["solved"]) == (len(SAMPLED), 0)
 
 
 def test_canonical_bodies_given_as_the_answer_pass(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import pytest
@@ -193,11 +194,26 @@ async def test_300_concurrent_completions_share_a_pool_of_50_connections() -> No
 
 async def test_waiting_for_a_free_connection_is_bounded_by_the_pool_timeout() -> None:
     async with raw_server(None) as srv:
-        async with OpenAIChatClient("m", srv.base_url, max_connections=1, params={"timeout": 0.5}) as client:
-            results = await asyncio.gather(client.complete(user("a")), client.complete(user("b")),
-                                           return_exceptions=True)
-    assert all(isinstance(r, ModelError) and r.kind == "model_connection_error" for r in results)
-    assert any("no free connection" in str(r) for r in results)
+        async with OpenAIChatClient("m", srv.base_url, max_connections=1,
+                                    params={"timeout": 0.5, "connect_timeout": 30}) as client:
+            # the first call holds the one connection for up to 60 s (its own stall bound): only the pool bound
+            # (0.5 s) can end the second, however loaded the machine
+            holder = asyncio.create_task(client.complete(user("a"), timeout=60))
+            for _ in range(3000):  # its request reached the server (30 s)
+                if srv.heads:
+                    break
+                await asyncio.sleep(0.01)
+            assert len(srv.heads) == 1
+            with pytest.raises(ModelError) as info:
+                await client.complete(user("b"))
+            still_holding = not holder.done()
+            holder.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await holder
+    assert still_holding
+    assert info.value.kind == "model_connection_error"
+    assert "no free connection within 0.5s (max_connections=1)" in str(info.value)
+    assert len(srv.heads) == 1  # the second call never reached the server
 
 
 def test_retry_after_accepts_seconds_milliseconds_and_http_dates() -> None:

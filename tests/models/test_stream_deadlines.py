@@ -33,6 +33,9 @@ ECHO = {"echo": True, "bundled": False}
 #: streamed in 16-character pieces: with 0.2 s between events it takes several seconds
 LONG = "a slow but steady model streams this answer piece by piece, well within its timeout. " * 2
 FAST_RETRY = {"retry_backoff": 0.01, "retry_max_wait": 0.05}
+#: the connect bound defaults to the stall timeout; these tests bound the stall, and a loaded machine can take
+#: longer than 0.6 s to open a loopback connection (CI: ConnectTimeout in the warm-up)
+WIDE_CONNECT = {"connect_timeout": 30}
 
 
 def ask(text: str = "ping") -> list[dict[str, Any]]:
@@ -52,7 +55,7 @@ async def warm(srv: ScriptedServer, client: Any, **kw: Any) -> None:
 async def test_an_answer_of_only_keepalives_is_cut_at_about_the_timeout(protocol: str, stream: bool) -> None:
     # a keep-alive every 0.05 s keeps httpx's per-read timeout (0.6 s) from ever firing
     async with running_scripted_server(ECHO, faults={"ping": 1.0}, fault_interval_s=0.05) as srv, \
-            CLIENTS[protocol]("scripted", srv.base_url or "", params={"timeout": 0.6}) as client:
+            CLIENTS[protocol]("scripted", srv.base_url or "", params={"timeout": 0.6, **WIDE_CONNECT}) as client:
         await warm(srv, client, stream=stream)
         start = time.monotonic()
         with pytest.raises(ModelError) as info:
@@ -71,7 +74,7 @@ async def test_a_keepalive_stream_is_retried_and_the_calls_then_succeed(protocol
     async with running_scripted_server(ECHO, faults={"ping": 0.5}, fault_seed=11, fault_interval_s=0.05) as srv:
         client = create_model_client(
             ModelSpec(id="scripted", base_url=srv.base_url, api_protocol=protocol,  # type: ignore[arg-type]
-                      params={"stream": True, "timeout": 0.6, "retries": 10, **FAST_RETRY}),
+                      params={"stream": True, "timeout": 0.6, "retries": 10, **FAST_RETRY, **WIDE_CONNECT}),
             on_retry=lambda kind, _wait, _try: kinds.append(kind))
         assert isinstance(client, RetryingModelClient)
         try:
@@ -94,7 +97,7 @@ async def test_a_keepalive_stream_gives_up_after_the_policys_retries(protocol: s
     async with running_scripted_server(ECHO, faults={"ping": 1.0}, fault_interval_s=0.05) as srv:
         client = create_model_client(
             ModelSpec(id="scripted", base_url=srv.base_url, api_protocol=protocol,  # type: ignore[arg-type]
-                      params={"stream": True, "timeout": 0.5, "retries": 2, "retry_backoff": 0}))
+                      params={"stream": True, "timeout": 0.5, "retries": 2, "retry_backoff": 0, **WIDE_CONNECT}))
         try:
             await warm(srv, client)
             start = time.monotonic()
@@ -143,7 +146,8 @@ async def test_total_timeout_cuts_a_stream_that_keeps_progressing(protocol: str)
 
 async def test_calls_after_a_cut_keepalive_stream_get_their_answers_on_the_same_client() -> None:
     async with running_scripted_server(ECHO, faults={"ping": 0.5}, fault_seed=2, fault_interval_s=0.05) as srv, \
-            OpenAIChatClient("scripted", srv.base_url or "", max_connections=1, params={"timeout": 0.5}) as client:
+            OpenAIChatClient("scripted", srv.base_url or "", max_connections=1,
+                             params={"timeout": 0.5, **WIDE_CONNECT}) as client:
         await warm(srv, client, stream=True)
         outcomes = []
         for i in range(6):

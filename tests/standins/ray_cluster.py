@@ -13,6 +13,7 @@ line) are killed by pid too. Every wait has a deadline.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -31,6 +32,20 @@ from tests.standins.second_node import SecondNode, process_start_time
 RAY = str(Path(sys.executable).parent / "ray")
 #: only catches a hang: on a loaded 2-core machine a node's raylet, agents and the polling drivers each import Ray
 START_TIMEOUT_S = 300.0
+#: ``python -c _NODE_WATCHER ADDRESS N``: exits 0 once the cluster at ADDRESS has N live nodes (connecting again
+#: while the head is not up yet)
+_NODE_WATCHER = """
+import sys, time, ray
+address, n = sys.argv[1], int(sys.argv[2])
+while True:
+    try:
+        ray.init(address=address, log_to_driver=False)
+        break
+    except Exception:
+        time.sleep(1)
+while sum(1 for node in ray.nodes() if node["Alive"]) < n:
+    time.sleep(0.5)
+"""
 STOP_GRACE_S = 10.0
 OBJECT_STORE_BYTES = 100 * 1024 * 1024
 def auth_env() -> dict[str, str]:
@@ -165,28 +180,35 @@ class RayCluster:
         self._wait_nodes(2, self.worker, "worker")
         return self
 
-    def _live_nodes(self) -> list[str]:
-        code = (f"import json, ray; ray.init(address={self.address!r}, log_to_driver=False); "
-                "print(json.dumps([n['NodeManagerAddress'] for n in ray.nodes() if n['Alive']]))")
-        env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, **auth_env()}
-        try:
-            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env,
-                                 stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:  # a driver that could not connect in time: asked again by the caller
-            return []
-        if out.returncode != 0:
-            return []
-        return list(json.loads(out.stdout.strip().splitlines()[-1]))
+    def _driver_env(self) -> dict[str, str]:
+        return {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, **auth_env()}
 
     def _wait_nodes(self, n: int, proc: subprocess.Popen[Any], name: str) -> None:
+        """Wait until the cluster has ``n`` live nodes; fail at once, naming it, when ``proc`` (``ray start``)
+        exits first. One driver process connects (again, until it can) and polls: a driver per poll imported Ray
+        every second, a few CPU-seconds each on a loaded machine."""
+        watcher = subprocess.Popen([sys.executable, "-c", _NODE_WATCHER, self.address, str(n)],
+                                   env=self._driver_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL, start_new_session=True)
         until = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < until:
-            if len(self._live_nodes()) >= n:
-                return
-            if proc.poll() is not None:
-                raise RuntimeError(f"`ray start` of the {name} exited with {proc.returncode} before the cluster at "
-                                   f"{self.address} had {n} live nodes:\n{self._tail(name)}")
-            time.sleep(1)
+        try:
+            while time.monotonic() < until:
+                try:
+                    if watcher.wait(1.0) == 0:
+                        return
+                    watcher = subprocess.Popen(watcher.args, env=self._driver_env(), stdin=subprocess.DEVNULL,
+                                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                               start_new_session=True)  # it crashed: again
+                except subprocess.TimeoutExpired:
+                    pass
+                if proc.poll() is not None:
+                    raise RuntimeError(f"`ray start` of the {name} exited with {proc.returncode} before the cluster "
+                                       f"at {self.address} had {n} live nodes:\n{self._tail(name)}")
+        finally:
+            if watcher.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(watcher.pid, signal.SIGKILL)
+                watcher.wait()
         raise RuntimeError(f"the Ray cluster at {self.address} did not reach {n} live nodes in {START_TIMEOUT_S}s:"
                            f"\n{self._tail(name)}")
 
