@@ -1,5 +1,5 @@
-"""HumanEval in docker: canonical solutions pass all 164 (the container's Python, not the engine's) and empty
-completions none; cheats fail in docker too."""
+"""HumanEval in docker: canonical solutions pass and empty completions fail on the container's Python; cheats fail in
+docker too."""
 
 from __future__ import annotations
 
@@ -21,15 +21,15 @@ from .test_humaneval import CHEATS, HARNESSES, SAMPLED, run
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)  # the first docker test may build the base image
-def test_canonical_solutions_pass_all_164_and_empty_completions_none_in_docker(
+def test_canonical_solutions_pass_and_empty_completions_fail_in_docker(
         tmp_path: Path, base_image: str, docker_run_id: str) -> None:  # noqa: F811
-    # answers: no agent container, so each task costs one verifier container
-    docker = {"environment_params": {"image": base_image}, "run_id": docker_run_id, "task_concurrency": 6}
+    # answers: no agent container, so each task costs one verifier container; every 8th problem (all 164 with
+    # AGENTCOMPASS_HUMANEVAL_TESTS=full): the differential test runs every canonical solution through the same runner
+    docker = {"environment_params": {"image": base_image}, "run_id": docker_run_id, "task_concurrency": 6,
+              "benchmark_params": {"sample_ids": SAMPLED}}
     out = run("AnswerHarness", "canonical", "docker", tmp_path=tmp_path / "canonical", **docker)
-    assert (out.metrics["graded_tasks"], out.metrics["solved"]) == (164, 164)
-    # an empty completion fails alike on every problem: a stratified eighth (all with AGENTCOMPASS_HUMANEVAL_TESTS=full)
-    out = run("AnswerHarness", "empty", "docker", tmp_path=tmp_path / "empty", benchmark_params={"sample_ids": SAMPLED},
-              **docker)
+    assert (out.metrics["graded_tasks"], out.metrics["solved"]) == (len(SAMPLED), len(SAMPLED))
+    out = run("AnswerHarness", "empty", "docker", tmp_path=tmp_path / "empty", **docker)
     assert (out.metrics["graded_tasks"], out.metrics["solved"]) == (len(SAMPLED), 0)
 
 

@@ -78,8 +78,8 @@ async def warm(srv: ScriptedServer, client: RetryingModelClient, retries: Retrie
 async def test_it_recovers_through_transient_faults_and_reports_the_retries_in_usage(
         faults: dict[str, float]) -> None:
     retries = Retries()
-    async with served({"faults": faults, "fault_seed": 5}, {**FAST, "timeout": 0.3, "connect_timeout": 30, "retries": 10},
-                      on_retry=retries) as (srv, client):
+    params = {**FAST, "timeout": 0.3, "connect_timeout": 30, "retries": 10}
+    async with served({"faults": faults, "fault_seed": 5}, params, on_retry=retries) as (srv, client):
         await warm(srv, client, retries)
         responses = [await client.complete(ask(f"question {i}")) for i in range(12)]
     assert [r.content for r in responses] == [f"question {i}" for i in range(12)]
@@ -149,8 +149,8 @@ async def test_a_bad_response_is_retried_at_most_twice() -> None:
 
 async def test_a_hung_server_is_bounded_by_the_timeout_on_every_try() -> None:
     retries = Retries()
-    async with served({"faults": {"hang": 1.0}}, {"retries": 1, "retry_backoff": 0, "timeout": 0.3, "connect_timeout": 30},
-                      on_retry=retries) as (srv, client):
+    params = {"retries": 1, "retry_backoff": 0, "timeout": 0.3, "connect_timeout": 30}
+    async with served({"faults": {"hang": 1.0}}, params, on_retry=retries) as (srv, client):
         await warm(srv, client, retries)
         start = time.monotonic()
         with pytest.raises(ModelError) as info:

@@ -177,7 +177,7 @@ def test_build_context_copies_pytest_and_the_tree_but_nothing_of_the_patches(tmp
     site = ctx / "site-packages"
     code = (f"import sys; sys.path.insert(0, {str(site)!r}); import pytest; "
             f"assert pytest.__file__.startswith({str(site)!r}), pytest.__file__; "
-            f"sys.exit(pytest.console_main())")
+            f"sys.exit(pytest.main())")
     proc = subprocess.run([sys.executable, "-I", "-S", "-c", code, "-rA", "-p", "no:cacheprovider", "test_ok.py"],
                           cwd=tmp_path / "t", capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
