@@ -108,8 +108,21 @@ def _add_results_parsers(sub: Any) -> None:
     p.add_argument("--max-tasks", type=int, default=200, help="text: differing tasks listed at most")
 
 
+def _version() -> str:
+    """The installed distribution's version; the package's own when it runs from a source tree."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("agentcompass")
+    except PackageNotFoundError:
+        from . import __version__
+
+        return __version__
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentcompass", description="Evaluate LLM agents.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_run_parser(sub)
     p = sub.add_parser("launch", help="run an OrchestrationSpec from a YAML or JSON file")
@@ -180,7 +193,7 @@ def _cmd_run(a: argparse.Namespace) -> int:
         keep_environment=a.keep_environment,
         auto_install_dependencies=a.auto_install_dependencies, recipe_dirs=a.recipe_dir, results_dir=a.results_dir,
         data_dir=a.data_dir, run_name=a.run_name, run_id=a.run_id, progress=a.progress,
-        log_level=a.log_level.upper(), file_log_level=a.file_log_level.upper(),
+        log_level=a.log_level, file_log_level=a.file_log_level,
         enable_analysis=_analysis_arg(a.enable_analysis))
     _print_outcome(outcome)
     return EXIT_OK if outcome.ok else EXIT_FAILED
@@ -280,11 +293,14 @@ def _cmd_compare(a: argparse.Namespace) -> int:
 
 def _cmd_launch(a: argparse.Namespace) -> int:
     from .api import launch
+    from .specs import parse_orchestration
 
     raw = load_spec_file(a.spec)
     if a.progress and isinstance(raw, dict):
         raw["progress"] = a.progress
-    result = launch(raw)  # a request with a bad field fails alone; the others run
+    # a spec file is checked whole before anything runs: a misspelt or mistyped field in any request is exit 2,
+    # not hours of the other requests followed by a failed one (the SDK's launch() runs the valid ones)
+    result = launch(parse_orchestration(raw))
     for o in result.outcomes:
         _print_outcome(o)
     print(f"launch {result.status} in {result.duration_s:.2f}s")
@@ -358,11 +374,15 @@ def _cmd_show(a: argparse.Namespace) -> int:
     if not summary_path.is_file() and not info_path.is_file():
         raise ConfigError(f"{a.run_dir!r} is not a run directory (no summary.json or run_info.json).",
                           field="run_dir")
+    from .rundata import run_liveness
+
     in_progress = not summary_path.is_file()
     doc = _escaped(_read_run_json(info_path if in_progress else summary_path))
+    status = doc.get("status")
+    _, stale = run_liveness(status if isinstance(status, str) else None, doc)
     console = Console()
     table = Table(title=f"{doc.get('benchmark')} / {doc.get('harness')} / {doc.get('model')} "
-                        f"({doc.get('run_id')}): {doc.get('status')}")
+                        f"({doc.get('run_id')}): {'stale' if stale else status}")
     table.add_column("metric")
     table.add_column("value", justify="right")
     for k, v in _dict_field(doc, "metrics").items():
@@ -376,8 +396,12 @@ def _cmd_show(a: argparse.Namespace) -> int:
         stamp = doc.get("updated_at") or doc.get("started_at")
         when = (f", last updated {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(stamp))}"
                 if isinstance(stamp, (int, float)) else "")
-        console.print(f"no summary.json yet (the run is in progress, or stopped before writing it): "
-                      f"showing run_info.json{when}.", soft_wrap=True, highlight=False, markup=False)
+        pid = doc.get("pid")
+        owner = f"its process {pid}" if isinstance(pid, int) else "the process that ran it"
+        why = (f"run_info.json says running, but {owner} is gone: the run was killed before it could finish"
+               if stale else "the run is in progress, or stopped before writing it")
+        console.print(f"no summary.json yet ({why}): showing run_info.json{when}.", soft_wrap=True, highlight=False,
+                      markup=False)
         if doc.get("error"):
             console.print(f"error: {doc['error']}", soft_wrap=True, highlight=False, markup=False)
     cats = _dict_field(doc, "by_category")

@@ -202,6 +202,11 @@ class _Event(msgspec.Struct, tag_field="event", omit_defaults=True, kw_only=True
     request: str
     run_id: str = ""
 
+    @property
+    def event(self) -> str:
+        """The event's kind, e.g. ``"task_finished"``: its tag, the ``event`` key of its ``progress.jsonl`` line."""
+        return str(self.__struct_config__.tag)
+
 
 class RequestStarted(_Event, tag="request_started"):
     """A request resolved its components and knows its task count."""

@@ -24,6 +24,9 @@ from .params import convert_params
 
 Kind = Literal["benchmark", "harness", "environment", "recipe", "analyzer"]
 KINDS: tuple[Kind, ...] = ("benchmark", "harness", "environment", "recipe", "analyzer")
+#: each kind's plural, for messages listing the known names.
+PLURALS: dict[Kind, str] = {"benchmark": "benchmarks", "harness": "harnesses", "environment": "environments",
+                            "recipe": "recipes", "analyzer": "analyzers"}
 #: entry point group of each kind.
 ENTRY_POINT_GROUPS: dict[Kind, str] = {
     "benchmark": "agentcompass.benchmarks", "harness": "agentcompass.harnesses",
@@ -198,7 +201,7 @@ class Registry:
             how = ""
             lead = f" It is not a registered name, and importing it as an import path failed ({tried})."
         return ConfigError(
-            f"Unknown {self.kind} id {name!r} in field `{field}`.{lead} Known {self.kind}s: "
+            f"Unknown {self.kind} id {name!r} in field `{field}`.{lead} Known {PLURALS[self.kind]}: "
             f"{', '.join(known) or '(none)'}.{hint}{how}",
             field=field,
         )

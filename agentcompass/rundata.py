@@ -6,6 +6,7 @@
 - ``iter_task_rows(path)``: one ``TaskRow`` per detail file, streamed: each file is decoded through a light
   view that skips trajectories, so memory stays flat on runs of any size.
 - ``iter_details(path)`` / ``read_task(path, task_id)``: full ``TaskDetail`` records, one at a time.
+- ``run_liveness(status, run_info)``: whether a run that says ``running`` is live or stale (its process gone).
 
 Nothing here writes; unreadable files are skipped (``iter_task_rows`` reports them through ``on_error``).
 """
@@ -38,6 +39,29 @@ def is_run_dir(path: str | Path) -> bool:
     """Whether ``path`` holds a run (a ``run_info.json`` or ``summary.json``)."""
     p = Path(path)
     return any((p / m).is_file() for m in RUN_MARKERS)
+
+
+def pid_alive(pid: int | None) -> bool:
+    """Whether a process with this id exists on this host."""
+    if not pid or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):  # OverflowError: no pid is that large (a hand-edited file)
+        return False
+    except (PermissionError, OSError):
+        return True
+    return True
+
+
+def run_liveness(status: str | None, run_info: dict[str, Any]) -> tuple[bool, bool]:
+    """``(live, stale)`` of a run shown with ``status``: live while its ``run_info.json`` says ``running`` and
+    the process that writes it (``pid``) exists on this host; stale when it says ``running`` but that process
+    is gone (the run was killed before it could record an end). The viewer and ``agentcompass show`` both
+    decide with this."""
+    pid = run_info.get("pid")
+    live = run_info.get("status") == "running" and isinstance(pid, int) and pid_alive(pid)
+    return live, status == "running" and not live
 
 
 def find_runs(root: str | Path) -> dict[str, Path]:

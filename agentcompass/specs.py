@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast, get_args
 
 import msgspec
+import msgspec.inspect as mi
 
-from ._errors import ConfigError
+from ._errors import ConfigError, did_you_mean
 from ._validate import MAX_SECONDS, Seconds, check_number
 
 #: the most concurrent tasks / environments / retries one setting may ask for (a typo, not a plan, beyond).
@@ -21,6 +22,7 @@ MIN_QPS = 0.01
 ApiProtocol = Literal["openai-chat", "openai-responses", "anthropic-messages"]
 ProgressMode = Literal["auto", "rich", "plain", "none"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+LOG_LEVELS: tuple[str, ...] = get_args(LogLevel)
 NetworkPolicyName = Literal["public", "none", "model", "allowlist"]
 
 #: a cap on one backoff wait, seconds: > 0 and at most a day (so NaN and infinity are refused too).
@@ -76,6 +78,7 @@ class RunRequestSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=T
     enable_analysis: bool | list[str | ComponentSpec] = False
 
     def __post_init__(self) -> None:
+        self.file_log_level = _normalise_log_level(self.file_log_level, "file_log_level")
         # Python callers may write components and the model as in YAML: an id string or an {"id": ...} dict.
         self.benchmark = _as_spec(self.benchmark, ComponentSpec, "benchmark")
         self.harness = _as_spec(self.harness, ComponentSpec, "harness")
@@ -102,12 +105,42 @@ class OrchestrationSpec(msgspec.Struct, forbid_unknown_fields=True, omit_default
     recipe_dirs: list[str] = []
 
     def __post_init__(self) -> None:
+        self.log_level = _normalise_log_level(self.log_level, "log_level")
         if self.max_concurrent_tasks is not None:
             _check_alias(self.task_concurrency, self.max_concurrent_tasks)
             self.task_concurrency, self.max_concurrent_tasks = self.max_concurrent_tasks, None
         if isinstance(self.requests, list | tuple):
             self.requests = [r if isinstance(r, RunRequestSpec) else _request_at(r, i)
                              for i, r in enumerate(self.requests)]
+
+
+def _normalise_log_level(value: Any, field: str) -> LogLevel:
+    """``value`` as an upper-case level name (``"info"`` -> ``"INFO"``); a ConfigError naming ``field`` and the
+    allowed names otherwise."""
+    level = _level_named(value)
+    if level is not None:
+        return level
+    raise ConfigError(f"Invalid `{field}` {value!r}: expected one of {', '.join(LOG_LEVELS)} (any case).",
+                      field=field)
+
+
+def _level_named(value: Any) -> LogLevel | None:
+    """The ``LOG_LEVELS`` entry ``value`` names in any case, or None. The entry itself, not an equal string:
+    msgspec's ``omit_defaults`` tells a default by identity, so ``"info"`` must become the very ``"INFO"``."""
+    if isinstance(value, str):
+        upper = value.upper()
+        for level in LOG_LEVELS:
+            if level == upper:
+                return cast(LogLevel, level)
+    return None
+
+
+def _canonical_log_level(raw: dict[str, Any], key: str) -> None:
+    """``raw[key]`` as its ``LOG_LEVELS`` entry, before msgspec checks it; another value is left for msgspec's
+    error."""
+    level = _level_named(raw.get(key))
+    if level is not None:
+        raw[key] = level
 
 
 def _request_at(raw: Any, i: int) -> RunRequestSpec:
@@ -137,7 +170,7 @@ def _as_spec(value: Any, cls: type[Any], field: str) -> Any:
         try:
             return msgspec.convert(value, cls)
         except msgspec.ValidationError as exc:
-            err = readable_validation_error(exc, field)
+            err = readable_validation_error(exc, field, cls)
             sub = f"{field}.{err.field}" if err.field else field
             raise ConfigError(str(err).replace(f"`{err.field}`", f"`{sub}`", 1), field=sub) from None
     shape = '{"id": ..., "params": {...}}' if cls is ComponentSpec else '{"id": ..., "base_url": ..., "api_key": ...}'
@@ -197,6 +230,7 @@ def _normalise_request(raw: Any, where: str) -> Any:
     if not isinstance(raw, dict):
         return raw
     out = dict(raw)
+    _canonical_log_level(out, "file_log_level")
     for key in ("benchmark", "harness", "environment"):
         if key in out:
             out[key] = _component(out[key], f"{where}.{key}")
@@ -205,22 +239,50 @@ def _normalise_request(raw: Any, where: str) -> Any:
     return out
 
 
-def readable_validation_error(exc: msgspec.ValidationError, what: str) -> ConfigError:
-    """Turn msgspec's ``Expected `int`, got `str` - at `$.requests[0].task_concurrency` `` into a paragraph."""
+def _struct_at(root: type[msgspec.Struct], path: str | None) -> mi.StructType | None:
+    """The Struct type found at ``path`` (``requests[0].model``) below ``root``, or None when it is not one."""
+    node: mi.Type = mi.type_info(root)
+    for part in (path or "").replace("[", ".[").split("."):
+        if not part:
+            continue
+        if isinstance(node, mi.UnionType):  # e.g. ``X | None``: the one Struct member, if any
+            node = next((t for t in node.types if isinstance(t, mi.StructType)), node)
+        if part.startswith("[") and isinstance(node, mi.ListType | mi.VarTupleType):
+            node = node.item_type
+        elif isinstance(node, mi.StructType):
+            found = next((f.type for f in node.fields if f.encode_name == part), None)
+            if found is None:
+                return None
+            node = found
+        else:
+            return None
+    if isinstance(node, mi.UnionType):
+        node = next((t for t in node.types if isinstance(t, mi.StructType)), node)
+    return node if isinstance(node, mi.StructType) else None
+
+
+def readable_validation_error(exc: msgspec.ValidationError, what: str,
+                              struct: type[msgspec.Struct] | None = None) -> ConfigError:
+    """Turn msgspec's ``Expected `int`, got `str` - at `$.requests[0].task_concurrency` `` into a paragraph.
+
+    With ``struct`` (the type that was converted), an unknown field also gets the closest valid name."""
     text = str(exc)
     field = None
     if " - at `" in text:
         text, _, path = text.partition(" - at `")
         field = path.rstrip("`").removeprefix("$").lstrip(".") or None
     hint = ""
-    if "Object contains unknown field" in text:
-        hint = " Remove it or check its spelling."
+    if text.startswith("Object contains unknown field `"):
+        unknown = text.removeprefix("Object contains unknown field `").rstrip("`")
+        at = _struct_at(struct, field) if struct is not None else None
+        close = did_you_mean(unknown, [f.encode_name for f in at.fields]) if at is not None else ""
+        hint = f"{close} Remove it or check its spelling."
     elif field and field.endswith("api_protocol"):
         hint = " Allowed: openai-chat, openai-responses, anthropic-messages."
     elif field and field.endswith("progress"):
         hint = " Allowed: auto, rich, plain, none."
     elif field and field.endswith("log_level"):
-        hint = " Allowed: DEBUG, INFO, WARNING, ERROR, CRITICAL."
+        hint = f" Allowed (any case): {', '.join(LOG_LEVELS)}."
     where = f" in field `{field}`" if field else ""
     return ConfigError(f"Invalid {what}{where}: {text}.{hint}", field=field)
 
@@ -266,7 +328,7 @@ def parse_request(raw: Any, where: str = "request") -> RunRequestSpec:
     try:
         return msgspec.convert(_normalise_request(raw, where), RunRequestSpec)
     except msgspec.ValidationError as exc:
-        raise readable_validation_error(exc, where) from None
+        raise readable_validation_error(exc, where, RunRequestSpec) from None
 
 
 def parse_orchestration(raw: Any) -> OrchestrationSpec:
@@ -279,6 +341,7 @@ def parse_orchestration(raw: Any) -> OrchestrationSpec:
             field="requests",
         )
     raw = dict(raw)
+    _canonical_log_level(raw, "log_level")
     _check_numbers(raw, _LAUNCH_NUMBERS, "")
     _check_alias(raw.get("task_concurrency"), raw.get("max_concurrent_tasks"))
     if isinstance(raw.get("requests"), list):
@@ -288,7 +351,7 @@ def parse_orchestration(raw: Any) -> OrchestrationSpec:
     try:
         spec = msgspec.convert(raw, OrchestrationSpec)
     except msgspec.ValidationError as exc:
-        raise readable_validation_error(exc, "orchestration spec") from None
+        raise readable_validation_error(exc, "orchestration spec", OrchestrationSpec) from None
     if not spec.requests:
         raise ConfigError("Invalid orchestration spec: `requests` is empty; give at least one request.",
                           field="requests")

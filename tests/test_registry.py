@@ -103,3 +103,11 @@ def test_recipe_dir_that_is_missing_or_broken_is_a_config_error(tmp_path: Path) 
     (tmp_path / "bad.py").write_text("raise RuntimeError('nope')\n")
     with pytest.raises(ConfigError, match="bad.py.*failed to import"):
         Registries([str(tmp_path)])
+
+
+@pytest.mark.parametrize(("kind", "plural"), [("harness", "harnesses"), ("benchmark", "benchmarks"),
+                                              ("environment", "environments"), ("analyzer", "analyzers")])
+def test_an_unknown_id_lists_the_known_ones_under_the_kinds_plural(kind: str, plural: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        Registries()[kind].resolve("no_such_component")  # type: ignore[index]
+    assert f" Known {plural}: " in str(info.value) and "harnesss" not in str(info.value)

@@ -12,7 +12,7 @@ import pytest
 
 import agentcompass
 from agentcompass import ConfigError, OrchestrationSpec, RunRequestSpec
-from agentcompass.specs import ComponentSpec, ModelSpec, parse_orchestration
+from agentcompass.specs import ComponentSpec, ModelSpec, parse_orchestration, parse_request
 
 REQ: dict[str, Any] = {"benchmark": "shell_tasks", "harness": "none", "model": "scripted"}
 
@@ -123,3 +123,52 @@ def test_an_open_rate_below_the_floor_is_refused_naming_the_field_and_range(qps:
 @pytest.mark.parametrize("qps", [0, 0.0, 0.01, 2, {"local": 0}, {"local": 0.5, "docker": 10_000}])
 def test_zero_and_rates_from_the_floor_up_are_accepted(qps: Any) -> None:
     assert parse_orchestration({"requests": [REQ], "env_open_qps": qps}).env_open_qps == qps
+
+
+def test_log_levels_are_taken_in_any_case_and_kept_upper_case() -> None:
+    spec = parse_orchestration({"requests": [{**REQ, "file_log_level": "debug"}], "log_level": "Info"})
+    assert (spec.log_level, spec.requests[0].file_log_level) == ("INFO", "DEBUG")
+    assert parse_request({**REQ, "file_log_level": "warning"}).file_log_level == "WARNING"
+    built = OrchestrationSpec(requests=[RunRequestSpec(**REQ, file_log_level="error")],  # type: ignore[arg-type]
+                              log_level="critical")  # type: ignore[arg-type]
+    assert (built.log_level, built.requests[0].file_log_level) == ("CRITICAL", "ERROR")
+
+
+@pytest.mark.parametrize(("build", "field"), [
+    (lambda: parse_orchestration({"requests": [REQ], "log_level": "loud"}), "log_level"),
+    (lambda: parse_orchestration({"requests": [{**REQ, "file_log_level": "verbose"}]}), "requests[0].file_log_level"),
+    (lambda: parse_request({**REQ, "file_log_level": 10}), "file_log_level"),
+    (lambda: RunRequestSpec(**REQ, file_log_level="trace"), "file_log_level"),  # type: ignore[arg-type]
+])
+def test_a_bad_log_level_names_the_field_and_the_allowed_values(build: Any, field: str) -> None:
+    with pytest.raises(ConfigError, match="DEBUG, INFO, WARNING, ERROR, CRITICAL") as info:
+        build()
+    assert info.value.field == field and f"`{field}`" in str(info.value)
+
+
+def test_run_evaluation_takes_lower_case_log_levels(tmp_path: Path) -> None:
+    out = agentcompass.run_evaluation("shell_tasks", "openai_chat", "scripted", results_dir=str(tmp_path),
+                                      progress="none", benchmark_params={"sample_ids": ["answer/count_lines"]},
+                                      log_level="error", file_log_level="debug")
+    assert out.status == "completed" and out.run_dir is not None
+    assert " DEBUG " in (out.run_dir / "logs" / "run.log").read_text()
+    with pytest.raises(ConfigError, match="DEBUG, INFO, WARNING, ERROR, CRITICAL") as info:
+        agentcompass.run_evaluation("shell_tasks", "none", "scripted", results_dir=str(tmp_path), progress="none",
+                                    log_level="chatty")
+    assert info.value.field == "log_level"
+
+
+@pytest.mark.parametrize(("build", "field", "meant"), [
+    (lambda: parse_orchestration({"requests": [{**REQ, "max_retriez": 2}]}), "max_retriez", "max_retries"),
+    (lambda: parse_orchestration({"requests": [REQ], "timeout_secs": 60}), "timeout_secs", "timeout_seconds"),
+    (lambda: parse_orchestration({"requests": [{**REQ, "model": {"id": "m", "base_ulr": "http://h/v1"}}]}),
+     "base_ulr", "base_url"),
+    (lambda: parse_request({**REQ, "benchmark": {"id": "shell_tasks", "param": {}}}), "param", "params"),
+    (lambda: parse_request({**REQ, "concurency": 3}), "concurency", "task_concurrency"),
+    (lambda: RunRequestSpec(**{**REQ, "harness": {"id": "none", "parms": {}}}), "parms", "params"),
+])
+def test_an_unknown_field_names_the_closest_valid_field(build: Any, field: str, meant: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        build()
+    assert f"unknown field `{field}`" in str(info.value)
+    assert f"Did you mean {meant!r}?" in str(info.value)

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..rundata import MAX_RUN_FILE_BYTES, decode_json_object
+from ..rundata import MAX_RUN_FILE_BYTES, decode_json_object, run_liveness
 
 SMALL_FILE_LIMIT = MAX_RUN_FILE_BYTES  # params/run_info/summary are small; refuse anything absurd
 
@@ -66,19 +66,6 @@ def read_json(root: Path, path: Path) -> dict[str, Any] | None:
     return read_json_checked(root, path)[0]
 
 
-def pid_alive(pid: int | None) -> bool:
-    """Whether a process with this id exists on this host."""
-    if not pid or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):
-        return True
-    return True
-
-
 def run_overview(root: Path, key: str, path: Path) -> dict[str, Any]:
     """What the runs list shows for one run: identity, status (and whether it is live), counts, metrics.
 
@@ -92,8 +79,7 @@ def run_overview(root: Path, key: str, path: Path) -> dict[str, Any]:
     status = _text(doc.get("status")) or "unknown"
     if unreadable and raw_info is None and raw_summary is None:
         status = "unreadable"
-    pid = info.get("pid")
-    live = info.get("status") == "running" and isinstance(pid, int) and pid_alive(pid)
+    live, stale = run_liveness(status, info)
     # every field typed as the page (and the list's sort) expects: a run file is written by anyone
     return {
         "key": key,
@@ -102,7 +88,7 @@ def run_overview(root: Path, key: str, path: Path) -> dict[str, Any]:
         "model": _text(doc.get("model")), "environment": _text(doc.get("environment")),
         "status": status,
         "live": live,
-        "stale": status == "running" and not live,
+        "stale": stale,
         "started_at": _number(info.get("started_at")),
         "duration_s": _number(doc.get("duration_s")),
         "counts": _mapping(doc.get("counts")),

@@ -174,7 +174,7 @@ def test_show_on_a_run_in_progress_prints_what_run_info_has(tmp_path: Path) -> N
                      summary="s", log="l")
     info = RunInfo(run_id="live1", request="shell_tasks/shell_agent/scripted", status="running",
                    benchmark="shell_tasks", harness="shell_agent", model="scripted", environment="local",
-                   started_at=1.0e9, updated_at=1.0e9 + 60, paths=paths,
+                   started_at=1.0e9, updated_at=1.0e9 + 60, paths=paths, pid=os.getpid(),  # its process is alive
                    counts=RequestCounts(total=9, done=4, running=2, correct=3))
     (tmp_path / "run_info.json").write_bytes(msgspec.json.encode(info))
     res = cli("show", str(tmp_path))
@@ -182,6 +182,54 @@ def test_show_on_a_run_in_progress_prints_what_run_info_has(tmp_path: Path) -> N
     out = " ".join(res.stdout.split())
     assert "live1" in out and "running" in out and "no summary.json yet" in out
     assert "count: done │ 4" in out and "count: total │ 9" in out
+
+
+def test_show_on_a_killed_run_says_stale_as_the_viewer_does(tmp_path: Path) -> None:
+    from agentcompass.viewer.runs import run_overview
+    from tests.viewer.rundirs import make_detail, write_run
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    run_dir = write_run(tmp_path / "killed", [make_detail("a")], status="running", summary=False,
+                        pid=int(gone.stdout))  # run_info says running, but the process that wrote it has exited
+    assert run_overview(tmp_path.resolve(), "killed", run_dir)["stale"]
+    res = cli("show", str(run_dir))
+    assert res.returncode == 0, res.stderr
+    out = " ".join(res.stdout.split())
+    assert "(killed): stale" in out and f"process {gone.stdout.strip()} is gone" in out
+
+
+def test_version_prints_the_installed_distributions_version() -> None:
+    from importlib.metadata import version
+
+    res = cli("--version")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == f"agentcompass {version('agentcompass')}\n"
+
+
+def test_launch_with_a_misspelt_request_field_exits_2_naming_the_closest_field(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"""
+progress: none
+requests:
+  - name: good
+    benchmark: {{id: shell_tasks, params: {{categories: [answer]}}}}
+    harness: none
+    model: scripted
+    results_dir: {tmp_path}/r
+  - name: typo
+    benchmark: shell_tasks
+    harness: none
+    model: scripted
+    max_retriez: 2
+    results_dir: {tmp_path}/r
+""")
+    res = cli("launch", str(spec))
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.stderr.startswith("error: ") and "Traceback" not in res.stderr
+    assert "requests[1]" in res.stderr and "`max_retriez`" in res.stderr
+    assert "Did you mean 'max_retries'?" in res.stderr
+    assert not (tmp_path / "r").exists()  # nothing ran
 
 
 def _alias_bomb(levels: int = 9) -> str:

@@ -1,4 +1,4 @@
-"""docs/cli.md and docs/models.md say what the code does: exit codes and what is in the reuse identity."""
+"""docs/cli.md, docs/api.md and docs/models.md say what the code does: exit codes, the reuse identity, links."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import re
 import shlex
 import signal
 from pathlib import Path
+
+import pytest
 
 from agentcompass import cli, run_evaluation
 from agentcompass.engine.identity import OPERATIONAL_ENV_PARAMS, OPERATIONAL_MODEL_PARAMS, SELECTION_PARAMS
@@ -61,3 +63,38 @@ def test_the_swebench_walkthroughs_python_and_cli_commands_are_the_same_valid_ca
     assert args.model_base_url == "$MODEL_BASE_URL" and args.model_api_key is None  # the key comes from the env
     assert f"`{cli.API_KEY_ENV}`" in text
     assert "pip install 'agentcompass[swebench,mini-swe-agent]'" in text
+
+
+def _slug(heading: str) -> str:
+    """A markdown heading's anchor as GitHub makes it."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _api_row(field: str) -> str:
+    """The row of ``field`` in the `run_evaluation` table of docs/api.md."""
+    return next(line for line in (DOCS / "api.md").read_text().splitlines() if line.startswith(f"| `{field}` | "))
+
+
+def test_the_api_pages_wrap_api_key_link_leads_to_the_models_section_on_envelopes() -> None:
+    from agentcompass.models.envelope import PREFIX
+
+    anchors = re.findall(r"\(models\.md#([\w-]+)\)", _api_row("wrap_api_key"))
+    assert anchors, "the wrap_api_key row links to a section of models.md"
+    models = (DOCS / "models.md").read_text()
+    sections = {_slug(m.group(2)): m.start() for m in re.finditer(r"^(#+) (.+)$", models, flags=re.M)}
+    assert anchors[0] in sections
+    section = models[sections[anchors[0]]:].split("\n#", 1)[0]
+    assert "`wrap_api_key`" in section and f"`{PREFIX}." in section
+
+
+def test_the_api_page_says_which_components_use_data_dir(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentcompass.swebench.dataset import default_data_dir
+
+    row = _api_row("data_dir")
+    assert "no built-in component uses it" not in row
+    assert "swebench" in row and "task_dir" in row and "<data_dir>/agents/" in row
+    monkeypatch.setenv("AGENTCOMPASS_DATA_DIR", "/srv/data")  # the documented defaults are the code's
+    assert "`$AGENTCOMPASS_DATA_DIR`" in row and default_data_dir(None) == Path("/srv/data")
+    monkeypatch.delenv("AGENTCOMPASS_DATA_DIR")
+    assert "`~/.cache/agentcompass/data`" in row
+    assert default_data_dir(None) == Path("~/.cache/agentcompass/data").expanduser()
