@@ -1,4 +1,4 @@
-"""1,000 tasks at concurrency 200 on the local environment: all complete, memory stays flat, nothing leaks."""
+"""600 tasks at concurrency 200 on the local environment: all complete, memory stays flat, nothing leaks."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import pytest
 
 import agentcompass
 from agentcompass.records import ProgressEvent, TaskFinished
+
+TASKS = 600
 
 
 def _rss_mb() -> float:
@@ -32,8 +34,8 @@ def _children(pid: int) -> list[int]:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)  # ~270 s on a loaded 2-core machine; 300 s cut it once (CI under stress-ng)
-def test_thousand_tasks_at_concurrency_200_complete_with_flat_memory_and_no_leaks(tmp_path: Path) -> None:
+@pytest.mark.timeout(900)  # ~170 s on a loaded 2-core machine; a hang guard only
+def test_600_tasks_at_concurrency_200_complete_with_flat_memory_and_no_leaks(tmp_path: Path) -> None:
     envs = tmp_path / "envs"
     envs.mkdir()
     rss: dict[int, float] = {}
@@ -44,20 +46,21 @@ def test_thousand_tasks_at_concurrency_200_complete_with_flat_memory_and_no_leak
         nonlocal done
         if isinstance(ev, TaskFinished):
             done += 1
-            if done in (250, 1000):
+            if done in (150, TASKS):
                 rss[done] = _rss_mb()
 
     out = agentcompass.run_evaluation(
-        "shell_tasks", "shell_agent", "scripted", benchmark_params={"repeat": 28, "limit": 1000},
+        "shell_tasks", "shell_agent", "scripted", benchmark_params={"repeat": 17, "limit": TASKS},
         environment_params={"base_dir": str(envs)}, task_concurrency=200, results_dir=str(tmp_path / "r"),
         progress="none", on_progress=on_progress)
     assert out.status == "completed"
-    assert out.counts.done == out.counts.total == 1000
+    assert out.counts.done == out.counts.total == TASKS
     assert out.counts.errors == 0, out.errors_by_kind
     assert 0 < out.metrics["pass@1"] < 1
     assert out.run_dir is not None
-    assert len(list((out.run_dir / "details").glob("*.json"))) == 1000
-    # Details stream to disk: the last 750 tasks add (almost) nothing to what the first 250 needed.
-    assert rss[1000] - rss[250] < 40, rss
+    assert len(list((out.run_dir / "details").glob("*.json"))) == TASKS
+    # Details stream to disk: the last 450 tasks add (almost) nothing to what the first 150 needed (a leak of 90 KB a
+    # task would show; 1,000 tasks cost CI a minute of CPU for a bound only a little tighter).
+    assert rss[TASKS] - rss[150] < 40, rss
     assert not list(envs.iterdir()), "temp workspaces left behind"
     assert set(_children(os.getpid())) - before == set(), "child processes left behind"
