@@ -80,16 +80,25 @@ def auth_token_source(environ: Mapping[str, str], home: Path) -> str | None:
 
 
 def _enable_token_auth_if_token_found(target: str) -> None:
-    if target == "local" or "RAY_AUTH_MODE" in os.environ:
+    """Token auth for an explicit address when ``RAY_AUTH_MODE=token`` is set, or is unset and a token is found.
+
+    Ray reads ``RAY_AUTH_MODE`` into a per-process config once: a process that used Ray before the variable was set
+    (a local cluster, an earlier connection) would otherwise still send no token. Ray's own switch refreshes it."""
+    if target == "local":
         return
-    source = auth_token_source(os.environ, Path.home())
-    if source is None:
+    mode = os.environ.get("RAY_AUTH_MODE")
+    if mode is None:
+        source = auth_token_source(os.environ, Path.home())
+        if source is None:
+            return
+        log.info("a Ray auth token was found (%s) and RAY_AUTH_MODE is unset: using token auth for %s", source,
+                 target)
+    elif mode.strip().lower() != "token":
         return
-    try:  # Ray's own switch also refreshes its cached config
+    try:
         from ray._private.authentication.authentication_token_setup import _enable_token_auth
     except ImportError:  # a Ray without token auth
         return
-    log.info("a Ray auth token was found (%s) and RAY_AUTH_MODE is unset: using token auth for %s", source, target)
     _enable_token_auth()
 
 

@@ -1,7 +1,11 @@
-"""The coordinator's connection to a Ray cluster: where an auth token is found; Ray Client is refused."""
+"""The coordinator's connection to a Ray cluster: where an auth token is found, token mode applied even after Ray
+was used in the process; Ray Client is refused."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,3 +37,27 @@ async def test_a_ray_client_address_in_ray_address_is_refused_naming_it(monkeypa
         await ray_cluster.connect(None, timeout_s=10)
     assert info.value.field == "RAY_ADDRESS" and not ray.is_initialized()
 
+
+
+_REFRESH_PROBE = """
+import os, sys
+os.environ.pop("RAY_AUTH_MODE", None)
+from ray._private.authentication.authentication_utils import is_token_auth_enabled
+from ray._raylet import Config
+from agentcompass.environments.ray_cluster import _enable_token_auth_if_token_found
+Config.initialize("")  # Ray used in this process before the variable was set (a local cluster, a connection)
+os.environ["RAY_AUTH_MODE"] = sys.argv[1]
+before = is_token_auth_enabled()
+_enable_token_auth_if_token_found("10.0.0.1:6379")
+print(before, is_token_auth_enabled())
+"""
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("token", "False True"), ("disabled", "False False")])
+def test_ray_auth_mode_set_after_ray_was_used_in_the_process_still_applies(mode: str, expected: str) -> None:
+    # CI: a two-node test's driver failed "RAY_AUTH_MODE is currently 'disabled'" with the variable set to token,
+    # after an earlier test of the same worker process had used Ray without it
+    out = subprocess.run([sys.executable, "-c", _REFRESH_PROBE, mode], capture_output=True, text=True, timeout=120,
+                         stdin=subprocess.DEVNULL, env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[-2] == expected
