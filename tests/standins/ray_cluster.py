@@ -30,7 +30,7 @@ from typing import Any
 from tests.standins.second_node import SecondNode, process_start_time
 
 RAY = str(Path(sys.executable).parent / "ray")
-#: only catches a hang: on a loaded 2-core machine a node's raylet, agents and the polling drivers each import Ray
+#: only catches a hang: on a loaded 2-core machine a node's raylet, agents and the node watcher each import Ray
 START_TIMEOUT_S = 300.0
 #: ``python -c _NODE_WATCHER ADDRESS N``: exits 0 once the cluster at ADDRESS has N live nodes (connecting again
 #: while the head is not up yet)
@@ -187,18 +187,19 @@ class RayCluster:
         """Wait until the cluster has ``n`` live nodes; fail at once, naming it, when ``proc`` (``ray start``)
         exits first. One driver process connects (again, until it can) and polls: a driver per poll imported Ray
         every second, a few CPU-seconds each on a loaded machine."""
-        watcher = subprocess.Popen([sys.executable, "-c", _NODE_WATCHER, self.address, str(n)],
-                                   env=self._driver_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL, start_new_session=True)
+        def start_watcher() -> subprocess.Popen[bytes]:
+            return subprocess.Popen([sys.executable, "-c", _NODE_WATCHER, self.address, str(n)],
+                                    env=self._driver_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, start_new_session=True)
+
+        watcher = start_watcher()
         until = time.monotonic() + START_TIMEOUT_S
         try:
             while time.monotonic() < until:
                 try:
                     if watcher.wait(1.0) == 0:
                         return
-                    watcher = subprocess.Popen(watcher.args, env=self._driver_env(), stdin=subprocess.DEVNULL,
-                                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                               start_new_session=True)  # it crashed: again
+                    watcher = start_watcher()  # it crashed: again
                 except subprocess.TimeoutExpired:
                     pass
                 if proc.poll() is not None:
