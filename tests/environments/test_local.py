@@ -23,7 +23,7 @@ from agentcompass._errors import ConfigError, EnvironmentError_
 from agentcompass.environments._output import CappedBuffer
 from agentcompass.environments._tar import extract_tar, make_tar, tar_from_files
 from agentcompass.environments.local import MARKER_VAR, TIMEOUT_EXIT_CODE, LocalEnvironment, LocalProvider
-from agentcompass.interfaces import ComponentContext, Environment, EnvOpenSpec, NetworkPolicy
+from agentcompass.interfaces import ComponentContext, Environment, EnvOpenSpec, ExecResult, NetworkPolicy
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -63,6 +63,17 @@ async def _read_pids(env: LocalEnvironment, *names: str, within: float = 30.0) -
         if time.monotonic() > deadline:
             raise AssertionError(f"pid files {names} never appeared")
         await asyncio.sleep(0.02)
+
+
+async def _ended_by_close(task: asyncio.Task[ExecResult]) -> None:
+    """A command running when its environment closes is killed; one whose spawn was still reporting back when
+    close() ran (a loaded machine: the shell already wrote its pid file) is refused as closed instead."""
+    try:
+        res = await asyncio.wait_for(task, 30)
+    except EnvironmentError_ as exc:
+        assert "was closed while starting a command" in str(exc)
+    else:
+        assert res.exit_code < 0 and not res.timed_out, res
 
 
 @pytest.fixture
@@ -427,8 +438,7 @@ async def test_close_kills_running_commands_and_escaped_daemons(provider: LocalP
     t0 = time.monotonic()
     await handle.close()
     assert time.monotonic() - t0 < 30  # hang guard: the commands would sleep 60 s
-    res = await asyncio.wait_for(running, 30)
-    assert res.exit_code < 0 and not res.timed_out
+    await _ended_by_close(running)
     assert await _wait_dead(pids) == []
 
 
@@ -669,7 +679,7 @@ async def test_provider_aclose_closes_environments_left_open(tmp_path: Path) -> 
     assert prov.open_environments == 0
     assert os.listdir(tmp_path) == []
     assert await _wait_dead([pid]) == []
-    await asyncio.wait_for(sleeper, 30)
+    await _ended_by_close(sleeper)
     with pytest.raises(EnvironmentError_, match="closed"):
         await prov.open(_spec())
 
