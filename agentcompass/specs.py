@@ -283,8 +283,21 @@ def readable_validation_error(exc: msgspec.ValidationError, what: str,
         hint = " Allowed: auto, rich, plain, none."
     elif field and field.endswith("log_level"):
         hint = f" Allowed (any case): {', '.join(LOG_LEVELS)}."
+    field = _capped(field) if field else None
     where = f" in field `{field}`" if field else ""
-    return ConfigError(f"Invalid {what}{where}: {text}.{hint}", field=field)
+    return ConfigError(f"Invalid {what}{where}: {_capped(text)}.{hint}", field=field)
+
+
+#: characters of an input's own text (an unknown field's name, a path through keys) an error quotes
+_QUOTE_CAP = 200
+
+
+def _capped(text: str) -> str:
+    # the names come from the user's file or call: a 1 MB key must not become a 1 MB error message and log line
+    if len(text) <= _QUOTE_CAP:
+        return text
+    half = _QUOTE_CAP // 2
+    return f"{text[:half]}...[{len(text) - 2 * half} characters omitted]...{text[-half:]}"
 
 
 def _id_of(value: Any, default: str) -> str:

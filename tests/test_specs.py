@@ -172,3 +172,13 @@ def test_an_unknown_field_names_the_closest_valid_field(build: Any, field: str, 
         build()
     assert f"unknown field `{field}`" in str(info.value)
     assert f"Did you mean {meant!r}?" in str(info.value)
+
+
+def test_an_unknown_field_with_a_huge_name_is_quoted_capped_not_whole() -> None:
+    # a request file's key is the user's (or a generator's) text: a 1 MB name must not become a 1 MB error and log
+    name = "q" * 1_000_000
+    with pytest.raises(ConfigError) as info:
+        parse_orchestration({"requests": [{**REQ, name: 1}]})
+    message = str(info.value)
+    assert len(message) < 1_000 and "unknown field `qqq" in message and "characters omitted" in message
+    assert "Remove it or check its spelling." in message
