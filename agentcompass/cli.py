@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._environ import deny_process_inspection, take_secret
 from ._errors import AgentCompassError, ConfigError
+from .common.environ import deny_process_inspection, take_secret
 
 #: exit codes of every command (docs/cli.md lists exactly these)
 EXIT_OK = 0  # done; for run/launch: status completed
@@ -47,7 +47,7 @@ def _json_obj(flag: str, text: str | None) -> dict[str, Any] | None:
 
 def load_spec_file(path: str) -> Any:
     """Read an OrchestrationSpec from YAML or JSON, with a readable error naming the file and position."""
-    from ._bounded_load import load_json, load_yaml, read_spec_text
+    from .common.bounded_load import load_json, load_yaml, read_spec_text
 
     text = read_spec_text(path)  # size-capped
     if Path(path).suffix == ".json":
@@ -421,7 +421,7 @@ def _cmd_show(a: argparse.Namespace) -> int:
 def _cmd_cleanup(a: argparse.Namespace) -> int:
     import asyncio
 
-    from .environments.docker_sweep import sweep_orphans
+    from .environments.docker.sweep import sweep_orphans
 
     report = asyncio.run(sweep_orphans(run_id=a.run_id, only_dead=not a.all))
     print(f"removed {len(report.containers)} container(s) and {len(report.networks)} network(s)")
@@ -445,11 +445,11 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``agentcompass`` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["serve-scripted"]:
-        from .models.scripted_server import serve_scripted_main
+        from .models.scripted.server import serve_scripted_main
 
         return serve_scripted_main(argv[1:])
     if argv[:2] == ["images", "build-base"]:
-        from .environments.docker_images import build_base_main
+        from .environments.docker.images import build_base_main
 
         return build_base_main(argv[2:])
     args = build_parser().parse_args(argv)

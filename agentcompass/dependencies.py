@@ -57,7 +57,7 @@ from packaging.requirements import InvalidRequirement
 from packaging.requirements import Requirement as _PipRequirement
 
 from ._errors import ConfigError
-from ._process_once import ProcessOnce
+from .common.process_once import ProcessOnce
 from .records import DependencyInstalled, DependencyInstalling, ProgressEvent
 
 __all__ = ["DEFAULT_PIP_TIMEOUT_S", "InstallReport", "Requirement", "ensure_installed", "install_counts",

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import agentcompass
-from agentcompass.models.scripted_server import spawn_server_process, stop_process
+from agentcompass.models.scripted.server import spawn_server_process, stop_process
 from agentcompass.records import ModelLimitChanged, ModelRetrying, ProgressEvent
 
 HERE = Path(__file__).resolve().parent

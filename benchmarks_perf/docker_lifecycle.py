@@ -30,9 +30,9 @@ from typing import Any
 import aiodocker
 from _common import containers_with_label, result_line, write_json
 
-from agentcompass.environments.docker import DockerParams, DockerProvider
-from agentcompass.environments.docker_images import BUSYBOX_IMAGE, build_base_image
-from agentcompass.environments.docker_sweep import sweep_orphans
+from agentcompass.environments.docker.images import BUSYBOX_IMAGE, build_base_image
+from agentcompass.environments.docker.provider import DockerParams, DockerProvider
+from agentcompass.environments.docker.sweep import sweep_orphans
 from agentcompass.interfaces import ComponentContext, EnvOpenSpec
 
 

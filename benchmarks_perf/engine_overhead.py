@@ -285,7 +285,7 @@ def start_scripted_server(tmp: Path) -> tuple[subprocess.Popen[str], str]:
     """``agentcompass serve-scripted --port 0`` with the mock script (written in ``tmp``); (process, base_url)."""
     import json
 
-    from agentcompass.models.scripted_server import spawn_server_process
+    from agentcompass.models.scripted.server import spawn_server_process
     from benchmarks_perf._components import SCRIPT
 
     script = tmp / "mock.json"
@@ -351,7 +351,7 @@ def main(tasks: int, concurrency: int, http_tasks: int, repeats: int, gc_compare
         try:
             runs["http"] = h = _child(http_tasks, concurrency, url)
         finally:
-            from agentcompass.models.scripted_server import stop_process
+            from agentcompass.models.scripted.server import stop_process
 
             stop_process(proc)
     print(f"  HTTP        c={concurrency:<5} {h['turns_per_s']:>8.0f} turns/s  ({h['tasks_per_s']:.0f} tasks/s, "

@@ -24,8 +24,8 @@ from typing import Any
 
 from _common import result_line, write_json
 
-from agentcompass.environments.docker import DockerProvider
-from agentcompass.environments.docker_images import BUSYBOX_IMAGE, build_base_image
+from agentcompass.environments.docker.images import BUSYBOX_IMAGE, build_base_image
+from agentcompass.environments.docker.provider import DockerProvider
 from agentcompass.interfaces import ComponentContext
 from tests.environments.registry import (
     REGISTRY_BIN,

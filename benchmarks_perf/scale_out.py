@@ -34,8 +34,8 @@ from typing import Any
 from _common import result_line, write_json
 
 import agentcompass
-from agentcompass.environments.docker_api import DEFAULT_BASE_IMAGE
-from agentcompass.environments.ray_docker import RayDockerProvider
+from agentcompass.environments.docker.api import DEFAULT_BASE_IMAGE
+from agentcompass.environments.ray.provider import RayDockerProvider
 from agentcompass.interfaces import ComponentContext
 from tests.standins.ray_cluster import RayCluster, auth_env
 from tests.standins.second_node import claimed_node

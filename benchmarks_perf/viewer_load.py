@@ -31,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from agentcompass.models.scripted_server import stop_process  # noqa: E402
+from agentcompass.models.scripted.server import stop_process  # noqa: E402
 from agentcompass.viewer.chromium import find_chromium  # noqa: E402
 from tests.viewer.rundirs import make_detail, write_run  # noqa: E402
 

@@ -161,7 +161,7 @@ def inspect_child(samples: int, concurrency: int, docker_run_id: str | None) -> 
 def ours_docker_child(samples: int, concurrency: int, run_id: str) -> dict[str, Any]:
     """The docker variant with AgentCompass in this process; the measurements."""
     import agentcompass
-    from agentcompass.environments.docker import DockerProvider
+    from agentcompass.environments.docker.provider import DockerProvider
     from benchmarks_perf._components import BENCHMARK, SCRIPT
 
     with tempfile.TemporaryDirectory(prefix="ac-perf-") as tmp, RssSampler() as sampler:
@@ -285,7 +285,7 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
     if not args.skip_docker and have_docker():
         import asyncio
 
-        from agentcompass.environments.docker_images import BUSYBOX_IMAGE, build_base_image
+        from agentcompass.environments.docker.images import BUSYBOX_IMAGE, build_base_image
 
         asyncio.run(build_base_image(BUSYBOX_IMAGE, method="busybox"))
         n, c = args.docker_samples, args.docker_concurrency

@@ -211,8 +211,8 @@ def _line(r: dict[str, Any]) -> str:
 
 
 def main(args: argparse.Namespace) -> dict[str, Any]:
-    from agentcompass.environments.docker_api import DEFAULT_BASE_IMAGE
-    from agentcompass.environments.docker_images import build_base_image
+    from agentcompass.environments.docker.api import DEFAULT_BASE_IMAGE
+    from agentcompass.environments.docker.images import build_base_image
 
     assert DEFAULT_BASE_IMAGE == IMAGE, DEFAULT_BASE_IMAGE
     asyncio.run(build_base_image(IMAGE))  # cached by tag after the first build

@@ -25,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentcompass.swebench.local_instances import (
+from agentcompass.benchmarks.swebench.local_instances import (
     BASE_IMAGE,
     TESTBED,
     load_local_instances,

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from agentcompass.models.scripted_server import spawn_server_process, stop_process
+from agentcompass.models.scripted.server import spawn_server_process, stop_process
 from tests.standins.second_node import SecondNode, second_docker_node_fixture
 
 REPO = Path(__file__).resolve().parent.parent
@@ -82,8 +82,8 @@ def images_needed(items: list[pytest.Item]) -> set[str]:
 
 def image_spec(name: str) -> tuple[str, str]:
     """(tag, build method) of base image ``name``."""
-    from agentcompass.environments.docker_api import DEFAULT_BASE_IMAGE
-    from agentcompass.environments.docker_images import BUSYBOX_IMAGE
+    from agentcompass.environments.docker.api import DEFAULT_BASE_IMAGE
+    from agentcompass.environments.docker.images import BUSYBOX_IMAGE
 
     return {"base": (DEFAULT_BASE_IMAGE, "debootstrap"), "busybox": (BUSYBOX_IMAGE, "busybox")}[name]
 
@@ -128,7 +128,7 @@ def _preinstall_bfcl_eval(items: list[pytest.Item]) -> None:
     bfcl test (and its timeout) starts; a file lock makes one xdist worker install it and the others wait."""
     if not any("bfcl" in item.nodeid for item in items):
         return
-    from agentcompass.benchmarks.bfcl_package import ensure_bfcl_eval
+    from agentcompass.benchmarks.bfcl.package import ensure_bfcl_eval
 
     try:
         ensure_bfcl_eval(auto_install=True)
@@ -140,9 +140,9 @@ def _preinstall_swebench5(items: list[pytest.Item]) -> None:
     """swebench 5.0.2 (the second oracle of the SWE-bench differential tests, beside the test extra's 4.1.0),
     installed ``--no-deps`` into its cache once, before any of those tests (and its timeout) starts; a file lock
     makes one xdist worker install it and the others wait."""
-    if not any(item.nodeid.startswith("tests/swebench/differential/") for item in items):
+    if not any(item.nodeid.startswith("tests/benchmarks/swebench/differential/") for item in items):
         return
-    from tests.swebench.differential.official5 import ensure_installed
+    from tests.benchmarks.swebench.differential.official5 import ensure_installed
 
     try:
         ensure_installed()
@@ -157,7 +157,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         _preinstall_swebench5(session.items)
     if session.config.option.collectonly or not os.path.exists(DOCKER_SOCKET):
         return  # without a daemon the docker fixtures skip (or fail, in CI) on their own
-    from agentcompass.environments.docker_images import build_base_image
+    from agentcompass.environments.docker.images import build_base_image
 
     for name in sorted(images_needed(session.items), key=lambda n: n != "base"):  # the slow one first
         tag, method = image_spec(name)

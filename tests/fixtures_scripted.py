@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest_asyncio
 
-from agentcompass.models.scripted_server import ScriptedServer
+from agentcompass.models.scripted.server import ScriptedServer
 
 
 @asynccontextmanager

@@ -37,7 +37,7 @@ def test_import_is_cheap() -> None:
 
 
 #: scripts that run in an interpreter of their own (with their own packages), never imported by the package.
-OWN_INTERPRETER = {"agentcompass/harnesses/_openhands_bridge.py"}  # the openhands harness's Python>=3.12 venv
+OWN_INTERPRETER = {"agentcompass/harnesses/openhands/bridge.py"}  # the openhands harness's Python>=3.12 venv
 
 
 def _declared() -> tuple[set[str], dict[str, set[str]]]:

@@ -12,7 +12,7 @@ import pytest
 import agentcompass
 from agentcompass import cli
 from agentcompass._errors import ConfigError
-from agentcompass.benchmarks.shell_tasks import ShellTasks
+from agentcompass.benchmarks.shell_tasks.benchmark import ShellTasks
 from agentcompass.compare import compare_runs, write_text
 
 from .results_runs import SAMPLE, make_runs

@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 SECRET = "sk-environ-4f1d9c2b7a"
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="/proc/<pid>/environ is Linux's")
 
-#: loads agentcompass/_environ.py by path (stdlib only), so a system Python another user can run does it too
+#: loads agentcompass/common/environ.py by path (stdlib only), so a system Python another user can run does it too
 LOAD = ("import importlib.util, subprocess, sys\n"
         f"spec = importlib.util.spec_from_file_location('envmod', {str(REPO / 'agentcompass' / '_environ.py')!r})\n"
         "envmod = importlib.util.module_from_spec(spec); spec.loader.exec_module(envmod)\n")

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from agentcompass.models.scripted_server import ScriptedServer
+from agentcompass.models.scripted.server import ScriptedServer
 from tests.fixtures_scripted import running_scripted_server
 
 REPO = Path(__file__).resolve().parent.parent

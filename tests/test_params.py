@@ -10,7 +10,7 @@ import pytest
 
 from agentcompass._errors import ConfigError
 from agentcompass._validate import env_vars, size_bytes
-from agentcompass.environments.local import LocalProvider
+from agentcompass.environments.local.provider import LocalProvider
 from agentcompass.harnesses.shell_agent import ShellAgent, ShellAgentParams
 from agentcompass.interfaces import ComponentContext, EnvOpenSpec
 from agentcompass.params import convert_params, selection_params

@@ -22,11 +22,12 @@ def test_unknown_id_lists_known_ids_and_the_closest_match() -> None:
 
 def test_import_path_ids_resolve_and_bad_ones_explain() -> None:
     regs = Registries()
-    assert regs["environment"].resolve("agentcompass.environments.local:LocalProvider").name == "local"
-    assert regs["benchmark"].resolve("agentcompass.benchmarks.shell_tasks.ShellTasks").__name__ == "ShellTasks"
-    with pytest.raises(ConfigError, match="Cannot load benchmark 'agentcompass.benchmarks.shell_tasks:Nope'.*"
+    assert regs["environment"].resolve("agentcompass.environments.local.provider:LocalProvider").name == "local"
+    shell_tasks = regs["benchmark"].resolve("agentcompass.benchmarks.shell_tasks.benchmark.ShellTasks")
+    assert shell_tasks.__name__ == "ShellTasks"
+    with pytest.raises(ConfigError, match="Cannot load benchmark 'agentcompass.benchmarks.shell_tasks.benchmark:Nope'.*"
                                           "has no attribute 'Nope'"):
-        regs["benchmark"].resolve("agentcompass.benchmarks.shell_tasks:Nope")
+        regs["benchmark"].resolve("agentcompass.benchmarks.shell_tasks.benchmark:Nope")
 
 
 @pytest.mark.parametrize("name", ["shell_tasks.v2", "shell_tasks:V2", "nowhere.mod:Thing", "shell_tasks."])
@@ -54,7 +55,7 @@ def test_broken_module_behind_an_import_path_reports_its_own_error(tmp_path: Pat
 
 @pytest.mark.parametrize(("name", "what"), [("os:path", "a module"), ("json:dumps", "a function"),
                                             ("json.dumps", "a function"), ("os:sep", "a str"),
-                                            ("agentcompass.benchmarks.shell_tasks", "a module")])
+                                            ("agentcompass.benchmarks.shell_tasks.benchmark", "a module")])
 def test_import_path_to_something_that_is_not_a_class_is_refused_at_resolve(name: str, what: str) -> None:
     with pytest.raises(ConfigError) as info:
         Registries()["benchmark"].resolve(name, field="benchmark")
@@ -80,7 +81,7 @@ def test_registered_target_that_is_not_a_class_is_refused_naming_the_target() ->
 
 def test_registries_are_per_engine_not_global() -> None:
     a, b = Registries(), Registries()
-    a["benchmark"].register("mine", "agentcompass.benchmarks.shell_tasks:ShellTasks")
+    a["benchmark"].register("mine", "agentcompass.benchmarks.shell_tasks.benchmark:ShellTasks")
     assert "mine" in a["benchmark"] and "mine" not in b["benchmark"]
 
 
@@ -89,7 +90,8 @@ def test_recipe_dir_registers_a_component_usable_by_name(tmp_path: Path) -> None
     recipes.mkdir()
     (recipes / "quick.py").write_text(
         "def register(registries):\n"
-        "    registries['benchmark'].register('quick_shell', 'agentcompass.benchmarks.shell_tasks:ShellTasks')\n")
+        "    registries['benchmark'].register('quick_shell',\n"
+        "                                     'agentcompass.benchmarks.shell_tasks.benchmark:ShellTasks')\n")
     out = agentcompass.run_evaluation("quick_shell", "shell_agent", "scripted", recipe_dirs=[str(recipes)],
                                       benchmark_params={"categories": ["answer"]}, results_dir=str(tmp_path / "r"),
                                       progress="none")

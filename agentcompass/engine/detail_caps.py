@@ -4,7 +4,7 @@ a command that produced hundreds of MB cannot make a detail file that large."""
 
 from __future__ import annotations
 
-from ..harnesses import truncate_middle
+from ..common.text import truncate_middle
 from ..records import TaskDetail
 
 #: characters kept of one step's content / reasoning / action / observation / tool-call arguments.

@@ -44,7 +44,7 @@ POLICIES: dict[str, FailurePolicy] = {
     "env_open_failed": _TRANSIENT,
     "env_lost": _TRANSIENT,
     "disk_full": _FINAL,  # below min_free_disk after waiting disk_wait_timeout for this run's images to go
-    # the sandbox's image (environments/docker_pull.py): a registry that is down or a stalled pull may recover;
+    # the sandbox's image (environments/docker/pull.py): a registry that is down or a stalled pull may recover;
     # a missing image or refused credentials will not
     "registry_unreachable": _TRANSIENT,
     "image_pull_stalled": _TRANSIENT,
@@ -60,7 +60,7 @@ POLICIES: dict[str, FailurePolicy] = {
     "step_limit": _GRADED,
     "cost_limit": _GRADED,
     "format_error_limit": _GRADED,
-    # an installed agent's program (harnesses/installed.py) exited non-zero, or wrote no transcript we can read:
+    # an installed agent's program (harnesses/installed/agent.py) exited non-zero, or wrote no transcript we can read:
     # its work in the environment is still graded
     "agent_error": _GRADED,
     "agent_transcript_invalid": _GRADED,
@@ -76,7 +76,7 @@ POLICIES: dict[str, FailurePolicy] = {
     # grading
     "eval_error": _FINAL,
     "eval_timeout": _FINAL,
-    # an LLM judge (benchmarks/judge.py) gave no verdict: another try would re-run the agent to ask it again
+    # an LLM judge (benchmarks/qa/judge.py) gave no verdict: another try would re-run the agent to ask it again
     "judge_unparsable": _FINAL,
     "judge_timeout": _FINAL,
     "judge_auth": _FINAL,

@@ -30,14 +30,14 @@ import msgspec
 from .._errors import ConfigError, EnvironmentError_
 from .._validate import count
 from ..models.adaptive import AdaptiveLimiter, LimiterRegistry
-from ..models.envelope import AttemptKey, EnvelopeSigner
-from ..models.gateway_ledger import GatewayUsage, Ledger
+from ..models.gateway.envelope import AttemptKey, EnvelopeSigner
+from ..models.gateway.ledger import GatewayUsage, Ledger
 from ..models.pricing import PRICE_PARAM, PriceTable, parse_price_table
 from ..records import ModelLimitChanged, ModelRetrying, ProgressEvent, Usage
 from ..specs import MAX_CONCURRENCY, ModelSpec
 
 if TYPE_CHECKING:
-    from ..models.gateway import Gateway, Grant
+    from ..models.gateway.server import Gateway, Grant
     from .runtime import RequestRuntime
 
 log = logging.getLogger("agentcompass.engine.model_access")
@@ -112,7 +112,7 @@ class ModelServices:
         """The launch's gateway, started on first use."""
         async with self._lock:
             if self._gateway is None:
-                from ..models.gateway import Gateway
+                from ..models.gateway.server import Gateway
 
                 gw = Gateway(self.signer, self.ledger, on_retry=self._on_gateway_retry)
                 await gw.start()
@@ -219,8 +219,8 @@ async def open_model_access(services: ModelServices, rt: RequestRuntime, model: 
     if model_mode and not rt.provider.capabilities.model_route:
         raise ConfigError(f'network_policy "model": environment {rt.provider.name!r} cannot route its sandboxes '
                           "to the model gateway.", field="environment_params.network_policy")
-    from ..models._http import client_params
-    from ..models.gateway import Upstream
+    from ..models.clients.http import client_params
+    from ..models.gateway.server import Upstream
     from ..models.retry import RetryPolicy, split_retry_params
 
     policy, params = split_retry_params(model.params, RetryPolicy(max_backoff=rt.max_backoff_s), model_id=model.id)

@@ -1,8 +1,7 @@
 """Built-in harnesses (agent loops).
 
 Each harness module is imported lazily through the registry; a component declares its params as a msgspec
-``Params`` struct (see ``agentcompass.params``). This package holds the helpers the harnesses and the
-benchmarks share.
+``Params`` struct (see ``agentcompass.params``). This package holds what the text harnesses share.
 """
 
 from __future__ import annotations
@@ -10,19 +9,13 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from ..common.text import truncate_middle
 from ..records import Step, Usage
 
 if TYPE_CHECKING:
     from ..interfaces import ModelClient
 
-
-def truncate_middle(text: str, limit: int) -> str:
-    """Keep the head and the tail of ``text`` so the result has at most about ``limit`` characters."""
-    if len(text) <= limit:
-        return text
-    half = max(limit // 2, 1)
-    omitted = len(text) - 2 * half
-    return f"{text[:half]}\n... [{omitted} characters omitted] ...\n{text[-half:]}"
+__all__ = ["model_turn", "truncate_middle"]  # truncate_middle: its old home
 
 
 async def model_turn(model: ModelClient, messages: list[dict[str, Any]], index: int, usage: Usage,

@@ -17,11 +17,11 @@ import msgspec
 
 from .._errors import ConfigError
 from .._validate import Seconds
+from ..common.text import truncate_middle
 from ..environments._tar import tar_from_files
 from ..interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
 from ..params import as_params
 from ..records import Step, Trajectory
-from . import truncate_middle
 from .base import Harness
 
 _WHERE = "harness oracle"

@@ -16,12 +16,12 @@ from typing import Any, ClassVar
 
 import msgspec
 
+from ..common.text import truncate_middle
 from ..interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
 from ..params import as_params
 from ..records import Step, ToolCall, Usage
 from ..tool_json import JSONBoundError, loads_bounded
 from ..tools import RECORD_KEY, ToolError, ToolSession
-from . import truncate_middle
 from .base import Harness
 
 _WHERE = "harness tool_agent"

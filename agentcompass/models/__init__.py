@@ -9,22 +9,22 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .anthropic_messages import AnthropicMessagesClient
+    from .clients.anthropic_messages import AnthropicMessagesClient
+    from .clients.openai_chat import OpenAIChatClient
+    from .clients.openai_responses import OpenAIResponsesClient
     from .factory import create_model_client
-    from .openai_chat import OpenAIChatClient
-    from .openai_responses import OpenAIResponsesClient
-    from .scripted import ScriptedClient, ScriptedPolicy
-    from .scripted_server import ScriptedServer, serve_scripted_main
+    from .scripted.model import ScriptedClient, ScriptedPolicy
+    from .scripted.server import ScriptedServer, serve_scripted_main
 
 _EXPORTS = {
     "create_model_client": ".factory",
-    "AnthropicMessagesClient": ".anthropic_messages",
-    "OpenAIChatClient": ".openai_chat",
-    "OpenAIResponsesClient": ".openai_responses",
-    "ScriptedClient": ".scripted",
-    "ScriptedPolicy": ".scripted",
-    "ScriptedServer": ".scripted_server",
-    "serve_scripted_main": ".scripted_server",
+    "AnthropicMessagesClient": ".clients.anthropic_messages",
+    "OpenAIChatClient": ".clients.openai_chat",
+    "OpenAIResponsesClient": ".clients.openai_responses",
+    "ScriptedClient": ".scripted.model",
+    "ScriptedPolicy": ".scripted.model",
+    "ScriptedServer": ".scripted.server",
+    "serve_scripted_main": ".scripted.server",
 }
 
 __all__ = ["AnthropicMessagesClient", "OpenAIChatClient", "OpenAIResponsesClient", "ScriptedClient", "ScriptedPolicy",

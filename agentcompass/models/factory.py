@@ -1,7 +1,7 @@
 """Build a ``ModelClient`` from a ``ModelSpec``: the model is a value in the request, not a component.
 
 - ``id`` ``scripted`` (or ``scripted-...``) without ``base_url``: the in-process ``ScriptedClient``;
-  its params configure the script (see ``agentcompass.models.scripted``). It never fails, so it is not
+  its params configure the script (see ``agentcompass.models.scripted.model``). It never fails, so it is not
   wrapped for retries (the retry params are still validated, then dropped).
 - otherwise ``base_url`` is required and ``api_protocol`` picks the httpx client: ``openai-chat``
   (``OpenAIChatClient``, ``<base_url>/chat/completions``), ``openai-responses`` (``OpenAIResponsesClient``,
@@ -9,7 +9,7 @@
   or ``<base_url>/messages`` when ``base_url`` ends in ``/v1``). All take OpenAI chat messages and tools,
   stream with ``stream: true``, and answer the same normalised ``ModelResponse``. Params go into the
   request body (each client maps the names its API spells differently, e.g. ``max_tokens``) except the
-  reserved keys (see ``agentcompass.models._http.RESERVED_PARAMS``) and the retry keys ``retries``,
+  reserved keys (see ``agentcompass.models.clients.http.RESERVED_PARAMS``) and the retry keys ``retries``,
   ``retry_backoff``, ``retry_max_wait`` (see ``agentcompass.models.retry``). HTTP clients come wrapped in a
   ``RetryingModelClient``; the HTTP client itself is its ``inner``.
 """
@@ -46,7 +46,7 @@ def create_model_client(spec: ModelSpec, *, max_connections: int = 100, timeout:
     """
     policy, params = split_retry_params(spec.params, RetryPolicy(max_backoff=max_backoff_s), model_id=spec.id)
     if is_scripted(spec):
-        from .scripted import ScriptedClient
+        from .scripted.model import ScriptedClient
 
         return ScriptedClient(params, model_id=spec.id)
     if not spec.base_url:

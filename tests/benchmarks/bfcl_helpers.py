@@ -13,10 +13,10 @@ import types
 from pathlib import Path
 from typing import Any
 
-from agentcompass.benchmarks.bfcl import CATEGORIES, is_multi_turn, load_category
-from agentcompass.benchmarks.bfcl_checker import language_of, tool_name
-from agentcompass.benchmarks.bfcl_multi_turn import parse_call
-from agentcompass.benchmarks.bfcl_package import data_dir, ensure_bfcl_eval
+from agentcompass.benchmarks.bfcl.benchmark import CATEGORIES, is_multi_turn, load_category
+from agentcompass.benchmarks.bfcl.checker import language_of, tool_name
+from agentcompass.benchmarks.bfcl.multi_turn import parse_call
+from agentcompass.benchmarks.bfcl.package import data_dir, ensure_bfcl_eval
 
 #: the model name the oracle grades as: one whose tools have ``.`` replaced by ``_`` (as ours are).
 ORACLE_MODEL = "gpt-4o-2024-11-20-FC"
@@ -228,7 +228,7 @@ def multi_turn_reference(entry: dict[str, Any], truth: list[list[str]]) -> list[
     """The ground truth's calls per turn with positional arguments named (from the API methods' signatures)."""
     import inspect
 
-    from agentcompass.benchmarks.bfcl_multi_turn import ApiState
+    from agentcompass.benchmarks.bfcl.multi_turn import ApiState
     state = ApiState(entry.get("initial_config", {}), entry["involved_classes"], False)
     out = []
     for turn in truth:

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from agentcompass.environments.local import LocalProvider
+from agentcompass.environments.local.provider import LocalProvider
 from agentcompass.interfaces import ComponentContext
 
 from .shell_tasks_helpers import LocalGrader

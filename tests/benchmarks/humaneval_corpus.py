@@ -26,7 +26,7 @@ import ast
 import random
 from dataclasses import dataclass
 
-from agentcompass.benchmarks.humaneval import Problem, all_problems
+from agentcompass.benchmarks.humaneval.benchmark import Problem, all_problems
 
 CLASSES = ("canonical", "stub", "mutant", "type", "slow", "restricted", "hack")
 

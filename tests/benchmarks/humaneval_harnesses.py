@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Literal
 
 import msgspec
 
-from agentcompass.benchmarks.humaneval import all_problems
+from agentcompass.benchmarks.humaneval.benchmark import all_problems
 from agentcompass.interfaces import (
     ComponentContext,
     Environment,

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from agentcompass.environments.local import LocalProvider
+from agentcompass.environments.local.provider import LocalProvider
 from agentcompass.interfaces import (
     Environment,
     EnvOpenSpec,

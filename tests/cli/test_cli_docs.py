@@ -76,7 +76,7 @@ def _api_row(field: str) -> str:
 
 
 def test_the_api_pages_wrap_api_key_link_leads_to_the_models_section_on_envelopes() -> None:
-    from agentcompass.models.envelope import PREFIX
+    from agentcompass.models.gateway.envelope import PREFIX
 
     anchors = re.findall(r"\(models\.md#([\w-]+)\)", _api_row("wrap_api_key"))
     assert anchors, "the wrap_api_key row links to a section of models.md"
@@ -88,7 +88,7 @@ def test_the_api_pages_wrap_api_key_link_leads_to_the_models_section_on_envelope
 
 
 def test_the_api_page_says_which_components_use_data_dir(monkeypatch: pytest.MonkeyPatch) -> None:
-    from agentcompass.swebench.dataset import default_data_dir
+    from agentcompass.common.data_dir import default_data_dir
 
     row = _api_row("data_dir")
     assert "no built-in component uses it" not in row

@@ -117,7 +117,7 @@ class FlakyOpenProvider(EnvironmentProvider):
     name: ClassVar[str] = "flaky_local"
 
     def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
-        from agentcompass.environments.local import LocalProvider
+        from agentcompass.environments.local.provider import LocalProvider
 
         params = dict(params)
         self.fail_first = int(params.pop("fail_first", 1))
@@ -143,7 +143,7 @@ class UpcomingRecordingProvider(EnvironmentProvider):
     name: ClassVar[str] = "upcoming_local"
 
     def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
-        from agentcompass.environments.local import LocalProvider
+        from agentcompass.environments.local.provider import LocalProvider
 
         params = dict(params)
         self.record = Path(params.pop("record"))
@@ -200,7 +200,7 @@ class BrokenCollectBenchmark(Benchmark):
     version: ClassVar[str] = "1"
 
     def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
-        from agentcompass.benchmarks.shell_tasks import ShellTasks
+        from agentcompass.benchmarks.shell_tasks.benchmark import ShellTasks
 
         self.inner = ShellTasks(params, ctx)
         self.k = self.inner.k

@@ -199,7 +199,7 @@ def test_huge_counts_are_refused_naming_the_field_and_the_range(tmp_path: Path, 
 
 def test_k_up_to_the_cap_is_accepted() -> None:
     from agentcompass._validate import MAX_K
-    from agentcompass.benchmarks.shell_tasks import ShellTasks
+    from agentcompass.benchmarks.shell_tasks.benchmark import ShellTasks
     from agentcompass.interfaces import ComponentContext
 
     assert ShellTasks({"k": MAX_K}, ComponentContext(run_id="r", request="q")).k == MAX_K

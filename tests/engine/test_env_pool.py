@@ -32,8 +32,8 @@ from agentcompass.engine.env_pool import (
     provider_slots,
     validate_pool_settings,
 )
-from agentcompass.environments.docker_api import call
-from agentcompass.environments.local import LocalProvider
+from agentcompass.environments.docker.api import call
+from agentcompass.environments.local.provider import LocalProvider
 from agentcompass.interfaces import (
     ComponentContext,
     Environment,

@@ -26,7 +26,7 @@ from agentcompass.engine.image_cache import (
     pop_image_policy,
 )
 from agentcompass.environments.base import EnvironmentProvider, ProviderCapabilities
-from agentcompass.environments.docker import DockerProvider
+from agentcompass.environments.docker.provider import DockerProvider
 from agentcompass.interfaces import ComponentContext, Environment, EnvOpenSpec, ImageRecipe, PreparedTask, TaskSpec
 from agentcompass.records import AttemptStarted, ImagePull, ImageRemoved, ProgressEvent, TaskFinished
 from agentcompass.specs import ComponentSpec, ModelSpec, OrchestrationSpec, RunRequestSpec

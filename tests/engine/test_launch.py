@@ -110,7 +110,8 @@ def test_run_evaluation_raises_config_errors_instead_of_returning_them(tmp_path:
 
 
 def test_wrap_api_key_with_the_in_process_model_runs_with_nothing_to_wrap(tmp_path: Path) -> None:
-    # the gateway and envelopes are tested in tests/models/test_envelope.py and tests/engine/test_gateway_engine.py
+    # the gateway and envelopes are tested in tests/models/gateway/test_envelope.py and
+    # tests/engine/test_gateway_engine.py
     out = agentcompass.run_evaluation("shell_tasks", "shell_agent", "scripted", wrap_api_key=True,
                                       benchmark_params={"sample_ids": SAMPLE[:2]}, results_dir=str(tmp_path),
                                       progress="none")

@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Literal
 import msgspec
 
 import agentcompass
-from agentcompass.benchmarks.shell_tasks import ShellTasks, ShellTasksParams
+from agentcompass.benchmarks.shell_tasks.benchmark import ShellTasks, ShellTasksParams
 from agentcompass.engine.identity import request_identity
 from agentcompass.interfaces import ComponentContext
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agentcompass.benchmarks.shell_tasks import all_tasks
+from agentcompass.benchmarks.shell_tasks.benchmark import all_tasks
 
 from ..faults.test_engine_faults import _marked_processes
 

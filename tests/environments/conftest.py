@@ -110,7 +110,7 @@ def _sweep_session_leftovers() -> Iterator[None]:
 def _session_image(name: str) -> str:
     """The content tag of base image ``name`` (built by tests/conftest.py before the session; built here,
     lazily, only when that hook did not run)."""
-    from agentcompass.environments.docker_images import build_base_image, content_tag
+    from agentcompass.environments.docker.images import build_base_image, content_tag
     from tests.conftest import PREBUILT, image_spec
 
     tag, method = image_spec(name)
@@ -147,7 +147,7 @@ def docker_run_id(docker_available: None) -> Iterator[str]:
 @pytest_asyncio.fixture
 async def docker_provider(base_image: str, docker_run_id: str) -> AsyncIterator[Any]:
     """A DockerProvider on the base image, closed after the test."""
-    from agentcompass.environments.docker import DockerProvider
+    from agentcompass.environments.docker.provider import DockerProvider
     from agentcompass.interfaces import ComponentContext
 
     provider = DockerProvider({"image": base_image}, ComponentContext(run_id=docker_run_id))

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from agentcompass._errors import ConfigError
-from agentcompass.environments.docker import DockerProvider
-from agentcompass.environments.local import LocalProvider
+from agentcompass.environments.docker.provider import DockerProvider
+from agentcompass.environments.local.provider import LocalProvider
 from agentcompass.interfaces import ComponentContext, EnvOpenSpec
 
 MIB = 1 << 20

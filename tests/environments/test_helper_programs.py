@@ -13,8 +13,9 @@ from types import ModuleType
 import pytest
 import pytest_asyncio
 
-from agentcompass.environments import _egress_proxy, _model_relay
-from agentcompass.environments.docker_network import helper_program
+from agentcompass.environments.docker.network import helper_program
+from agentcompass.environments.sandbox_programs import egress_proxy as _egress_proxy
+from agentcompass.environments.sandbox_programs import model_relay as _model_relay
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -14,11 +14,11 @@ import pytest
 
 from agentcompass._errors import ConfigError, ModelError
 from agentcompass.interfaces import ModelResponse
+from agentcompass.models.clients.openai_chat import OpenAIChatClient
 from agentcompass.models.factory import create_model_client
-from agentcompass.models.openai_chat import OpenAIChatClient
 from agentcompass.models.retry import RETRY_AFTER_CEILING_S, RetryingModelClient, RetryPolicy
-from agentcompass.models.scripted import ScriptedClient
-from agentcompass.models.scripted_server import ScriptedServer
+from agentcompass.models.scripted.model import ScriptedClient
+from agentcompass.models.scripted.server import ScriptedServer
 from agentcompass.records import Usage
 from agentcompass.specs import ModelSpec
 from tests.fixtures_scripted import running_scripted_server

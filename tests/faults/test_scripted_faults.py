@@ -11,9 +11,9 @@ import httpx
 import pytest
 
 from agentcompass._errors import ConfigError, ModelError
-from agentcompass.models._http import HttpModelClient
-from agentcompass.models.openai_chat import OpenAIChatClient
-from agentcompass.models.scripted_server import FaultPlan, ScriptedServer
+from agentcompass.models.clients.http import HttpModelClient
+from agentcompass.models.clients.openai_chat import OpenAIChatClient
+from agentcompass.models.scripted.server import FaultPlan, ScriptedServer
 from tests.conftest import REPO, start_server_process
 from tests.fixtures_scripted import running_scripted_server
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from agentcompass.environments.local import LocalProvider
+from agentcompass.environments.local.provider import LocalProvider
 from agentcompass.interfaces import ComponentContext, Environment, EnvOpenSpec, ModelClient, RunContext
 from agentcompass.models.factory import create_model_client
-from agentcompass.models.scripted_server import ScriptedServer
+from agentcompass.models.scripted.server import ScriptedServer
 from agentcompass.specs import ModelSpec
 
 ServeScript = Callable[..., Awaitable[tuple[ModelClient, ScriptedServer]]]

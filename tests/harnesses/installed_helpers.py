@@ -13,8 +13,8 @@ import pytest
 
 import agentcompass
 from agentcompass.records import Step, TaskDetail
+from tests.benchmarks.swebench.conftest import needs_host_py311
 from tests.fixtures_scripted import running_scripted_server
-from tests.swebench.conftest import needs_host_py311
 
 F = TypeVar("F", bound=Callable[..., Any])
 

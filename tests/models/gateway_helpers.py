@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from agentcompass.models.adaptive import AdaptiveLimiter
-from agentcompass.models.envelope import AttemptKey, EnvelopeSigner
-from agentcompass.models.gateway import Gateway, Upstream
+from agentcompass.models.gateway.envelope import AttemptKey, EnvelopeSigner
+from agentcompass.models.gateway.server import Gateway, Upstream
 from agentcompass.models.retry import RetryPolicy
 
 KEY = AttemptKey("req", "task-1", 1, 1)

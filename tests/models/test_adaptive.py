@@ -9,7 +9,7 @@ import pytest
 
 from agentcompass._errors import ModelError
 from agentcompass.models.adaptive import AdaptiveLimiter, LimiterRegistry
-from agentcompass.models.openai_chat import OpenAIChatClient
+from agentcompass.models.clients.openai_chat import OpenAIChatClient
 from agentcompass.models.retry import RetryingModelClient, RetryPolicy
 from tests.fixtures_scripted import running_scripted_server
 

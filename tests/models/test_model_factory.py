@@ -6,12 +6,12 @@ import pytest
 
 from agentcompass._errors import ConfigError
 from agentcompass.models import create_model_client
-from agentcompass.models.anthropic_messages import AnthropicMessagesClient
+from agentcompass.models.clients.anthropic_messages import AnthropicMessagesClient
+from agentcompass.models.clients.openai_chat import OpenAIChatClient
+from agentcompass.models.clients.openai_responses import OpenAIResponsesClient
 from agentcompass.models.factory import SUPPORTED_PROTOCOLS
-from agentcompass.models.openai_chat import OpenAIChatClient
-from agentcompass.models.openai_responses import OpenAIResponsesClient
 from agentcompass.models.retry import RetryingModelClient
-from agentcompass.models.scripted import ScriptedClient
+from agentcompass.models.scripted.model import ScriptedClient
 from agentcompass.specs import ModelSpec
 from tests.fixtures_scripted import running_scripted_server
 

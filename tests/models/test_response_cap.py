@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from agentcompass import ConfigError
-from agentcompass.models.openai_chat import OpenAIChatClient
+from agentcompass.models.clients.openai_chat import OpenAIChatClient
 from tests.conftest import REPO, start_server_process, stop_process
 
 # runs the engine and reports its peak RSS (KiB) as the last line
@@ -68,8 +68,8 @@ def test_max_response_bytes_is_validated(value: object) -> None:
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
 async def test_the_gateway_cuts_a_relayed_answer_at_the_cap(stream: bool, buffered: int) -> None:
     from agentcompass.models.adaptive import AdaptiveLimiter
-    from agentcompass.models.envelope import EnvelopeSigner
-    from agentcompass.models.gateway import Gateway, Upstream
+    from agentcompass.models.gateway.envelope import EnvelopeSigner
+    from agentcompass.models.gateway.server import Gateway, Upstream
     from tests.fixtures_scripted import running_scripted_server
 
     from .gateway_helpers import FAST_RETRIES, KEY

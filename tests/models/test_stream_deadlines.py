@@ -14,12 +14,12 @@ import pytest
 
 from agentcompass._errors import ConfigError, ModelError
 from agentcompass.models import create_model_client
-from agentcompass.models._http import HttpModelClient
-from agentcompass.models.anthropic_messages import AnthropicMessagesClient
-from agentcompass.models.openai_chat import OpenAIChatClient
-from agentcompass.models.openai_responses import OpenAIResponsesClient
+from agentcompass.models.clients.anthropic_messages import AnthropicMessagesClient
+from agentcompass.models.clients.http import HttpModelClient
+from agentcompass.models.clients.openai_chat import OpenAIChatClient
+from agentcompass.models.clients.openai_responses import OpenAIResponsesClient
 from agentcompass.models.retry import RetryingModelClient
-from agentcompass.models.scripted_server import ScriptedServer
+from agentcompass.models.scripted.server import ScriptedServer
 from agentcompass.specs import ModelSpec
 from tests.fixtures_scripted import running_scripted_server
 

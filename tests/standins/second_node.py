@@ -53,7 +53,7 @@ What this machine showed (Debian 12, docker.io 20.10.24, cgroup v1, fuse-overlay
 * Addresses: the veth pair takes ``10.214.<index>.0/30``, the node's docker0 ``10.215.<index>.1/24``, its
   user networks ``10.216.0.0/16``: none collides with the host's docker0 (172.17/16), the host daemon's
   user networks (172.18+), or the docker provider's ``model`` networks (``10.213.0.0/16``, see
-  agentcompass/environments/docker_network.py), and the node's bridge gateway differs from the host's, so
+  agentcompass/environments/docker/network.py), and the node's bridge gateway differs from the host's, so
   the provider's "is the gateway an address of this machine" check answers truthfully in either namespace.
   The node's daemon treats ``10.214.<index>.0/30`` as an insecure registry (a registry listening on the host
   end answers plain HTTP).

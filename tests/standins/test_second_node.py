@@ -34,7 +34,7 @@ pytestmark = pytest.mark.docker_images("busybox")
 
 def host_image(name: str) -> str:
     """Base image ``name`` on the host daemon (built before the session by tests/conftest.py)."""
-    from agentcompass.environments.docker_images import build_base_image, content_tag
+    from agentcompass.environments.docker.images import build_base_image, content_tag
     from tests.conftest import PREBUILT, image_spec
 
     tag, method = image_spec(name)
@@ -270,7 +270,7 @@ def test_a_clean_stop_of_a_running_node_leaves_nothing(second_docker_node: Secon
 
 _MODEL_MODE_ON_THE_NODE = """
 import asyncio, json, socket, sys
-from agentcompass.environments.docker import DockerProvider
+from agentcompass.environments.docker.provider import DockerProvider
 from agentcompass.interfaces import ComponentContext, EnvOpenSpec, NetworkPolicy
 
 PROBE = '''

@@ -1,0 +1,14 @@
+"""The ``shell_tasks`` benchmark: bundled shell tasks graded by a check script."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+
+def __getattr__(name: str) -> Any:
+    # what ``agentcompass.benchmarks.shell_tasks`` was before it became this package, now ``.benchmark``:
+    # imported when first asked for
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return getattr(importlib.import_module(".benchmark", __name__), name)

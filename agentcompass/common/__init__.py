@@ -1,0 +1,1 @@
+"""Mechanisms every part of AgentCompass shares: the data dir, Hub downloads, file locks, bounded loading."""

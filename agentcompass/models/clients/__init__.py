@@ -1,0 +1,1 @@
+"""HTTP model clients (OpenAI chat, OpenAI Responses, Anthropic Messages) and what they share."""
