@@ -12,7 +12,9 @@ from ._errors import ConfigError, NotSupportedYet, RunInsideLoopError
 from .engine.progress import OnProgress
 from .engine.workers import DaemonThreadPool
 from .results import EvaluationResult, LaunchResult
-from .specs import OrchestrationSpec, parse_orchestration, parse_orchestration_isolated, parse_request
+from .run_options import SDK_DEFAULTS as _D
+from .run_options import evaluation_spec
+from .specs import OrchestrationSpec, parse_orchestration_isolated
 
 
 async def async_launch(spec: OrchestrationSpec | dict[str, Any], *,
@@ -122,60 +124,47 @@ def run_evaluation(
     benchmark: str,
     harness: str,
     model: str,
-    environment: str = "local",
+    environment: str = _D["environment"],
     *,
-    benchmark_params: dict[str, Any] | None = None,
-    harness_params: dict[str, Any] | None = None,
-    environment_params: dict[str, Any] | None = None,
-    model_base_url: str | None = None,
-    model_api_key: str | None = None,
-    model_api_protocol: str = "openai-chat",
-    model_params: dict[str, Any] | None = None,
-    wrap_api_key: bool = False,
-    task_concurrency: int = 8,
-    max_retries: int = 0,
-    max_backoff_s: float = 120.0,
-    retry_pattern_list: list[str] | None = None,
-    provider_limits: dict[str, int] | None = None,
-    env_open_qps: float | dict[str, float] | None = None,
-    timeout_seconds: float | None = None,
-    reuse: bool = False,
-    reuse_run_id: str | None = None,
-    overwrite: bool = False,
-    keep_environment: bool = False,
-    progress: str = "auto",
-    on_progress: OnProgress | None = None,
-    log_level: str = "WARNING",
-    file_log_level: str = "INFO",
-    auto_install_dependencies: bool = False,
-    recipe_dirs: list[str] | None = None,
-    results_dir: str = "results",
-    data_dir: str | None = None,
-    run_id: str | None = None,
-    run_name: str | None = None,
-    enable_analysis: bool | list[Any] = False,
+    benchmark_params: dict[str, Any] | None = _D["benchmark_params"],
+    harness_params: dict[str, Any] | None = _D["harness_params"],
+    environment_params: dict[str, Any] | None = _D["environment_params"],
+    model_base_url: str | None = _D["model_base_url"],
+    model_api_key: str | None = _D["model_api_key"],
+    model_api_protocol: str = _D["model_api_protocol"],
+    model_params: dict[str, Any] | None = _D["model_params"],
+    wrap_api_key: bool = _D["wrap_api_key"],
+    task_concurrency: int = _D["task_concurrency"],
+    max_retries: int = _D["max_retries"],
+    max_backoff_s: float = _D["max_backoff_s"],
+    retry_pattern_list: list[str] | None = _D["retry_pattern_list"],
+    provider_limits: dict[str, int] | None = _D["provider_limits"],
+    env_open_qps: float | dict[str, float] | None = _D["env_open_qps"],
+    timeout_seconds: float | None = _D["timeout_seconds"],
+    reuse: bool = _D["reuse"],
+    reuse_run_id: str | None = _D["reuse_run_id"],
+    overwrite: bool = _D["overwrite"],
+    keep_environment: bool = _D["keep_environment"],
+    progress: str = _D["progress"],
+    on_progress: OnProgress | None = _D["on_progress"],
+    log_level: str = _D["log_level"],
+    file_log_level: str = _D["file_log_level"],
+    auto_install_dependencies: bool = _D["auto_install_dependencies"],
+    recipe_dirs: list[str] | None = _D["recipe_dirs"],
+    results_dir: str = _D["results_dir"],
+    data_dir: str | None = _D["data_dir"],
+    run_id: str | None = _D["run_id"],
+    run_name: str | None = _D["run_name"],
+    enable_analysis: bool | list[Any] = _D["enable_analysis"],
 ) -> EvaluationResult:
     """Evaluate one (benchmark, harness, model, environment) selection and return its outcome.
 
+    Each argument is a run option of ``agentcompass.run_options`` (its spec field, default and description).
     Bad input raises ConfigError naming the field; a feature not built yet raises NotSupportedYet. Failures
     while running are in the returned outcome (``status``, ``error``), details in its run directory."""
+    options = dict(locals())  # every argument by name, first thing: the options table places each in the spec
     _check_on_progress(on_progress)
-    request = parse_request({
-        "benchmark": {"id": benchmark, "params": benchmark_params or {}},
-        "harness": {"id": harness, "params": harness_params or {}},
-        "environment": {"id": environment, "params": environment_params or {}},
-        "model": {"id": model, "base_url": model_base_url, "api_key": model_api_key,
-                  "api_protocol": model_api_protocol, "params": model_params or {}},
-        "name": run_name, "run_id": run_id, "wrap_api_key": wrap_api_key, "task_concurrency": task_concurrency,
-        "max_retries": max_retries, "max_backoff_s": max_backoff_s, "retry_pattern_list": retry_pattern_list or [],
-        "reuse": reuse, "reuse_run_id": reuse_run_id, "overwrite": overwrite, "keep_environment": keep_environment,
-        "auto_install_dependencies": auto_install_dependencies, "results_dir": results_dir, "data_dir": data_dir,
-        "file_log_level": file_log_level, "enable_analysis": enable_analysis,
-    })
-    spec = parse_orchestration({
-        "requests": [request], "timeout_seconds": timeout_seconds, "provider_limits": provider_limits or {},
-        "env_open_qps": env_open_qps, "progress": progress, "log_level": log_level, "recipe_dirs": recipe_dirs or [],
-    })
+    spec = evaluation_spec(options)
     result = launch(spec, on_progress=on_progress)
     outcome = result.outcomes[0]
     if outcome.status == "failed" and outcome.error:

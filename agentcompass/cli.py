@@ -9,10 +9,13 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._errors import AgentCompassError, ConfigError
 from .common.environ import deny_process_inspection, take_secret
+
+if TYPE_CHECKING:
+    from .run_options import RunOption
 
 #: exit codes of every command (docs/cli.md lists exactly these)
 EXIT_OK = 0  # done; for run/launch: status completed
@@ -55,43 +58,62 @@ def load_spec_file(path: str) -> Any:
     return load_yaml(text, f"Spec file {path!r}")  # alias expansion bounded
 
 
+def _help(opt: RunOption, default: Any, note: str = "") -> str:
+    """``opt``'s help for its flag: its description, the flag's own notes and ``default`` when it says something."""
+    import msgspec.inspect as mi
+
+    text = opt.help + opt.cli_note
+    if isinstance(opt.type, mi.DictType):
+        text += " (a JSON object)"
+    elif isinstance(opt.type, mi.ListType):
+        text += " (repeatable)"
+    if default is not None and default is not False and not opt.flags[0].isidentifier():  # a positional has none
+        text += f" (default: {default})"
+    return (text + note).replace("%", "%%")  # argparse formats help with %
+
+
+def _option_kwargs(opt: RunOption) -> dict[str, Any]:
+    """argparse keywords for ``opt`` from its spec type: a bool is a switch, a number converted, a fixed set
+    ``choices``, a dict JSON text, a list a repeatable flag; ``opt.cli`` adds to or overrides them."""
+    import msgspec.inspect as mi
+
+    t = opt.type
+    kwargs: dict[str, Any] = {}
+    if isinstance(t, mi.BoolType):
+        kwargs["action"] = "store_true"
+    elif isinstance(t, mi.IntType | mi.FloatType):
+        kwargs["type"] = int if isinstance(t, mi.IntType) else float
+    elif isinstance(t, mi.LiteralType):
+        kwargs["choices"] = list(opt.choices)
+    elif isinstance(t, mi.DictType):
+        kwargs["metavar"] = "JSON"
+    elif isinstance(t, mi.ListType):
+        kwargs["action"] = "append"
+    kwargs.update(opt.cli)
+    if not opt.flags[0].isidentifier():
+        kwargs["default"] = opt.default
+    return kwargs
+
+
+def _add_option(p: argparse.ArgumentParser, opt: RunOption, note: str = "", **override: Any) -> None:
+    """``opt``'s flag on ``p``, its help and default from the declaration (``override``: e.g. another default,
+    ``note`` saying what it means)."""
+    kwargs = {**_option_kwargs(opt), **override}
+    p.add_argument(*opt.flags, help=_help(opt, kwargs.get("default"), note), **kwargs)
+
+
 def _add_run_parser(sub: Any) -> None:
-    p = sub.add_parser("run", help="evaluate one benchmark x harness x model selection")
-    p.add_argument("benchmark")
-    p.add_argument("harness")
-    p.add_argument("model")
-    p.add_argument("--env", default="local", help="environment provider (local, docker, ray_docker)")
-    for flag in ("--benchmark-params", "--harness-params", "--model-params", "--provider-limits"):
-        p.add_argument(flag, metavar="JSON")
-    p.add_argument("--env-params", "--environment-params", dest="env_params", metavar="JSON")
-    p.add_argument("--model-base-url")
-    p.add_argument("--model-api-key", help="the key on the command line is visible to every process on this "
-                                           "machine: prefer MODEL_API_KEY or --model-api-key-file")
-    p.add_argument("--model-api-key-file", metavar="PATH", help="read the model API key from this file")
-    p.add_argument("--model-api-protocol", default="openai-chat")
-    p.add_argument("--wrap-api-key", action="store_true")
-    p.add_argument("--task-concurrency", type=int, default=8)
-    p.add_argument("--max-retries", type=int, default=0)
-    p.add_argument("--max-backoff-s", type=float, default=120.0, help="cap on any one retry wait, seconds")
-    p.add_argument("--retry-pattern", action="append", default=[], metavar="REGEX")
-    p.add_argument("--env-open-qps", type=float)
-    p.add_argument("--timeout-seconds", type=float)
-    p.add_argument("--reuse", action="store_true")
-    p.add_argument("--reuse-run-id")
-    p.add_argument("--overwrite", action="store_true",
-                   help="move an existing run at --run-id aside (<run_id>.overwritten-<time>) and start over")
-    p.add_argument("--keep-environment", action="store_true")
-    p.add_argument("--auto-install-dependencies", action="store_true")
-    p.add_argument("--recipe-dir", action="append", default=[])
-    p.add_argument("--results-dir", default="results")
-    p.add_argument("--data-dir")
-    p.add_argument("--run-name")
-    p.add_argument("--run-id")
-    p.add_argument("--progress", default="auto", choices=["auto", "rich", "plain", "none"])
-    p.add_argument("--log-level", default="WARNING")
-    p.add_argument("--file-log-level", default="INFO")
-    p.add_argument("--enable-analysis", nargs="?", const="all", default=None, metavar="IDS",
-                   help="run analyzers on each attempt: all, or a comma-separated list of analyzer ids")
+    from .run_options import RUN_OPTIONS
+
+    p = sub.add_parser("run", help="evaluate one benchmark x harness x model selection",
+                       description="Evaluate one benchmark x harness x model selection (the SDK's run_evaluation) "
+                                   "and print its metrics, counts and run directory.")
+    for opt in RUN_OPTIONS:
+        if opt.flags:
+            _add_option(p, opt)
+        if opt.name == "model_api_key":
+            p.add_argument("--model-api-key-file", metavar="PATH",
+                           help=f"read the model API key from this file (one line); else {API_KEY_ENV} is used")
 
 
 def _add_results_parsers(sub: Any) -> None:
@@ -121,16 +143,19 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``agentcompass`` parser; the run options' flags come from ``agentcompass.run_options``."""
+    from .run_options import OPTIONS_BY_NAME
+
     parser = argparse.ArgumentParser(prog="agentcompass", description="Evaluate LLM agents.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_run_parser(sub)
     p = sub.add_parser("launch", help="run an OrchestrationSpec from a YAML or JSON file")
-    p.add_argument("spec")
-    p.add_argument("--progress", choices=["auto", "rich", "plain", "none"])
+    p.add_argument("spec", help="the OrchestrationSpec file (.json: JSON, else YAML)")
+    _add_option(p, OPTIONS_BY_NAME["progress"], " (default: the spec file's progress)", default=None)
     p = sub.add_parser("list", help="list registered components")
     p.add_argument("kind", choices=sorted(LIST_KINDS))
-    p.add_argument("--recipe-dir", action="append", default=[])
+    _add_option(p, OPTIONS_BY_NAME["recipe_dirs"])
     p = sub.add_parser("show", help="print a run directory's summary")
     p.add_argument("run_dir")
     _add_results_parsers(sub)
@@ -175,26 +200,30 @@ def _print_outcome(outcome: Any) -> None:
         console.print(f"[red]error:[/red] {escape(_escaped(outcome.error))}", soft_wrap=True, markup=True)
 
 
+def run_kwargs(a: argparse.Namespace) -> dict[str, Any]:
+    """``run_evaluation``'s keyword arguments from the parsed ``run`` flags (JSON flags parsed, the API key
+    read)."""
+    import msgspec.inspect as mi
+
+    from .run_options import RUN_OPTIONS
+
+    kwargs: dict[str, Any] = {}
+    for opt in RUN_OPTIONS:
+        if not opt.flags:
+            continue
+        value = getattr(a, opt.dest)
+        if isinstance(opt.type, mi.DictType):
+            value = _json_obj(opt.flags[0], value)
+        kwargs[opt.name] = value
+    kwargs["model_api_key"] = _api_key_arg(a)
+    kwargs["enable_analysis"] = _analysis_arg(a.enable_analysis)
+    return kwargs
+
+
 def _cmd_run(a: argparse.Namespace) -> int:
     from .api import run_evaluation
 
-    outcome = run_evaluation(
-        a.benchmark, a.harness, a.model, a.env,
-        benchmark_params=_json_obj("--benchmark-params", a.benchmark_params),
-        harness_params=_json_obj("--harness-params", a.harness_params),
-        environment_params=_json_obj("--env-params", a.env_params),
-        model_params=_json_obj("--model-params", a.model_params),
-        provider_limits=_json_obj("--provider-limits", a.provider_limits),
-        model_base_url=a.model_base_url, model_api_key=_api_key_arg(a), model_api_protocol=a.model_api_protocol,
-        wrap_api_key=a.wrap_api_key, task_concurrency=a.task_concurrency, max_retries=a.max_retries,
-        max_backoff_s=a.max_backoff_s,
-        retry_pattern_list=a.retry_pattern, env_open_qps=a.env_open_qps, timeout_seconds=a.timeout_seconds,
-        reuse=a.reuse, reuse_run_id=a.reuse_run_id, overwrite=a.overwrite,
-        keep_environment=a.keep_environment,
-        auto_install_dependencies=a.auto_install_dependencies, recipe_dirs=a.recipe_dir, results_dir=a.results_dir,
-        data_dir=a.data_dir, run_name=a.run_name, run_id=a.run_id, progress=a.progress,
-        log_level=a.log_level, file_log_level=a.file_log_level,
-        enable_analysis=_analysis_arg(a.enable_analysis))
+    outcome = run_evaluation(**run_kwargs(a))
     _print_outcome(outcome)
     return EXIT_OK if outcome.ok else EXIT_FAILED
 
@@ -246,8 +275,8 @@ def _read_key_file(path: str) -> str:
     return key
 
 
-def _analysis_arg(value: str | None) -> bool | list[Any]:
-    if value is None:
+def _analysis_arg(value: str | bool) -> bool | list[Any]:
+    if not isinstance(value, str):  # the flag left out: its default, False
         return False
     if value.strip().lower() in ("all", "true"):
         return True
@@ -310,7 +339,7 @@ def _cmd_launch(a: argparse.Namespace) -> int:
 def _cmd_list(a: argparse.Namespace) -> int:
     from .registry import Registries
 
-    regs = Registries(a.recipe_dir)
+    regs = Registries(a.recipe_dir or [])
     registry = regs[LIST_KINDS[a.kind]]  # type: ignore[index]
     for name in registry.names():
         if registry.kind == "benchmark":  # with what it measures

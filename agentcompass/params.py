@@ -87,7 +87,7 @@ def readable_params_error(exc: msgspec.ValidationError, struct: type[msgspec.Str
     inner = path.removeprefix(f"$.{key}")
     text = re.sub(r" matching regex '.*'$", "", text)  # the pattern is in the description, in words
     detail = f" ({text} at `{key}{inner}`{' (a key)' if in_key else ''})" if inner or in_key else ""
-    order = _literals(typing.get_type_hints(struct, include_extras=True).get(key))
+    order = literal_values(typing.get_type_hints(struct, include_extras=True).get(key))
     return ConfigError(f"Parameter {key!r} of {where} must be {describe(field.type, order)}{detail}, got "
                        f"{_shown(raw[key])}.", field=_field(where, key, field_prefix))
 
@@ -131,11 +131,11 @@ def describe(t: mi.Type, order: list[Any] | None = None) -> str:
     return type(t).__name__.removesuffix("Type").lower()
 
 
-def _literals(annotation: Any) -> list[Any]:
+def literal_values(annotation: Any) -> list[Any]:
     """The values of every ``Literal`` in ``annotation``, in declared order."""
     if typing.get_origin(annotation) is typing.Literal:
         return list(typing.get_args(annotation))
-    return [v for arg in typing.get_args(annotation) for v in _literals(arg)]
+    return [v for arg in typing.get_args(annotation) for v in literal_values(arg)]
 
 
 def _fields(struct: type[msgspec.Struct]) -> tuple[mi.Field, ...]:

@@ -33,49 +33,75 @@ RetryCount = Annotated[int, msgspec.Meta(ge=0, le=MAX_RETRIES)]
 Qps = Annotated[float, msgspec.Meta(ge=0, le=MAX_QPS)]
 
 
+def _about(text: str) -> msgspec.Meta:
+    """A field's one-line description: the SDK's and the ``run`` flag's help (``agentcompass.run_options``)."""
+    return msgspec.Meta(description=text)
+
+
+#: defaults also used outside these specs (the engine's and the model client's own, when no spec gives one)
+DEFAULT_MAX_BACKOFF_S = 120.0
+DEFAULT_API_PROTOCOL: ApiProtocol = "openai-chat"
+
+
 class ComponentSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     """A benchmark, harness or environment selection: a registry id (or ``module:Class``) and its params."""
 
-    id: str
-    params: dict[str, Any] = {}
+    id: Annotated[str, _about("a registry id or module:Class")]
+    params: Annotated[dict[str, Any], _about("the component's params (its params class checks them)")] = {}
 
 
 class ModelSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     """A model endpoint. ``id`` ``scripted`` with no base_url uses the built-in in-process scripted model."""
 
-    id: str
-    base_url: str | None = None
-    api_key: str | None = None
-    api_protocol: ApiProtocol = "openai-chat"
-    params: dict[str, Any] = {}
+    id: Annotated[str, _about("the model id; scripted (or scripted-...) without a base URL is the built-in "
+                              "scripted model")]
+    base_url: Annotated[str | None, _about("the model endpoint's base URL, e.g. http://127.0.0.1:8000/v1")] = None
+    api_key: Annotated[str | None, _about("the model API key, sent as a bearer token and redacted from every "
+                                          "file")] = None
+    api_protocol: Annotated[ApiProtocol, _about("the API the model endpoint speaks")] = DEFAULT_API_PROTOCOL
+    params: Annotated[dict[str, Any], _about(
+        "model params, sent in the request body except the client's reserved keys and the retry keys retries, "
+        "retry_backoff, retry_max_wait")] = {}
 
 
 class RunRequestSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     """One (benchmark, harness, model, environment) selection with its own run directory and outcome."""
 
-    benchmark: ComponentSpec
-    harness: ComponentSpec
-    model: ModelSpec
-    environment: ComponentSpec = msgspec.field(default_factory=lambda: ComponentSpec(id="local"))
-    name: str | None = None
-    run_id: str | None = None
-    wrap_api_key: bool = False
-    task_concurrency: Concurrency = 8
-    max_retries: RetryCount = 0
-    #: the cap on any one backoff wait, seconds: task-level retries and the model client's (Retry-After included).
-    max_backoff_s: BackoffSeconds = 120.0
-    retry_pattern_list: list[str] = []
-    reuse: bool = False
-    reuse_run_id: str | None = None
-    #: an existing run at ``run_id`` that cannot be continued is moved aside (``<run_id>.overwritten-<stamp>``).
-    overwrite: bool = False
-    keep_environment: bool = False
-    auto_install_dependencies: bool = False
-    results_dir: str = "results"
-    data_dir: str | None = None
-    file_log_level: LogLevel = "INFO"
-    #: analyzers run on every attempt: true = all registered, or a list of ids / {"id", "params"}.
-    enable_analysis: bool | list[str | ComponentSpec] = False
+    benchmark: Annotated[ComponentSpec, _about("the benchmark: a registry id or module:Class, and its params")]
+    harness: Annotated[ComponentSpec, _about("the harness (the agent): a registry id or module:Class, and its "
+                                             "params")]
+    model: Annotated[ModelSpec, _about("the model under test")]
+    environment: Annotated[ComponentSpec, _about(
+        "the environment provider (local, docker, ray_docker or module:Class) and its params")] = msgspec.field(
+        default_factory=lambda: ComponentSpec(id="local"))
+    name: Annotated[str | None, _about("the request's name in progress, logs and events, and the prefix of a "
+                                       "generated run id; default <benchmark>/<harness>/<model>")] = None
+    run_id: Annotated[str | None, _about("the run directory's name; default [name-]YYYYmmdd-HHMMSS-xxxxxx "
+                                         "(UTC)")] = None
+    wrap_api_key: Annotated[bool, _about("harnesses and sandboxes get a signed per-try envelope for the model "
+                                         "gateway, never the real key")] = False
+    task_concurrency: Annotated[Concurrency, _about("attempts of this request running at once")] = 8
+    max_retries: Annotated[RetryCount, _about("extra tries of an attempt after a retryable failure")] = 0
+    max_backoff_s: Annotated[BackoffSeconds, _about(
+        "cap on any one wait between tries, seconds: task-level retries and the model client's (Retry-After "
+        "included)")] = DEFAULT_MAX_BACKOFF_S
+    retry_pattern_list: Annotated[list[str], _about(
+        "regexes: a failure whose '<error_kind>: <error>' matches one is retryable")] = []
+    reuse: Annotated[bool, _about("continue a run: reuse the finished tasks of run_id, or of the latest run of "
+                                  "this selection")] = False
+    reuse_run_id: Annotated[str | None, _about("copy the finished tasks of this earlier run (same results_dir, "
+                                               "benchmark, harness and model)")] = None
+    overwrite: Annotated[bool, _about("move an existing run at run_id aside (<run_id>.overwritten-<time>) and "
+                                      "start over")] = False
+    keep_environment: Annotated[bool, _about("leave environments in place after use (for debugging)")] = False
+    auto_install_dependencies: Annotated[bool, _about("pip-install the Python packages the components declare "
+                                                      "when they are missing")] = False
+    results_dir: Annotated[str, _about("root of the run directories (created if missing)")] = "results"
+    data_dir: Annotated[str | None, _about("where components keep downloaded data and caches; default "
+                                           "$AGENTCOMPASS_DATA_DIR, else ~/.cache/agentcompass/data")] = None
+    file_log_level: Annotated[LogLevel, _about("level of the run's logs/run.log (any case)")] = "INFO"
+    enable_analysis: Annotated[bool | list[str | ComponentSpec], _about(
+        "analyzers run on each attempt: true = every registered one, or a list of ids / {id, params}")] = False
 
     def __post_init__(self) -> None:
         self.file_log_level = _normalise_log_level(self.file_log_level, "file_log_level")
@@ -89,20 +115,25 @@ class RunRequestSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=T
 class OrchestrationSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     """An ordered set of requests sharing one task limit, one timeout and one environment pool."""
 
-    requests: list[RunRequestSpec]
-    #: attempts running at once across all requests (each request also has its own ``task_concurrency``).
-    task_concurrency: Concurrency | None = None
-    #: accepted alias of ``task_concurrency``, folded into it on construction (so always ``None`` after).
-    max_concurrent_tasks: Concurrency | None = None
-    timeout_seconds: Seconds | None = None
-    provider_limits: dict[str, Concurrency] = {}
-    env_open_qps: Qps | dict[str, Qps] | None = None
-    #: ``provider.open`` calls at once, process-wide: an int for every provider or a dict per provider name;
-    #: a provider it does not cover uses its own ``max_creates_in_flight`` (docker: 4).
-    max_env_creates_in_flight: Concurrency | dict[str, Concurrency] | None = None
-    progress: ProgressMode = "auto"
-    log_level: LogLevel = "WARNING"
-    recipe_dirs: list[str] = []
+    requests: Annotated[list[RunRequestSpec], _about("the requests, run in order, each with its own run "
+                                                     "directory and outcome")]
+    task_concurrency: Annotated[Concurrency | None, _about(
+        "attempts running at once across all requests (each request also has its own task_concurrency)")] = None
+    max_concurrent_tasks: Annotated[Concurrency | None, _about(
+        "accepted alias of task_concurrency, folded into it on construction (so always None after)")] = None
+    timeout_seconds: Annotated[Seconds | None, _about("bound on the whole run, seconds")] = None
+    provider_limits: Annotated[dict[str, Concurrency], _about(
+        "most environments open at once per provider (process-wide), e.g. {\"docker\": 8}")] = {}
+    env_open_qps: Annotated[Qps | dict[str, Qps] | None, _about(
+        "environment opens per second, per provider: 0 = no pacing, else 0.01-10000; default 10 for remote "
+        "providers, 0 otherwise")] = None
+    max_env_creates_in_flight: Annotated[Concurrency | dict[str, Concurrency] | None, _about(
+        "provider.open calls at once, process-wide: one int for every provider or one per provider name; default "
+        "each provider's own (docker: 4)")] = None
+    progress: Annotated[ProgressMode, _about("the console's progress display (auto: rich on a terminal, else "
+                                             "plain)")] = "auto"
+    log_level: Annotated[LogLevel, _about("the console's log level (any case)")] = "WARNING"
+    recipe_dirs: Annotated[list[str], _about("trusted directories of recipe files")] = []
 
     def __post_init__(self) -> None:
         self.log_level = _normalise_log_level(self.log_level, "log_level")
@@ -245,6 +276,8 @@ def _struct_at(root: type[msgspec.Struct], path: str | None) -> mi.StructType | 
     for part in (path or "").replace("[", ".[").split("."):
         if not part:
             continue
+        if isinstance(node, mi.Metadata):  # a described field: its type
+            node = node.type
         if isinstance(node, mi.UnionType):  # e.g. ``X | None``: the one Struct member, if any
             node = next((t for t in node.types if isinstance(t, mi.StructType)), node)
         if part.startswith("[") and isinstance(node, mi.ListType | mi.VarTupleType):
@@ -256,6 +289,8 @@ def _struct_at(root: type[msgspec.Struct], path: str | None) -> mi.StructType | 
             node = found
         else:
             return None
+    if isinstance(node, mi.Metadata):
+        node = node.type
     if isinstance(node, mi.UnionType):
         node = next((t for t in node.types if isinstance(t, mi.StructType)), node)
     return node if isinstance(node, mi.StructType) else None

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..interfaces import Benchmark, EnvironmentProvider, Harness, ModelClient, NetworkPolicy
 from ..records import ProgressEvent
+from ..specs import DEFAULT_MAX_BACKOFF_S
 from .env_pool import EnvironmentPool
 from .run_dir import RunDir
 
@@ -90,7 +91,7 @@ class RequestRuntime:
     k: int = 1
     max_retries: int = 0
     #: the cap on one backoff wait between tries (and the model client's), seconds.
-    max_backoff_s: float = 120.0
+    max_backoff_s: float = DEFAULT_MAX_BACKOFF_S
     retry_patterns: tuple[re.Pattern[str], ...] = ()
     keep_environment: bool = False
     #: the level of the request's log file (run.log, the tasks' lines included).

@@ -17,7 +17,7 @@ import msgspec
 from .._errors import ConfigError
 from .._validate import Count, Seconds
 from ..interfaces import ModelClient
-from ..specs import ApiProtocol, ModelSpec
+from ..specs import DEFAULT_API_PROTOCOL, ApiProtocol, ModelSpec
 from .adaptive import AdaptiveLimiter
 from .factory import create_model_client, is_scripted
 from .retry import RetryingModelClient
@@ -32,7 +32,7 @@ class ModelEndpoint(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=Tr
     base_url: Annotated[str, msgspec.Meta(pattern=r"^https?://\S+$")] | None = None
     api_key: str | None = None
     api_key_env: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
-    api_protocol: ApiProtocol = "openai-chat"
+    api_protocol: ApiProtocol = DEFAULT_API_PROTOCOL
     params: dict[str, Any] = {}
     max_concurrency: Count = 16
     timeout_s: Seconds = 300.0

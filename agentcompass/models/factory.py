@@ -20,8 +20,8 @@ import importlib
 
 from .._errors import ConfigError
 from ..interfaces import ModelClient
-from ..specs import ModelSpec
-from .retry import DEFAULT_MAX_BACKOFF_S, OnRetry, RetryPolicy, split_retry_params
+from ..specs import DEFAULT_MAX_BACKOFF_S, ModelSpec
+from .retry import OnRetry, RetryPolicy, split_retry_params
 
 #: api_protocol -> (module, class) of its client.
 _CLIENTS = {

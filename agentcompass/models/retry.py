@@ -13,11 +13,11 @@ a transient kind:
 Auth, bad-request and other kinds are raised at once. Waits use exponential backoff with full jitter,
 ``uniform(0, min(max_wait, backoff * 2**(n-1)))`` after the n-th failure; when the server sent
 ``Retry-After`` the wait is that value plus ``uniform(0, min(backoff, max_wait))`` (so callers that got the
-same header do not all come back at once). Every wait is capped at ``max_backoff`` (default 120 s; the
-request's ``max_backoff_s``), so a ``Retry-After: 99999999`` or an HTTP date in year 9999 cannot park a
-call for days. Each wait is a plain
-``asyncio.sleep``, so cancelling the caller ends it at once. When the tries are used up the last
-``ModelError`` is re-raised (with a note saying how many tries were made).
+same header do not all come back at once). Every wait is capped at ``max_backoff`` (the request's
+``max_backoff_s``; default ``specs.DEFAULT_MAX_BACKOFF_S``), so a ``Retry-After: 99999999`` or an HTTP date in
+year 9999 cannot park a call for days. Each wait is a plain ``asyncio.sleep``, so cancelling the caller ends it
+at once. When the tries are used up the last ``ModelError`` is re-raised (with a note saying how many tries were
+made).
 
 The reserved model params ``retries``, ``retry_backoff`` and ``retry_max_wait`` configure the policy
 (see ``split_retry_params``); a per-call ``complete(..., retries=0)`` overrides the client's policy.
@@ -39,6 +39,7 @@ from .._errors import ModelError
 from .._validate import MAX_SECONDS
 from ..interfaces import ModelClient, ModelResponse
 from ..params import as_params
+from ..specs import DEFAULT_MAX_BACKOFF_S
 from .adaptive import AdaptiveLimiter, outcome_of
 
 #: ``on_retry(kind, backoff_s, try_no)``: called before each backoff sleep, in the caller's task (so
@@ -51,8 +52,7 @@ RETRY_PARAMS = frozenset({"retries", "retry_backoff", "retry_max_wait"})
 #: the most extra tries one model call may make.
 MAX_MODEL_RETRIES = 100
 #: the default cap on any one wait, Retry-After included (a Retry-After longer than ``max_wait`` is honoured
-#: up to it); a request's ``max_backoff_s`` sets it.
-DEFAULT_MAX_BACKOFF_S = 120.0
+#: up to it): the request's default ``max_backoff_s``; a request's ``max_backoff_s`` sets it.
 RETRY_AFTER_CEILING_S = DEFAULT_MAX_BACKOFF_S
 
 _log = logging.getLogger("agentcompass.models")

@@ -98,3 +98,44 @@ def test_the_api_page_says_which_components_use_data_dir(monkeypatch: pytest.Mon
     monkeypatch.delenv("AGENTCOMPASS_DATA_DIR")
     assert "`~/.cache/agentcompass/data`" in row
     assert default_data_dir(None) == Path("~/.cache/agentcompass/data").expanduser()
+
+
+def _table(text: str, header: str) -> list[list[str]]:
+    """The rows (cells stripped) of the markdown table under ``header``."""
+    block = text.split(header, 1)[1].split("\n\n", 1)[0]
+    return [[c.strip() for c in line.strip().strip("|").split(" | ")] for line in block.splitlines()[2:]]
+
+
+def _first_code(cell: str) -> str:
+    found = re.search(r"`([^`]*)`", cell)
+    return found.group(1) if found else cell
+
+
+def test_the_cli_pages_run_table_lists_every_flag_with_its_default() -> None:
+    from agentcompass.run_options import RUN_OPTIONS
+
+    rows = _table((DOCS / "cli.md").read_text(), "| flag | default | maps to |")
+    documented = {_first_code(flag).split()[0]: default for flag, default, _ in rows
+                  if _first_code(flag).startswith("--")}
+    sub = next(a for a in cli.build_parser()._actions if a.dest == "command")
+    actions = [a for a in sub.choices["run"]._actions if a.option_strings and a.dest != "help"]
+    assert set(documented) == {a.option_strings[0] for a in actions}
+    for action in actions:
+        default = action.default
+        expected = "off" if default is False else "—" if default is None else f"`{default}`"
+        assert documented[action.option_strings[0]] == expected, action.option_strings[0]
+    assert {o.flags[0] for o in RUN_OPTIONS if o.flags and o.flags[0].startswith("-")} <= set(documented)
+
+
+def test_the_api_pages_run_evaluation_table_lists_every_argument_with_its_default() -> None:
+    from agentcompass.run_options import SDK_DEFAULTS
+
+    rows = _table((DOCS / "api.md").read_text(), "| argument | default | meaning |")
+    assert [_first_code(arg) for arg, _, _ in rows] == list(inspect.signature(run_evaluation).parameters)
+    for arg, default, _ in rows:
+        name = _first_code(arg)
+        if name not in SDK_DEFAULTS:
+            assert default == "required", name
+            continue
+        value = SDK_DEFAULTS[name]
+        assert _first_code(default) == (f'"{value}"' if isinstance(value, str) else repr(value)), name
