@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
-import random
 import time
 import traceback
 from collections.abc import AsyncIterator
@@ -20,6 +18,7 @@ import msgspec
 
 from .._errors import EnvironmentError_, EvalError, ModelError
 from ..analyzers import run_analyzers
+from ..common.backoff import HALF_JITTER, backoff_delay
 from ..interfaces import (
     Environment,
     EnvOpenSpec,
@@ -231,11 +230,10 @@ class TaskActor:
         the wait to the deadline instead would let the remaining retries spin at zero backoff before the cancel
         lands, and book a timed-out run as failed)."""
         rt = self.rt
-        backoff = min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** min(try_no - 1, 62)) * random.uniform(0.5, 1.0)
         retry_after = record.meta.get("retry_after")
-        if isinstance(retry_after, int | float) and math.isfinite(retry_after):
-            backoff = max(backoff, float(retry_after))
-        return min(backoff, rt.max_backoff_s)
+        floor = float(retry_after) if isinstance(retry_after, int | float) else None
+        return min(backoff_delay(try_no, BACKOFF_BASE_S, BACKOFF_MAX_S, jitter=HALF_JITTER, retry_after=floor),
+                   rt.max_backoff_s)
 
     def _retryable(self, record: AttemptRecord) -> bool:
         if policy(record.error_kind).retry:

@@ -27,7 +27,6 @@ import collections
 import json
 import logging
 import os
-import random
 import time
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -37,6 +36,7 @@ import aiohttp
 import msgspec
 
 from .._errors import ConfigError, EnvironmentError_
+from ..common.backoff import HALF_JITTER, backoff_delay
 from .base import ProgressCallback, PullProgress
 
 log = logging.getLogger("agentcompass.environments.docker_pull")
@@ -473,7 +473,7 @@ async def pull_image(docker: aiodocker.Docker, ref: str, opts: PullOptions | Non
                     if not error.retryable or attempts > opts.retries:
                         tracker.tick(force="failed")
                         raise error
-                    backoff = min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** (attempts - 1)) * random.uniform(0.5, 1.0)
+                    backoff = backoff_delay(attempts, BACKOFF_BASE_S, BACKOFF_MAX_S, jitter=HALF_JITTER)
                     log.warning("%s; retrying in %.1fs (try %d of %d)", error, backoff, attempts + 1, opts.retries + 1)
                     tracker.tick(force="retrying")
                     await asyncio.sleep(backoff)

@@ -36,6 +36,7 @@ from typing import Annotated, Any
 import msgspec
 
 from .._errors import ModelError
+from ..common.backoff import FULL_JITTER, backoff_delay
 from .._validate import MAX_SECONDS
 from ..interfaces import ModelClient, ModelResponse
 from ..params import as_params
@@ -72,9 +73,10 @@ class RetryPolicy:
     def wait_s(self, failures: int, retry_after: float | None, rng: random.Random) -> float:
         """Seconds to wait after the ``failures``-th failed try."""
         if retry_after is not None:
-            wait = retry_after + rng.uniform(0.0, min(self.backoff, self.max_wait))
-            return min(wait, self.max_backoff)
-        return rng.uniform(0.0, min(self.max_wait, self.max_backoff, self.backoff * 2.0 ** min(failures - 1, 62)))
+            # the header's wait plus a first-failure jitter: callers told the same Retry-After do not return together
+            spread = backoff_delay(1, self.backoff, self.max_wait, jitter=FULL_JITTER, rng=rng)
+            return min(retry_after + spread, self.max_backoff)
+        return backoff_delay(failures, self.backoff, min(self.max_wait, self.max_backoff), jitter=FULL_JITTER, rng=rng)
 
     def cap(self, retry_after: float | None) -> float | None:
         """A server's Retry-After as the endpoint's limiter may honour it: at most ``max_backoff``."""

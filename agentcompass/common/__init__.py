@@ -1,0 +1,1 @@
+"""Helpers shared by the engine, environments, models and benchmarks."""
