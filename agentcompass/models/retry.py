@@ -36,8 +36,9 @@ from typing import Annotated, Any
 import msgspec
 
 from .._errors import ModelError
-from ..common.backoff import FULL_JITTER, backoff_delay
 from .._validate import MAX_SECONDS
+from ..common.backoff import FULL_JITTER, backoff_delay
+from ..common.error_kinds import ErrorKind
 from ..interfaces import ModelClient, ModelResponse
 from ..params import as_params
 from .adaptive import AdaptiveLimiter, outcome_of
@@ -46,8 +47,8 @@ from .adaptive import AdaptiveLimiter, outcome_of
 #: context variables of the caller are visible); ``try_no`` is the try that just failed (1 = first call).
 OnRetry = Callable[[str, float, int], None]
 
-RETRYABLE_KINDS = frozenset({"model_rate_limit", "model_server_error", "model_connection_error",
-                             "model_bad_response"})
+RETRYABLE_KINDS = frozenset({ErrorKind.MODEL_RATE_LIMIT, ErrorKind.MODEL_SERVER_ERROR,
+                             ErrorKind.MODEL_CONNECTION_ERROR, ErrorKind.MODEL_BAD_RESPONSE})
 RETRY_PARAMS = frozenset({"retries", "retry_backoff", "retry_max_wait"})
 #: the most extra tries one model call may make.
 MAX_MODEL_RETRIES = 100
@@ -86,7 +87,7 @@ class RetryPolicy:
         """Whether a call that has failed ``failures`` times (the last with ``kind``) may try again."""
         if kind not in RETRYABLE_KINDS or failures > self.retries:
             return False
-        return kind != "model_bad_response" or bad_responses <= self.bad_response_retries
+        return kind != ErrorKind.MODEL_BAD_RESPONSE or bad_responses <= self.bad_response_retries
 
 
 class RetryParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -157,7 +158,7 @@ class RetryingModelClient:
                     self.limiter.release(ticket, outcome_of(exc.kind), policy.cap(exc.retry_after))
                     ticket = None
                 failures += 1
-                if exc.kind == "model_bad_response":
+                if exc.kind == ErrorKind.MODEL_BAD_RESPONSE:
                     bad_responses += 1
                 if not policy.allows(exc.kind, failures, bad_responses):
                     if failures > 1:
