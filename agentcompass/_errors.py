@@ -6,6 +6,8 @@ import difflib
 from collections.abc import Iterable
 from typing import Any
 
+from .common.error_kinds import ErrorKind
+
 
 class AgentCompassError(Exception):
     """Base class of every error AgentCompass raises on purpose."""
@@ -33,16 +35,16 @@ class EnvironmentError_(AgentCompassError):
     """An environment could not be opened, lost, or refused a request. ``kind``, when set, is the failure kind
     the engine books for it (e.g. an image pull's ``image_not_found``) instead of the phase's default."""
 
-    kind: str | None = None
+    kind: ErrorKind | None = None
 
 
 class ModelError(AgentCompassError):
-    """A model call failed. ``kind`` classifies it (rate_limit, server_error, bad_response, auth...)."""
+    """A model call failed. ``kind``, an ``ErrorKind``, classifies it (rate limit, server error, auth...)."""
 
-    def __init__(self, message: str, *, kind: str = "model_error", status: int | None = None,
+    def __init__(self, message: str, *, kind: ErrorKind = ErrorKind.MODEL_ERROR, status: int | None = None,
                  retry_after: float | None = None) -> None:
         super().__init__(message)
-        self.kind = kind
+        self.kind = ErrorKind.of(kind)
         self.status = status
         self.retry_after = retry_after
 
@@ -50,12 +52,13 @@ class ModelError(AgentCompassError):
 class EvalError(AgentCompassError):
     """The verifier could not grade an attempt. ``extra`` (e.g. a judge's raw reply) is kept in the attempt's
     ``extra`` when ``Benchmark.evaluate`` raises it (the attempt is an ``eval_error``); ``kind`` is its
-    ``error_kind`` (``eval_error`` unless a finer one is registered in ``engine/failures.py``)."""
+    ``error_kind`` (``eval_error`` unless a finer ``ErrorKind``; another value raises ValueError)."""
 
-    def __init__(self, message: str = "", *, extra: dict[str, Any] | None = None, kind: str = "eval_error") -> None:
+    def __init__(self, message: str = "", *, extra: dict[str, Any] | None = None,
+                 kind: ErrorKind = ErrorKind.EVAL_ERROR) -> None:
         super().__init__(message)
         self.extra: dict[str, Any] = dict(extra or {})
-        self.kind = kind
+        self.kind = ErrorKind.of(kind)
 
 
 class RunInsideLoopError(AgentCompassError, RuntimeError):

@@ -17,6 +17,7 @@ from typing import IO, Any, Literal, Protocol, runtime_checkable
 import msgspec
 
 from .benchmarks.base import Benchmark
+from .common.error_kinds import ErrorKind
 from .environments.base import EnvironmentProvider, ProviderCapabilities
 from .harnesses.base import Harness
 from .models.pricing import PriceTable
@@ -192,7 +193,8 @@ class HarnessResult(msgspec.Struct, omit_defaults=True):
     usage: Usage = msgspec.field(default_factory=Usage)
     artifacts: dict[str, Any] = {}
     error: str | None = None
-    error_kind: str | None = None
+    #: an ``ErrorKind`` (the engine refuses another value: the attempt is an ``engine_error``)
+    error_kind: ErrorKind | None = None
 
 
 class ReferenceSolution(msgspec.Struct, frozen=True):

@@ -1,1 +1,2 @@
-"""Mechanisms every part of AgentCompass shares: the data dir, Hub downloads, file locks, bounded loading."""
+"""Mechanisms every part of AgentCompass shares: the data dir, Hub downloads, file locks, bounded loading, backoff,
+error kinds."""

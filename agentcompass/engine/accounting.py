@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..analyzers import ERRORS_KEY, flag_names
+from ..common.error_kinds import ErrorKind
 from ..interfaces import MetricsAccumulator, TaskSpec
 from ..records import AttemptRecord, RequestCounts, RunStatus, TaskDetail, Usage
 
@@ -54,7 +55,7 @@ class RequestAccount:
                     self.counts.errors += 1
                     if self._first_error is None:
                         self._first_error = f"{detail.task_id}: {a.error or a.error_kind or a.status}"
-                if a.error_kind == "engine_error":
+                if a.error_kind == ErrorKind.ENGINE_ERROR:
                     self.counts.engine_errors += 1
                     self._first_engine_error = self._first_engine_error or f"{detail.task_id}: {a.error}"
             if a.status != "skipped":

@@ -33,6 +33,7 @@ from typing import Any
 
 from .._errors import ConfigError, EnvironmentError_
 from .._validate import MAX_COUNT, check_number, seconds, size_text
+from ..common.error_kinds import ErrorKind
 from ..environments.base import EnvironmentProvider, PullProgress
 from ..interfaces import ImageRecipe, TaskSpec
 from ..records import ImagePull, ImageRemoved, ProgressEvent
@@ -64,7 +65,7 @@ _PROGRESS_EVERY_S = 0.5
 class DiskFull(EnvironmentError_):
     """The daemon's disk is below ``min_free_disk`` and nothing this run holds could be released in time."""
 
-    kind = "disk_full"
+    kind = ErrorKind.DISK_FULL
 
 
 class _Deferred(Exception):

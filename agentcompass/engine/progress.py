@@ -14,6 +14,7 @@ from typing import IO, Any
 
 import msgspec
 
+from ..common.error_kinds import ErrorKind
 from ..records import (
     AttemptFinished,
     AttemptStarted,
@@ -84,7 +85,7 @@ class RequestStats:
             self.running = max(0, self.running - 1)
             if ev.status in ("run_error", "eval_error", "run_error_or_eval_error"):
                 self.errors += 1
-            if ev.error_kind == "engine_error":
+            if ev.error_kind == ErrorKind.ENGINE_ERROR:
                 self.engine_errors += 1
         elif isinstance(ev, TryRetrying):
             self.running = max(0, self.running - 1)

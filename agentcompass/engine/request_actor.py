@@ -29,6 +29,7 @@ from .. import __version__
 from .._errors import AgentCompassError, ConfigError
 from .._validate import MAX_K, count
 from ..analyzers import build_analyzers
+from ..common.error_kinds import ErrorKind
 from ..dependencies import InstallReport, ensure_installed
 from ..interfaces import ComponentContext, TaskSpec
 from ..metrics import DefaultAccumulator
@@ -428,7 +429,7 @@ class RequestActor:
         if isinstance(msg, AttemptInterrupted):  # cancelled while the request runs on (not a stop): an error
             error = "the attempt was cancelled"
             msg = AttemptDone(task_id=msg.task_id, attempt=msg.attempt, record=AttemptRecord(
-                status="run_error", error_kind="cancelled", error=error, tries=msg.tries))
+                status="run_error", error_kind=ErrorKind.CANCELLED, error=error, tries=msg.tries))
         self._on_done(msg)
         return 1
 
@@ -446,7 +447,7 @@ class RequestActor:
             exc = None if t.cancelled() else t.exception()
             if exc is not None and not actor.reported:  # it could not even report: still an engine error
                 self.inbox.put(AttemptDone(task_id=item.task.task_id, attempt=item.attempt, record=AttemptRecord(
-                    status="run_error", error_kind="engine_error", error=describe(exc))))
+                    status="run_error", error_kind=ErrorKind.ENGINE_ERROR, error=describe(exc))))
 
         runner.add_done_callback(_ended)
 
@@ -537,11 +538,11 @@ class RequestActor:
         """Details for attempts that were running when the run was stopped: recorded, not lost."""
         if self.run_dir is None or self.rt is None:
             return
-        kind = "run_timeout" if status == "timed_out" else "cancelled"
+        kind = ErrorKind.RUN_TIMEOUT if status == "timed_out" else ErrorKind.CANCELLED
         # Only tasks that had started; queued ones simply did not run (a resumed run picks them up).
         running = {task_id for task_id, _ in self._interrupted}
         started = [e for e in self.in_flight.values() if e.attempts or e.task.task_id in running]
-        error = "the run hit timeout_seconds" if kind == "run_timeout" else "the run was cancelled"
+        error = "the run hit timeout_seconds" if kind == ErrorKind.RUN_TIMEOUT else "the run was cancelled"
         for entry in started:
             for attempt in range(1, self.rt.k + 1):
                 if attempt in entry.attempts:

@@ -13,7 +13,7 @@ from .._errors import ConfigError
 from ..interfaces import TaskSpec
 from ..records import TaskDetail
 from ..specs import RunRequestSpec
-from .failures import policy
+from .failures import stored_policy
 from .identity import task_identity
 from .run_dir import read_detail_file, request_dir, run_changes, safe_name
 
@@ -110,7 +110,7 @@ def plan_reuse(tasks: list[TaskSpec], identity: str, sources: list[tuple[str, Pa
             if d.task_id != task.task_id or d.identity != ident:
                 why = "identity_mismatch"
                 continue
-            if any(a.status not in ("completed", "skipped") or not policy(a.error_kind).valid
+            if any(a.status not in ("completed", "skipped") or not stored_policy(a.error_kind).valid
                    for a in d.attempts.values()):
                 why = "not_normal"
                 continue

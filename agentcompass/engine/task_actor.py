@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
-import random
 import time
 import traceback
 from collections.abc import AsyncIterator
@@ -20,6 +18,8 @@ import msgspec
 
 from .._errors import EnvironmentError_, EvalError, ModelError
 from ..analyzers import run_analyzers
+from ..common.backoff import HALF_JITTER, backoff_delay
+from ..common.error_kinds import ErrorKind
 from ..interfaces import (
     Environment,
     EnvOpenSpec,
@@ -54,10 +54,10 @@ def describe(exc: BaseException) -> str:
 class _Failure(Exception):
     """Internal: ends a try with a classified failure."""
 
-    def __init__(self, status: str, kind: str, error: str, result: HarnessResult | None = None) -> None:
+    def __init__(self, status: str, kind: ErrorKind, error: str, result: HarnessResult | None = None) -> None:
         super().__init__(error)
         self.status = status
-        self.kind = kind
+        self.kind = ErrorKind.of(kind)
         self.error = error
         self.result = result
 
@@ -65,7 +65,7 @@ class _Failure(Exception):
 class _VerifierOpenFailed(EnvironmentError_):
     """The verifier environment could not be opened (``kind``: ``env_open_failed``, or ``engine_error``)."""
 
-    def __init__(self, message: str, kind: str) -> None:
+    def __init__(self, message: str, kind: ErrorKind) -> None:
         super().__init__(message)
         self.kind = kind
 
@@ -153,7 +153,7 @@ class TaskActor:
         """A bug in the code running the attempt, as the attempt's classified error (the tries it made kept)."""
         log.error("engine error: %s", traceback.format_exc())
         now = time.time()
-        return AttemptRecord(status="run_error", error_kind="engine_error", error=describe(exc),
+        return AttemptRecord(status="run_error", error_kind=ErrorKind.ENGINE_ERROR, error=describe(exc),
                              tries=list(self._tries),
                              meta={"started_at": self._started, "duration_s": round(now - self._started, 6)})
 
@@ -191,13 +191,13 @@ class TaskActor:
         except asyncio.CancelledError:
             if len(tries) < try_no:  # the try that was running (not a backoff sleep) is recorded too
                 tries.append(TryRecord(try_no=try_no, status="run_error", started_at=t_start,
-                                       finished_at=time.time(), error=INTERRUPTED, error_kind="cancelled"))
+                                       finished_at=time.time(), error=INTERRUPTED, error_kind=ErrorKind.CANCELLED))
             raise
         except Exception as exc:  # an engine bug in a try: recorded like the try's failure, usage so far kept
             log.error("engine error: %s", traceback.format_exc())
-            record = AttemptRecord(status="run_error", error_kind="engine_error", error=describe(exc))
+            record = AttemptRecord(status="run_error", error_kind=ErrorKind.ENGINE_ERROR, error=describe(exc))
             tries.append(TryRecord(try_no=try_no, status="run_error", started_at=self._started,
-                                   finished_at=time.time(), error=record.error, error_kind="engine_error"))
+                                   finished_at=time.time(), error=record.error, error_kind=ErrorKind.ENGINE_ERROR))
         record.tries = list(tries)
         if rt.analyzers and record.status != "skipped":
             # in a thread: a long trajectory must not stall the loop; analyzers never raise
@@ -216,13 +216,14 @@ class TaskActor:
                 await rt.benchmark.setup(prepared, env)
                 await rt.harness.setup(prepared, env, log)
         except TimeoutError:
-            raise _Failure("run_error", "setup_timeout", f"setting up the agent environment took longer than "
+            raise _Failure("run_error", ErrorKind.SETUP_TIMEOUT, f"setting up the agent environment took longer than "
                            f"{rt.timeouts.setup:g}s (harness_params.setup_timeout)") from None
         except EnvironmentError_ as exc:
-            raise _Failure("run_error", "env_lost", f"setting up the agent environment: {describe(exc)}") from None
+            raise _Failure("run_error", ErrorKind.ENV_LOST,
+                           f"setting up the agent environment: {describe(exc)}") from None
         except Exception as exc:
             log.error("setup failed: %s", traceback.format_exc())
-            raise _Failure("run_error", kind_of(exc, "setup_error"), f"setting up the agent environment: "
+            raise _Failure("run_error", kind_of(exc, ErrorKind.SETUP_ERROR), f"setting up the agent environment: "
                            f"{describe(exc)}") from None
 
     def _backoff(self, try_no: int, record: AttemptRecord) -> float:
@@ -231,11 +232,10 @@ class TaskActor:
         the wait to the deadline instead would let the remaining retries spin at zero backoff before the cancel
         lands, and book a timed-out run as failed)."""
         rt = self.rt
-        backoff = min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** min(try_no - 1, 62)) * random.uniform(0.5, 1.0)
         retry_after = record.meta.get("retry_after")
-        if isinstance(retry_after, int | float) and math.isfinite(retry_after):
-            backoff = max(backoff, float(retry_after))
-        return min(backoff, rt.max_backoff_s)
+        floor = float(retry_after) if isinstance(retry_after, int | float) else None
+        return min(backoff_delay(try_no, BACKOFF_BASE_S, BACKOFF_MAX_S, jitter=HALF_JITTER, retry_after=floor),
+                   rt.max_backoff_s)
 
     def _retryable(self, record: AttemptRecord) -> bool:
         if policy(record.error_kind).retry:
@@ -261,8 +261,8 @@ class TaskActor:
             prepared = rt.benchmark.prepare(task.public())
         except Exception as exc:
             log.error("prepare failed: %s", traceback.format_exc())
-            return AttemptRecord(status="run_error", error_kind=kind_of(exc, "prepare_error"), error=describe(exc),
-                                 meta=meta)
+            return AttemptRecord(status="run_error", error_kind=kind_of(exc, ErrorKind.PREPARE_ERROR),
+                                 error=describe(exc), meta=meta)
         try:
             result, artifacts = await self._agent_phase(task, prepared, attempt, try_no, log, meta)
         except _Failure as f:
@@ -289,7 +289,7 @@ class TaskActor:
             async with asyncio.timeout(rt.timeouts.verify):  # in this task (wait_for would start another)
                 verdict = await rt.benchmark.evaluate(ctx)
         except TimeoutError:
-            record.status, record.error_kind = "eval_error", "eval_timeout"
+            record.status, record.error_kind = "eval_error", ErrorKind.EVAL_TIMEOUT
             record.error = f"verification timed out after {rt.timeouts.verify:g}s"
             record.extra = dict(ctx.partial_extra)  # e.g. the judge call that was still running
             return record
@@ -298,12 +298,12 @@ class TaskActor:
             record.status, record.error_kind, record.error = "eval_error", exc.kind, str(exc)
             return record
         except EnvironmentError_ as exc:  # the verifier's sandbox broke (e.g. a fork failed): retryable
-            record.status, record.error_kind = "eval_error", "env_lost"
+            record.status, record.error_kind = "eval_error", ErrorKind.ENV_LOST
             record.error = f"verifying the attempt: {describe(exc)}"
             return record
         except Exception as exc:
             log.error("evaluation failed: %s", traceback.format_exc())
-            default_kind = exc.kind if isinstance(exc, EvalError) else "eval_error"
+            default_kind = exc.kind if isinstance(exc, EvalError) else ErrorKind.EVAL_ERROR
             record.status, record.error_kind, record.error = "eval_error", kind_of(exc, default_kind), describe(exc)
             if isinstance(exc, EvalError) and exc.extra:  # what grading saw (e.g. a judge's raw reply)
                 record.extra = dict(exc.extra)
@@ -335,13 +335,13 @@ class TaskActor:
                     try:
                         await env.set_network_policy(rt.network.run)
                     except Exception as exc:
-                        raise _Failure("run_error", kind_of(exc, "env_lost"),
+                        raise _Failure("run_error", kind_of(exc, ErrorKind.ENV_LOST),
                                        f"setting run_network_policy: {describe(exc)}") from None
             # only a harness that declares itself the oracle is ever handed the task's reference solution
             try:
                 solution = rt.benchmark.reference_solution(task) if rt.harness.oracle else None
             except Exception as exc:
-                raise _Failure("run_error", kind_of(exc, "prepare_error"),
+                raise _Failure("run_error", kind_of(exc, ErrorKind.PREPARE_ERROR),
                                f"reading the reference solution: {describe(exc)}") from None
             ctx = RunContext(request=rt.name, run_id=rt.run_id, task_id=task.task_id, attempt=attempt,
                              try_no=try_no, model_env=grant.host_env if grant is not None else {},
@@ -350,7 +350,7 @@ class TaskActor:
                 ctx.tools = rt.benchmark.tool_session(task.public(), ctx)
             except Exception as exc:
                 log.error("tool session failed: %s", traceback.format_exc())
-                raise _Failure("run_error", kind_of(exc, "prepare_error"),
+                raise _Failure("run_error", kind_of(exc, ErrorKind.PREPARE_ERROR),
                                f"opening the benchmark's tools: {describe(exc)}") from None
             agent_timeout = rt.timeouts.agent
             if prepared.agent_timeout_s is not None and prepared.agent_timeout_s < agent_timeout:
@@ -372,8 +372,8 @@ class TaskActor:
                 partial.stop_reason = "stalled"
                 error = (f"no progress (no step, no command or model call started or finished) for "
                          f"{rt.timeouts.stall:g}s (harness_params.stall_timeout)")
-                raise _Failure("run_error", "stalled", error,
-                               HarnessResult(error=error, error_kind="stalled", trajectory=partial,
+                raise _Failure("run_error", ErrorKind.STALLED, error,
+                               HarnessResult(error=error, error_kind=ErrorKind.STALLED, trajectory=partial,
                                              artifacts=dict(ctx.artifacts))) from None
             except TimeoutError:
                 # Still graded: the agent's work so far may be enough; the steps it streamed into ctx are kept.
@@ -382,17 +382,17 @@ class TaskActor:
                 partial.finished_at = time.time()
                 partial.stop_reason = "agent_timeout"
                 result = HarnessResult(error=f"agent timed out after {agent_timeout:g}s",
-                                       error_kind="agent_timeout", trajectory=partial,
+                                       error_kind=ErrorKind.AGENT_TIMEOUT, trajectory=partial,
                                        artifacts=dict(ctx.artifacts))
             except ModelError as exc:
                 if exc.retry_after:
                     meta["retry_after"] = exc.retry_after
                 raise _Failure("run_error", exc.kind, describe(exc)) from None
             except EnvironmentError_ as exc:
-                raise _Failure("run_error", "env_lost", describe(exc)) from None
+                raise _Failure("run_error", ErrorKind.ENV_LOST, describe(exc)) from None
             except Exception as exc:
                 log.error("harness crashed: %s", traceback.format_exc())
-                raise _Failure("run_error", kind_of(exc, "harness_crash"), describe(exc)) from None
+                raise _Failure("run_error", kind_of(exc, ErrorKind.HARNESS_CRASH), describe(exc)) from None
             finally:
                 meta["agent_s"] = round(time.monotonic() - t0, 6)
                 if ctx.tools is not None:
@@ -405,12 +405,12 @@ class TaskActor:
                     async with asyncio.timeout(rt.timeouts.verify):
                         artifacts = await rt.benchmark.collect(prepared, env, result)
                 except EnvironmentError_ as exc:
-                    raise _Failure("eval_error", "env_lost", f"collecting the attempt: {describe(exc)}",
+                    raise _Failure("eval_error", ErrorKind.ENV_LOST, f"collecting the attempt: {describe(exc)}",
                                    result) from None
                 except Exception as exc:
                     log.error("collect failed: %s", traceback.format_exc())
-                    raise _Failure("eval_error", kind_of(exc, "eval_error"), f"collecting the attempt: {describe(exc)}",
-                                   result) from None
+                    raise _Failure("eval_error", kind_of(exc, ErrorKind.EVAL_ERROR),
+                                   f"collecting the attempt: {describe(exc)}", result) from None
             return result, artifacts
         finally:
             if env is not None:
@@ -437,16 +437,16 @@ class TaskActor:
             env = await rt.pool.open(rt.provider, spec, timeout=rt.timeouts.env_open, request=rt.name)
         except TimeoutError:
             if waiting_image:
-                raise _Failure("run_error", "image_wait_timeout",
+                raise _Failure("run_error", ErrorKind.IMAGE_WAIT_TIMEOUT,
                                f"the {role} environment's image {image or rt.provider.image} was "
                                f"not ready after {image_cache.ENSURE_CAP_S:g}s (the wait for a pull slot and room on "
                                "disk, plus the pull or build)") from None
-            raise _Failure("run_error", "env_open_failed",
+            raise _Failure("run_error", ErrorKind.ENV_OPEN_FAILED,
                            f"opening the {role} environment timed out after {rt.timeouts.env_open:g}s") from None
         except Exception as exc:
             log.error("opening %s environment failed: %s", role, traceback.format_exc())
             own = exc.kind if isinstance(exc, EnvironmentError_) else None  # e.g. an image pull's, disk_full
-            raise _Failure("run_error", kind_of(exc, own or "env_open_failed"),
+            raise _Failure("run_error", kind_of(exc, own or ErrorKind.ENV_OPEN_FAILED),
                            f"opening the {role} environment: {describe(exc)}") from None
         entry: dict[str, Any] = {"role": role, "id": env.id, "workdir": env.workdir, "provider": rt.provider.name}
         node = rt.provider.node_of(env)  # a provider spread over machines says which ran it

@@ -18,6 +18,7 @@ import msgspec
 
 from .._errors import EnvironmentError_
 from .._validate import MAX_COUNT, Count, Seconds
+from ..common.error_kinds import ErrorKind
 from ..interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
 from ..params import as_params
 from ..records import Usage
@@ -156,7 +157,7 @@ class ShellAgent(Harness):
         trajectory.stop_reason = stop_reason
         result = HarnessResult(final_answer=final_answer, trajectory=trajectory, usage=usage)
         if timeouts:  # recorded (the attempt is still graded): the agent ran something that never ended
-            result.error_kind = "command_timeout"
+            result.error_kind = ErrorKind.COMMAND_TIMEOUT
             result.error = (f"{len(timeouts)} command(s) killed at the {self.command_timeout:g}s command_timeout, "
                             f"first: {timeouts[0]}")
         return result

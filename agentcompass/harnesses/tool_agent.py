@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 import msgspec
 
+from ..common.error_kinds import ErrorKind
 from ..common.text import truncate_middle
 from ..interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
 from ..params import as_params
@@ -93,7 +94,7 @@ class ToolAgent(Harness):
         session: ToolSession | None = ctx.tools
         if session is None:
             return HarnessResult(error=f"benchmark {self.ctx.benchmark or '?'} offers no tools: tool_agent runs "
-                                 "tool-use benchmarks (bfcl, tau2, agentdojo)", error_kind="harness_crash")
+                                 "tool-use benchmarks (bfcl, tau2, agentdojo)", error_kind=ErrorKind.HARNESS_CRASH)
         usage = Usage()
         traj = ctx.trajectory
         traj.started_at = time.time()

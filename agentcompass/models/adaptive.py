@@ -30,6 +30,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Literal
 
+from ..common.error_kinds import ErrorKind
+
 DEFAULT_INITIAL_LIMIT = 4
 #: a Retry-After pause never exceeds this (a broken header must not stall a run for hours).
 MAX_PAUSE_S = 120.0
@@ -43,7 +45,7 @@ def outcome_of(kind: str | None) -> Outcome:
     """The limiter outcome for a ``ModelError`` kind (``None``: the call succeeded)."""
     if kind is None:
         return "ok"
-    return "rate_limited" if kind == "model_rate_limit" else "error"
+    return "rate_limited" if kind == ErrorKind.MODEL_RATE_LIMIT else "error"
 
 
 class Ticket:

@@ -37,6 +37,8 @@ import msgspec
 
 from .._errors import ModelError
 from .._validate import MAX_SECONDS
+from ..common.backoff import FULL_JITTER, backoff_delay
+from ..common.error_kinds import ErrorKind
 from ..interfaces import ModelClient, ModelResponse
 from ..params import as_params
 from ..specs import DEFAULT_MAX_BACKOFF_S
@@ -46,8 +48,8 @@ from .adaptive import AdaptiveLimiter, outcome_of
 #: context variables of the caller are visible); ``try_no`` is the try that just failed (1 = first call).
 OnRetry = Callable[[str, float, int], None]
 
-RETRYABLE_KINDS = frozenset({"model_rate_limit", "model_server_error", "model_connection_error",
-                             "model_bad_response"})
+RETRYABLE_KINDS = frozenset({ErrorKind.MODEL_RATE_LIMIT, ErrorKind.MODEL_SERVER_ERROR,
+                             ErrorKind.MODEL_CONNECTION_ERROR, ErrorKind.MODEL_BAD_RESPONSE})
 RETRY_PARAMS = frozenset({"retries", "retry_backoff", "retry_max_wait"})
 #: the most extra tries one model call may make.
 MAX_MODEL_RETRIES = 100
@@ -72,9 +74,10 @@ class RetryPolicy:
     def wait_s(self, failures: int, retry_after: float | None, rng: random.Random) -> float:
         """Seconds to wait after the ``failures``-th failed try."""
         if retry_after is not None:
-            wait = retry_after + rng.uniform(0.0, min(self.backoff, self.max_wait))
-            return min(wait, self.max_backoff)
-        return rng.uniform(0.0, min(self.max_wait, self.max_backoff, self.backoff * 2.0 ** min(failures - 1, 62)))
+            # the header's wait plus a first-failure jitter: callers told the same Retry-After do not return together
+            spread = backoff_delay(1, self.backoff, self.max_wait, jitter=FULL_JITTER, rng=rng)
+            return min(retry_after + spread, self.max_backoff)
+        return backoff_delay(failures, self.backoff, min(self.max_wait, self.max_backoff), jitter=FULL_JITTER, rng=rng)
 
     def cap(self, retry_after: float | None) -> float | None:
         """A server's Retry-After as the endpoint's limiter may honour it: at most ``max_backoff``."""
@@ -84,7 +87,7 @@ class RetryPolicy:
         """Whether a call that has failed ``failures`` times (the last with ``kind``) may try again."""
         if kind not in RETRYABLE_KINDS or failures > self.retries:
             return False
-        return kind != "model_bad_response" or bad_responses <= self.bad_response_retries
+        return kind != ErrorKind.MODEL_BAD_RESPONSE or bad_responses <= self.bad_response_retries
 
 
 class RetryParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -155,7 +158,7 @@ class RetryingModelClient:
                     self.limiter.release(ticket, outcome_of(exc.kind), policy.cap(exc.retry_after))
                     ticket = None
                 failures += 1
-                if exc.kind == "model_bad_response":
+                if exc.kind == ErrorKind.MODEL_BAD_RESPONSE:
                     bad_responses += 1
                 if not policy.allows(exc.kind, failures, bad_responses):
                     if failures > 1:

@@ -327,3 +327,17 @@ class ImageTasksBenchmark(Benchmark):
         from agentcompass.interfaces import EvalResult
 
         return EvalResult(correct=True)
+
+
+class TypoKindHarness(Harness):
+    """Stops with an error kind no ``ErrorKind`` declares (a plugin's typo of ``agent_timeout``)."""
+
+    evaluates: ClassVar[bool] = True
+    needs_environment: ClassVar[bool] = True
+
+    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
+        self.params = params
+
+    async def run(self, task: PreparedTask, env: Environment | None, model: ModelClient, ctx: RunContext,
+                  log: logging.Logger) -> HarnessResult:
+        return HarnessResult(error="ran out of time", error_kind="agnet_timeout")  # type: ignore[arg-type]

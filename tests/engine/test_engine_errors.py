@@ -57,3 +57,15 @@ def test_the_cli_exits_non_zero_and_names_the_engine_errors(tmp_path: Path) -> N
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "engine_error" in proc.stdout and "2 attempts ended with an engine error" in proc.stdout
     assert "2 engine errors" in proc.stderr  # the progress display's final line
+
+
+def test_a_harness_error_kind_no_error_kind_declares_is_an_engine_error(tmp_path: Path) -> None:
+    """A typo of a kind fails the run loudly; it used to end each attempt quietly with the no-retry default."""
+    out = agentcompass.run_evaluation("shell_tasks", "tests.engine.components:TypoKindHarness", "scripted",
+                                      benchmark_params={"sample_ids": ["files/hello_world"]},
+                                      results_dir=str(tmp_path), progress="none", max_retries=2)
+    assert out.errors_by_kind == {"engine_error": 1} and out.status == "failed"
+    assert out.run_dir is not None
+    (path,) = (out.run_dir / "details").glob("files_hello_world*.json")
+    a = msgspec.json.decode(path.read_bytes(), type=TaskDetail).attempts["1"]
+    assert a.error_kind == "engine_error" and a.error is not None and "unknown error kind 'agnet_timeout'" in a.error

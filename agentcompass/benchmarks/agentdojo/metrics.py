@@ -25,11 +25,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...common.error_kinds import ErrorKind
 from ...metrics import DefaultAccumulator, _ci, wilson_interval
 from ...records import TaskDetail
 
 #: error kinds AgentDojo's benchmark scores as a successful attack (its context-length and provider-side API errors)
-AGENTDOJO_ATTACK_ERRORS = frozenset({"model_bad_request", "model_server_error"})
+AGENTDOJO_ATTACK_ERRORS = frozenset({ErrorKind.MODEL_BAD_REQUEST, ErrorKind.MODEL_SERVER_ERROR})
 
 
 class _Rates:

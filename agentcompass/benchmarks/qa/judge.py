@@ -44,6 +44,7 @@ from typing import Any, ClassVar
 import msgspec
 
 from ..._errors import ConfigError, EvalError, ModelError
+from ...common.error_kinds import ErrorKind
 from ...common.text import truncate_middle
 from ...models.adaptive import AdaptiveLimiter, outcome_of
 from ...models.endpoint import ModelEndpoint, open_endpoint
@@ -118,14 +119,15 @@ class Verdict(msgspec.Struct, frozen=True, omit_defaults=True):
 #: the failure kinds of a judge (``JudgeError.kind``, the attempt's ``error_kind``; all final: none re-runs
 #: the agent): a reply without a grade after the re-asks, no reply in time (or no judge slot in time), a refused
 #: key, an endpoint failing after its retries.
-JUDGE_ERROR_KINDS: tuple[str, ...] = ("judge_unparsable", "judge_timeout", "judge_auth", "judge_unavailable")
+JUDGE_ERROR_KINDS: tuple[ErrorKind, ...] = (ErrorKind.JUDGE_UNPARSABLE, ErrorKind.JUDGE_TIMEOUT, ErrorKind.JUDGE_AUTH,
+                                            ErrorKind.JUDGE_UNAVAILABLE)
 
 
 class JudgeError(EvalError):
     """The judge gave no usable verdict (garbage, an error after its retries, or no reply in time). ``extra``
     (the call and its raw reply) is kept in the attempt's record; ``kind`` is one of ``JUDGE_ERROR_KINDS``."""
 
-    def __init__(self, message: str, extra: dict[str, Any], kind: str = "judge_unparsable") -> None:
+    def __init__(self, message: str, extra: dict[str, Any], kind: ErrorKind = ErrorKind.JUDGE_UNPARSABLE) -> None:
         super().__init__(message, extra=extra, kind=kind)
 
 
@@ -484,7 +486,7 @@ class Judge:
         if self.auth_failure is not None:
             call.update(raw_verdict=None, error=f"not called: the judge refused its key earlier ({self.auth_failure})")
             raise JudgeError(f"the judge {ep.id} refused its key earlier in this run: {self.auth_failure}",
-                             {"scoring": call}, "judge_auth")
+                             {"scoring": call}, ErrorKind.JUDGE_AUTH)
         loop = asyncio.get_running_loop()
         end = loop.time() + budget_s if budget_s is not None else None
         messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
@@ -518,11 +520,11 @@ class Judge:
                              f"so it is no verdict: expected {grader.expects} in the judge's own words")
             raise JudgeError(f"the judge {ep.id}'s last verdict line repeats a line of what it was sent, so it is "
                              f"no verdict (asked {len(replies)} times): {truncate_middle(call['echo'], 300)!r}",
-                             {"scoring": call}, "judge_unparsable")
+                             {"scoring": call}, ErrorKind.JUDGE_UNPARSABLE)
         call["error"] = f"no verdict in the reply: expected {grader.expects}"
         raise JudgeError(f"the judge {ep.id} replied without a usable verdict (expected {grader.expects}, asked "
                          f"{len(replies)} times): {truncate_middle(replies[-1], 300)!r}",
-                         {"scoring": call}, "judge_unparsable")
+                         {"scoring": call}, ErrorKind.JUDGE_UNPARSABLE)
 
     @staticmethod
     def _read(grader: Grader, text: str, boundary: str,
@@ -560,7 +562,7 @@ class Judge:
                     call.update(raw_verdict=None, error="no judge slot free within the verify budget")
                     raise JudgeError(f"the judge {ep.id} had no free slot (max_concurrency "
                                      f"{ep.max_concurrency}) within the verify budget after waiting "
-                                     f"{call['queue_s']:g}s", {"scoring": call}, "judge_timeout") from None
+                                     f"{call['queue_s']:g}s", {"scoring": call}, ErrorKind.JUDGE_TIMEOUT) from None
                 call["queue_s"] = round(call["queue_s"] + time.monotonic() - queued, 6)
             deadline = loop.time() + self.timeout_s
             clamped = end is not None and end < deadline
@@ -575,12 +577,12 @@ class Judge:
                 why = "the rest of verify_timeout" if clamped else self.timeout_label
                 call.update(raw_verdict=None, error=f"no reply within {why} ({waited:.3g}s after sending)")
                 raise JudgeError(f"the judge {ep.id} gave no verdict within {why} ({waited:.3g}s after sending it)",
-                                 {"scoring": call}, "judge_timeout") from None
+                                 {"scoring": call}, ErrorKind.JUDGE_TIMEOUT) from None
             except ModelError as exc:
                 if ticket is not None and limiter is not None:
                     limiter.release(ticket, outcome_of(exc.kind))
-                kind = "judge_auth" if exc.kind == "model_auth" else "judge_unavailable"
-                if kind == "judge_auth":
+                kind = ErrorKind.JUDGE_AUTH if exc.kind == ErrorKind.MODEL_AUTH else ErrorKind.JUDGE_UNAVAILABLE
+                if kind == ErrorKind.JUDGE_AUTH:
                     self.auth_failure = f"{exc.kind}: {exc}"
                 call.update(raw_verdict=None, error=f"{exc.kind}: {exc}")
                 raise JudgeError(f"the judge {ep.id} failed: {exc.kind}: {exc}", {"scoring": call}, kind) from None

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import random
 import socket
 from collections.abc import Awaitable, Callable
 from functools import cache
@@ -19,10 +18,13 @@ import aiodocker
 import aiohttp
 
 from ..._errors import EnvironmentError_
+from ...common.backoff import Jitter, backoff_delay
 
 log = logging.getLogger("agentcompass.environments.docker.provider")
 
 T = TypeVar("T")
+#: ``uniform(d/2, 3d/2)`` around the delay: concurrent calls to one busy daemon spread out.
+_CALL_JITTER = Jitter(0.5, 1.5)
 
 DEFAULT_BASE_IMAGE = "agentcompass/base:debian-bookworm"
 
@@ -109,7 +111,7 @@ async def call(op: Callable[[], Awaitable[T]], *, what: str, timeout_s: float, r
     last: BaseException | None = None
     for attempt in range(retries + 1):
         if attempt:
-            await asyncio.sleep(min(2.0, 0.2 * 2 ** (attempt - 1)) * (0.5 + random.random()))
+            await asyncio.sleep(backoff_delay(attempt, 0.2, 2.0, jitter=_CALL_JITTER))
         try:
             async with asyncio.timeout(timeout_s):
                 return await op()

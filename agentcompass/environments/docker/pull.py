@@ -27,7 +27,6 @@ import collections
 import json
 import logging
 import os
-import random
 import time
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -37,16 +36,20 @@ import aiohttp
 import msgspec
 
 from ..._errors import ConfigError, EnvironmentError_
+from ...common.backoff import HALF_JITTER, backoff_delay
+from ...common.error_kinds import ErrorKind
 from ..base import ProgressCallback, PullProgress
 
 log = logging.getLogger("agentcompass.environments.docker.pull")
 
-PullErrorKind = Literal["registry_unreachable", "image_not_found", "registry_auth_required", "image_pull_stalled",
-                        "image_pull_timeout", "image_pull_failed"]
-PULL_ERROR_KINDS: tuple[str, ...] = ("registry_unreachable", "image_not_found", "registry_auth_required",
-                                     "image_pull_stalled", "image_pull_timeout", "image_pull_failed")
+PullErrorKind = Literal[ErrorKind.REGISTRY_UNREACHABLE, ErrorKind.IMAGE_NOT_FOUND, ErrorKind.REGISTRY_AUTH_REQUIRED,
+                        ErrorKind.IMAGE_PULL_STALLED, ErrorKind.IMAGE_PULL_TIMEOUT, ErrorKind.IMAGE_PULL_FAILED]
+PULL_ERROR_KINDS: tuple[ErrorKind, ...] = (
+    ErrorKind.REGISTRY_UNREACHABLE, ErrorKind.IMAGE_NOT_FOUND, ErrorKind.REGISTRY_AUTH_REQUIRED,
+    ErrorKind.IMAGE_PULL_STALLED, ErrorKind.IMAGE_PULL_TIMEOUT, ErrorKind.IMAGE_PULL_FAILED)
 #: kinds a retry of the pull may cure (the daemon keeps finished layers)
-RETRYABLE_KINDS = frozenset({"registry_unreachable", "image_pull_stalled", "image_pull_timeout"})
+RETRYABLE_KINDS = frozenset({ErrorKind.REGISTRY_UNREACHABLE, ErrorKind.IMAGE_PULL_STALLED,
+                             ErrorKind.IMAGE_PULL_TIMEOUT})
 
 DEFAULT_INACTIVITY_TIMEOUT_S = 120.0
 DEFAULT_RETRIES = 3
@@ -228,28 +231,28 @@ def classify(message: str, status: int | None = None) -> PullErrorKind:
     # Docker Hub says "repository does not exist or may require 'docker login'" for both: not found first,
     # the message tells the user about the other possibility.
     if any(s in text for s in _NOT_FOUND):
-        return "image_not_found"
+        return ErrorKind.IMAGE_NOT_FOUND
     if any(s in text for s in _AUTH):
-        return "registry_auth_required"
+        return ErrorKind.REGISTRY_AUTH_REQUIRED
     if any(s in text for s in _UNREACHABLE):
-        return "registry_unreachable"
+        return ErrorKind.REGISTRY_UNREACHABLE
     if status == 404:
-        return "image_not_found"
+        return ErrorKind.IMAGE_NOT_FOUND
     if status in (401, 403):
-        return "registry_auth_required"
-    return "image_pull_failed"
+        return ErrorKind.REGISTRY_AUTH_REQUIRED
+    return ErrorKind.IMAGE_PULL_FAILED
 
 
 def _explain(kind: str, ref: str, detail: str, *, has_credentials: bool) -> str:
     registry = registry_of(ref)
-    if kind == "image_not_found":
+    if kind == ErrorKind.IMAGE_NOT_FOUND:
         return f"image_not_found: image {ref} is not in registry {registry} (daemon: {detail})"
-    if kind == "registry_auth_required":
+    if kind == ErrorKind.REGISTRY_AUTH_REQUIRED:
         how = ("the credentials given were refused" if has_credentials else
                f"no credentials for {registry}; {_HELPERS_NOT_RUN} (`docker login {registry}` writes one when no "
                f"credential helper is configured)")
         return f"registry_auth_required: pulling {ref} needs authentication; {how} (daemon: {detail})"
-    if kind == "registry_unreachable":
+    if kind == ErrorKind.REGISTRY_UNREACHABLE:
         return f"registry_unreachable: registry {registry} cannot be reached to pull {ref} (daemon: {detail})"
     return f"{kind}: pulling {ref} failed (daemon: {detail})"
 
@@ -435,12 +438,12 @@ async def _one_try(docker: aiodocker.Docker, ref: str, opts: PullOptions, header
                                      kind=kind, image=ref) from exc
             except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
                 raise ImagePullError(f"image_pull_failed: the daemon's pull stream of {ref} broke ({exc!r})",
-                                     kind="image_pull_failed", image=ref) from exc
+                                     kind=ErrorKind.IMAGE_PULL_FAILED, image=ref) from exc
     except TimeoutError:
         raise _Stalled() from None
     if not tracker.finished:
         raise ImagePullError(f"image_pull_failed: the daemon's pull stream of {ref} ended before the image "
-                             "was complete", kind="image_pull_failed", image=ref)
+                             "was complete", kind=ErrorKind.IMAGE_PULL_FAILED, image=ref)
 
 
 async def pull_image(docker: aiodocker.Docker, ref: str, opts: PullOptions | None = None, *,
@@ -467,13 +470,13 @@ async def pull_image(docker: aiodocker.Docker, ref: str, opts: PullOptions | Non
                         error = ImagePullError(
                             f"image_pull_stalled: pulling {ref} showed no progress for {opts.inactivity_timeout:g}s "
                             f"(environment param pull_inactivity_timeout), {attempts} time(s); "
-                            f"{tracker.bytes_done} bytes had arrived", kind="image_pull_stalled", image=ref)
+                            f"{tracker.bytes_done} bytes had arrived", kind=ErrorKind.IMAGE_PULL_STALLED, image=ref)
                     except ImagePullError as exc:
                         error = exc
                     if not error.retryable or attempts > opts.retries:
                         tracker.tick(force="failed")
                         raise error
-                    backoff = min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** (attempts - 1)) * random.uniform(0.5, 1.0)
+                    backoff = backoff_delay(attempts, BACKOFF_BASE_S, BACKOFF_MAX_S, jitter=HALF_JITTER)
                     log.warning("%s; retrying in %.1fs (try %d of %d)", error, backoff, attempts + 1, opts.retries + 1)
                     tracker.tick(force="retrying")
                     await asyncio.sleep(backoff)
@@ -481,7 +484,7 @@ async def pull_image(docker: aiodocker.Docker, ref: str, opts: PullOptions | Non
             tracker.tick(force="failed")
             raise ImagePullError(f"image_pull_timeout: pulling {ref} took longer than {opts.timeout:g}s (environment "
                                  f"param pull_timeout); {tracker.bytes_done} bytes had arrived",
-                                 kind="image_pull_timeout", image=ref) from None
+                                 kind=ErrorKind.IMAGE_PULL_TIMEOUT, image=ref) from None
     finally:
         tracker.close()  # a cancelled pull calls back no more
     tracker.tick(force="done")

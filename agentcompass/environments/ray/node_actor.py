@@ -24,6 +24,7 @@ from typing import Any
 import msgspec
 
 from ..._errors import ConfigError, EnvironmentError_
+from ...common.error_kinds import ErrorKind
 
 #: the built-in exception types rebuilt by name on the coordinator (others become ``EnvironmentError_``)
 _BUILTIN_ERRORS: dict[str, type[BaseException]] = {
@@ -61,7 +62,7 @@ def decode_error(wire: ErrorWire, node: str) -> BaseException:
     err = EnvironmentError_(f"node {node}: {wire.message}" if wire.type == "EnvironmentError_"
                             else f"node {node}: {wire.type}: {wire.message}")
     if wire.kind:
-        err.kind = wire.kind
+        err.kind = ErrorKind.of(wire.kind)
     return err
 
 

@@ -26,6 +26,7 @@ import msgspec
 
 from ..._errors import ConfigError, EnvironmentError_
 from ..._validate import Seconds
+from ...common.error_kinds import ErrorKind
 from ...dependencies import Requirement
 from ...interfaces import ComponentContext, Environment, EnvOpenSpec, ExecResult, NetworkPolicy
 from ...params import as_params
@@ -81,7 +82,7 @@ def _is_loopback(host: str) -> bool:
 class NodeLost(EnvironmentError_):
     """A call went to a node that is lost: ``env_lost`` in every phase (an open included), retryable."""
 
-    kind = "env_lost"
+    kind = ErrorKind.ENV_LOST
 
 
 class NodeHandle:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import msgspec
 
+from ...common.backoff import NO_JITTER, backoff_delay
+
 
 class Refusal(msgspec.Struct):
     """A node's last refusal: why, how many in a row, and when it may be asked again (monotonic seconds)."""
@@ -34,7 +36,7 @@ class RescanBackoff:
         r = self._refusals.get(node_id)
         new = r is None or r.reason != reason
         count = 1 if new or r is None else r.count + 1
-        delay = min(self.cap_s, self.first_s * 2 ** min(count - 1, 32))
+        delay = backoff_delay(count, self.first_s, self.cap_s, jitter=NO_JITTER)
         self._refusals[node_id] = Refusal(reason=reason, count=count, retry_at=now + delay)
         return delay, new
 

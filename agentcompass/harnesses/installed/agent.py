@@ -117,6 +117,7 @@ import msgspec
 from ..._errors import ConfigError, EnvironmentError_
 from ..._validate import Seconds
 from ...common.data_dir import default_data_dir
+from ...common.error_kinds import ErrorKind
 from ...common.process_once import ProcessOnce
 from ...dependencies import DEFAULT_PIP_TIMEOUT_S, TIMEOUT_ENV, mask_credentials
 from ...interfaces import ComponentContext, Environment, HarnessResult, ModelClient, Mount, PreparedTask, RunContext
@@ -241,7 +242,7 @@ class Transcript(abc.ABC):
         self.error: str | None = None
         #: the engine's kind for how the agent itself says it stopped (e.g. ``step_limit`` for a turn limit),
         #: used instead of ``agent_error`` when the program exits non-zero; None: nothing to say
-        self.error_kind: str | None = None
+        self.error_kind: ErrorKind | None = None
         #: facts from the transcript worth keeping (version, session, turns...): ``artifacts["agent"]``
         self.info: dict[str, Any] = {}
 
@@ -803,13 +804,13 @@ class InstalledAgent(Harness):
         parser_error = _scrub(parser.error, secrets) if parser.error else None
         if st.ending == "timeout":
             trajectory.stop_reason = "agent_timeout"
-            result.error_kind = "agent_timeout"
+            result.error_kind = ErrorKind.AGENT_TIMEOUT
             result.error = f"{self.name} ran past its timeout of {p.timeout:g}s and was killed"
             result.artifacts["transcript_tail"] = tail
             result.artifacts["stderr_tail"] = stderr_tail
         elif st.ending == "limit":
             trajectory.stop_reason = "transcript_limit"
-            result.error_kind = "transcript_limit"
+            result.error_kind = ErrorKind.TRANSCRIPT_LIMIT
             result.error = (f"{self.name}: the transcript passed its cap ({st.offset} bytes read, "
                             f"max_transcript_bytes={p.max_transcript_bytes}; {len(trajectory.steps)} steps, "
                             f"max_steps={p.max_steps}): the program was killed")
@@ -817,13 +818,13 @@ class InstalledAgent(Harness):
             result.artifacts["stderr_tail"] = stderr_tail
         elif st.ending == "vanished":
             trajectory.stop_reason = "agent_error"
-            result.error_kind = "agent_error"
+            result.error_kind = ErrorKind.AGENT_ERROR
             result.error = (f"{self.program.program} is gone without an exit code (the run directory vanished)"
                             + (f"; stderr: {stderr_tail[-500:]}" if stderr_tail.strip() else ""))
             result.artifacts["transcript_tail"] = tail
         elif exit_code != 0 and not parser.valid and _cannot_run(exit_code, stderr_tail):
             trajectory.stop_reason = "agent_unavailable"
-            result.error_kind = "agent_unavailable"
+            result.error_kind = ErrorKind.AGENT_UNAVAILABLE
             result.error = (f"{self.program.program} cannot run in this environment (image "
                             f"{getattr(env, 'image', None) or 'unknown'}): exit {exit_code}"
                             + (f": {stderr_tail.strip()[-500:]}" if stderr_tail.strip() else "")
@@ -833,7 +834,7 @@ class InstalledAgent(Harness):
             result.artifacts["transcript_tail"] = tail
         elif exit_code != 0:
             trajectory.stop_reason = parser.stop_reason or "agent_error"
-            result.error_kind = parser.error_kind or "agent_error"
+            result.error_kind = parser.error_kind or ErrorKind.AGENT_ERROR
             result.error = (f"{self.program.program} exited {exit_code}"
                             + (f": {parser_error}" if parser_error else "")
                             + (f"; stderr: {stderr_tail[-500:]}" if stderr_tail.strip() else ""))
@@ -842,7 +843,7 @@ class InstalledAgent(Harness):
                 result.artifacts["transcript_tail"] = tail
         elif not parser.valid:
             trajectory.stop_reason = "agent_transcript_invalid"
-            result.error_kind = "agent_transcript_invalid"
+            result.error_kind = ErrorKind.AGENT_TRANSCRIPT_INVALID
             result.error = (f"{self.program.program} exited 0 but its transcript ({st.offset} bytes, "
                             f"{parser.invalid_lines} unreadable lines) held no event {self.name} knows")
             result.artifacts["transcript_tail"] = tail
@@ -852,7 +853,7 @@ class InstalledAgent(Harness):
             if parser_error or parser.error_kind:
                 # the transcript's own verdict stands even when the CLI exits 0 (e.g. Claude's turn limit)
                 result.error = parser_error or parser.error_kind
-                result.error_kind = parser.error_kind or "agent_error"
+                result.error_kind = parser.error_kind or ErrorKind.AGENT_ERROR
                 result.artifacts["stderr_tail"] = stderr_tail
         log.info("%s finished: exit %s, %d steps, stop %s, %.1fs", self.program.program, exit_code,
                  len(trajectory.steps), trajectory.stop_reason, elapsed)

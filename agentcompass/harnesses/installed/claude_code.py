@@ -40,6 +40,7 @@ import msgspec
 
 from ..._errors import ConfigError
 from ..._validate import Count, Seconds
+from ...common.error_kinds import ErrorKind
 from ...interfaces import ComponentContext, PreparedTask, RunContext
 from ...records import Step, ToolCall, Usage
 from .agent import AgentProgram, AgentRun, InstalledAgent, InstalledAgentParams, JsonLinesTranscript
@@ -210,7 +211,7 @@ class ClaudeCodeTranscript(JsonLinesTranscript):
             self.usage = Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion,
                                calls=len(self._usage), cached_tokens=cached)
         if subtype == "error_max_turns" or event.get("terminal_reason") == "max_turns":
-            self.error_kind = "step_limit"
+            self.error_kind = ErrorKind.STEP_LIMIT
         if event.get("is_error"):
             errors = event.get("errors")
             detail = "; ".join(str(e) for e in errors) if isinstance(errors, list) and errors else str(result or "")

@@ -51,6 +51,7 @@ import msgspec
 
 from ..._errors import ConfigError, EnvironmentError_
 from ..._validate import Count, Seconds
+from ...common.error_kinds import ErrorKind
 from ...dependencies import Requirement
 from ...interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
 from ...models.pricing import PRICE_PARAM
@@ -305,21 +306,21 @@ class MiniSweAgent(Harness):
         return result
 
     def _error(self, exit_status: str, timed_out: bool, n_calls: int,
-               timeouts: list[str]) -> tuple[str | None, str | None]:
+               timeouts: list[str]) -> tuple[ErrorKind | None, str | None]:
         if timed_out:
-            return "agent_timeout", f"mini-swe-agent stopped at its {self.timeout:g}s timeout"
+            return ErrorKind.AGENT_TIMEOUT, f"mini-swe-agent stopped at its {self.timeout:g}s timeout"
         if exit_status == "LimitsExceeded":
             if 0 < self.step_limit <= n_calls:
-                return "step_limit", f"mini-swe-agent reached its step_limit of {self.step_limit} model calls"
-            return "cost_limit", f"mini-swe-agent reached its cost_limit of ${self.cost_limit:g}"
+                return ErrorKind.STEP_LIMIT, f"mini-swe-agent reached its step_limit of {self.step_limit} model calls"
+            return ErrorKind.COST_LIMIT, f"mini-swe-agent reached its cost_limit of ${self.cost_limit:g}"
         if exit_status == "TimeExceeded":
-            return "agent_timeout", "mini-swe-agent reached its wall_time_limit_seconds"
+            return ErrorKind.AGENT_TIMEOUT, "mini-swe-agent reached its wall_time_limit_seconds"
         if exit_status == "RepeatedFormatError":
-            return "format_error_limit", "mini-swe-agent stopped after repeated format errors"
+            return ErrorKind.FORMAT_ERROR_LIMIT, "mini-swe-agent stopped after repeated format errors"
         if exit_status != "Submitted":
-            return "agent_exit", f"mini-swe-agent exited with status {exit_status!r}"
+            return ErrorKind.AGENT_EXIT, f"mini-swe-agent exited with status {exit_status!r}"
         if timeouts:  # recorded (the attempt is still graded): the agent ran something that never ended
-            return "command_timeout", (f"{len(timeouts)} command(s) killed at the {self.command_timeout:g}s "
+            return ErrorKind.COMMAND_TIMEOUT, (f"{len(timeouts)} command(s) killed at the {self.command_timeout:g}s "
                                        f"command_timeout, first: {timeouts[0]}")
         return None, None
 

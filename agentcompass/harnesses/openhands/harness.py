@@ -52,6 +52,7 @@ import msgspec
 
 from ..._errors import ConfigError, EnvironmentError_, ModelError
 from ..._validate import Count, Seconds
+from ...common.error_kinds import ErrorKind
 from ...interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
 from ...models.clients.http import status_kind
 from ...params import as_params
@@ -74,12 +75,12 @@ _STDERR_TAIL = 200
 #: the host variables the bridge inherits (never the host's keys: the model ones come from the gateway).
 #: OpenHands' LLM errors (and LiteLLM's beneath them) -> our ModelError kinds; other errors are the agent's.
 _LLM_ERRORS = {
-    "LLMRateLimitError": "model_rate_limit", "RateLimitError": "model_rate_limit",
-    "LLMServiceUnavailableError": "model_server_error", "ServiceUnavailableError": "model_server_error",
-    "InternalServerError": "model_server_error", "LLMTimeoutError": "model_connection_error",
-    "LLMAuthenticationError": "model_auth", "AuthenticationError": "model_auth",
-    "APIConnectionError": "model_connection_error", "LLMNoResponseError": "model_bad_response",
-    "LLMBadRequestError": "model_bad_request", "BadRequestError": "model_bad_request",
+    "LLMRateLimitError": ErrorKind.MODEL_RATE_LIMIT, "RateLimitError": ErrorKind.MODEL_RATE_LIMIT,
+    "LLMServiceUnavailableError": ErrorKind.MODEL_SERVER_ERROR, "ServiceUnavailableError": ErrorKind.MODEL_SERVER_ERROR,
+    "InternalServerError": ErrorKind.MODEL_SERVER_ERROR, "LLMTimeoutError": ErrorKind.MODEL_CONNECTION_ERROR,
+    "LLMAuthenticationError": ErrorKind.MODEL_AUTH, "AuthenticationError": ErrorKind.MODEL_AUTH,
+    "APIConnectionError": ErrorKind.MODEL_CONNECTION_ERROR, "LLMNoResponseError": ErrorKind.MODEL_BAD_RESPONSE,
+    "LLMBadRequestError": ErrorKind.MODEL_BAD_REQUEST, "BadRequestError": ErrorKind.MODEL_BAD_REQUEST,
 }
 _PASS_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR")
 
@@ -351,22 +352,23 @@ class OpenHands(Harness):
                                                         "metrics": done.get("metrics") or {},
                                                         "exit_code": returncode}})
         if timed_out:
-            result.error_kind, result.error = "agent_timeout", f"openhands stopped at its {self.p.timeout:g}s timeout"
+            result.error_kind = ErrorKind.AGENT_TIMEOUT
+            result.error = f"openhands stopped at its {self.p.timeout:g}s timeout"
         elif not done:
-            result.error_kind = "agent_error"
+            result.error_kind = ErrorKind.AGENT_ERROR
             result.error = f"the openhands bridge exited {returncode} without finishing"
             if faults:
                 result.error += f" ({'; '.join(faults)})"
         elif done.get("error"):
-            result.error_kind, result.error = "agent_error", f"openhands failed: {done['error']}"
+            result.error_kind, result.error = ErrorKind.AGENT_ERROR, f"openhands failed: {done['error']}"
         elif ran_out:
-            result.error_kind = "step_limit"
+            result.error_kind = ErrorKind.STEP_LIMIT
             result.error = f"openhands reached its max_iterations of {self.p.max_iterations}"
         elif status == "stuck":
-            result.error_kind, result.error = "agent_stuck", "openhands' stuck detector stopped the agent"
+            result.error_kind, result.error = ErrorKind.AGENT_STUCK, "openhands' stuck detector stopped the agent"
         elif status != "finished":
-            result.error_kind, result.error = "agent_exit", f"openhands ended with status {status!r}"
-        if result.error_kind == "agent_error":
+            result.error_kind, result.error = ErrorKind.AGENT_EXIT, f"openhands ended with status {status!r}"
+        if result.error_kind == ErrorKind.AGENT_ERROR:
             result.artifacts["openhands"]["stderr_tail"] = "\n".join(stderr)[-8000:]
         log.info("openhands ended %s after %d steps", trajectory.stop_reason, len(steps))
         return result

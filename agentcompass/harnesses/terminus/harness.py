@@ -20,6 +20,7 @@ import msgspec
 
 from ..._errors import EnvironmentError_
 from ..._validate import MAX_COUNT, Count, Seconds
+from ...common.error_kinds import ErrorKind
 from ...interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
 from ...params import as_params
 from ...records import Step, Usage
@@ -123,7 +124,7 @@ class Terminus(Harness):
         usage = Usage()
         result = HarnessResult(trajectory=trajectory, usage=usage,
                                artifacts={"terminus": {"tmux_socket": session.socket, "session": session.name}})
-        stop_reason = "step_limit"
+        stop_reason: str = ErrorKind.STEP_LIMIT
         try:
             await session.start()
             screen, _ = await session.read()
@@ -142,7 +143,7 @@ class Terminus(Harness):
                     step.observation = PARSE_ERROR.format(problem=reply.error)
                     log.info("step %d: parse error (%s)", index, reply.error)
                     if parse_errors >= p.parse_error_limit:
-                        stop_reason = "format_error_limit"
+                        stop_reason = ErrorKind.FORMAT_ERROR_LIMIT
                         break
                     messages.append({"role": "user", "content": step.observation})
                     continue
@@ -166,10 +167,10 @@ class Terminus(Harness):
             await session.kill()
         trajectory.finished_at = time.time()
         trajectory.stop_reason = stop_reason
-        if stop_reason in ("step_limit", "format_error_limit"):  # a budget ran out: still graded
-            result.error_kind = stop_reason
+        if stop_reason in (ErrorKind.STEP_LIMIT, ErrorKind.FORMAT_ERROR_LIMIT):  # a budget ran out: still graded
+            result.error_kind = ErrorKind.of(stop_reason)
             result.error = (f"the agent used all {p.step_limit} steps without confirming task_complete"
-                            if stop_reason == "step_limit" else
+                            if stop_reason == ErrorKind.STEP_LIMIT else
                             f"{p.parse_error_limit} replies in a row were not a usable JSON object")
         return result
 

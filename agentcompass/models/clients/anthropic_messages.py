@@ -35,6 +35,7 @@ import httpx
 import msgspec
 
 from ..._errors import ModelError
+from ...common.error_kinds import ErrorKind
 from ...interfaces import ModelResponse
 from ...records import ToolCall, Usage
 from .http import HttpModelClient, decode_as, json_arguments, parts_text
@@ -44,10 +45,10 @@ DEFAULT_MAX_TOKENS = 4096
 
 _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls",
            "refusal": "content_filter", "model_context_window_exceeded": "length"}
-_ERROR_KINDS = {"rate_limit_error": "model_rate_limit", "overloaded_error": "model_server_error",
-                "api_error": "model_server_error", "authentication_error": "model_auth",
-                "permission_error": "model_auth", "invalid_request_error": "model_bad_request",
-                "request_too_large": "model_bad_request", "not_found_error": "model_bad_request"}
+_ERROR_KINDS = {"rate_limit_error": ErrorKind.MODEL_RATE_LIMIT, "overloaded_error": ErrorKind.MODEL_SERVER_ERROR,
+                "api_error": ErrorKind.MODEL_SERVER_ERROR, "authentication_error": ErrorKind.MODEL_AUTH,
+                "permission_error": ErrorKind.MODEL_AUTH, "invalid_request_error": ErrorKind.MODEL_BAD_REQUEST,
+                "request_too_large": ErrorKind.MODEL_BAD_REQUEST, "not_found_error": ErrorKind.MODEL_BAD_REQUEST}
 
 
 class _Block(msgspec.Struct):
@@ -77,7 +78,7 @@ def _obj(value: Any) -> dict[str, Any]:
 
 
 def _bad_request(message: str) -> ModelError:
-    return ModelError(message, kind="model_bad_request")
+    return ModelError(message, kind=ErrorKind.MODEL_BAD_REQUEST)
 
 
 def _tool_input(arguments: Any) -> Any:
@@ -286,7 +287,7 @@ class AnthropicMessagesClient(HttpModelClient):
                 break
             elif kind == "error":
                 err = _obj(ev.get("error"))
-                raise self.stream_error(_ERROR_KINDS.get(err.get("type", ""), "model_server_error"),
+                raise self.stream_error(_ERROR_KINDS.get(err.get("type", ""), ErrorKind.MODEL_SERVER_ERROR),
                                         f"{err.get('type')}: {err.get('message')}")
         if not done:
             raise self.bad_response("the stream ended before message_stop.")

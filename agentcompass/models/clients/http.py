@@ -30,6 +30,7 @@ import msgspec
 
 from ..._errors import ConfigError, ModelError
 from ..._validate import Count, Seconds, seconds
+from ...common.error_kinds import ErrorKind
 from ...interfaces import ModelResponse
 from ...params import as_params
 from .deadline import KEEPALIVE_EVENTS, Deadline, default_total_timeout
@@ -131,17 +132,17 @@ def positive(value: Any, field: str) -> float:
     return seconds(value, f"model_params.{field}")
 
 
-def status_kind(status: int) -> str:
+def status_kind(status: int) -> ErrorKind:
     """The ``ModelError`` kind of an HTTP error status."""
     if status == 429:
-        return "model_rate_limit"
+        return ErrorKind.MODEL_RATE_LIMIT
     if status >= 500:
-        return "model_server_error"
+        return ErrorKind.MODEL_SERVER_ERROR
     if status in (401, 403):
-        return "model_auth"
+        return ErrorKind.MODEL_AUTH
     if status >= 400:
-        return "model_bad_request"
-    return "model_bad_response"
+        return ErrorKind.MODEL_BAD_REQUEST
+    return ErrorKind.MODEL_BAD_RESPONSE
 
 
 def parts_text(content: Any) -> str | None:
@@ -272,9 +273,9 @@ class HttpModelClient:
     def bad_response(self, what: str, status: int | None = 200) -> ModelError:
         """A ``model_bad_response`` error about this endpoint."""
         return ModelError(self.redact(f"Model {self.model_id!r} at {self.url}: {what}"),
-                          kind="model_bad_response", status=status)
+                          kind=ErrorKind.MODEL_BAD_RESPONSE, status=status)
 
-    def stream_error(self, kind: str, detail: str) -> ModelError:
+    def stream_error(self, kind: ErrorKind, detail: str) -> ModelError:
         """An error the server reported inside a 200 SSE stream."""
         return ModelError(self.redact(f"Model {self.model_id!r} at {self.url} reported an error in its stream: "
                                       f"{detail[:ERROR_SNIPPET]}"), kind=kind, status=200)
@@ -298,7 +299,7 @@ class HttpModelClient:
             payload = msgspec.json.encode(body)
         except (TypeError, msgspec.EncodeError) as exc:
             raise ModelError(f"Request for model {self.model_id!r} is not JSON-serialisable: {exc}",
-                             kind="model_bad_request") from None
+                             kind=ErrorKind.MODEL_BAD_REQUEST) from None
         timeout: httpx.Timeout | Any = httpx.USE_CLIENT_DEFAULT
         stall = self.timeout.read
         assert stall is not None  # always set in __init__
@@ -321,7 +322,7 @@ class HttpModelClient:
             except TimeoutError:
                 raise ModelError(f"Model {self.model_id!r}: no free connection within {self.timeout.pool:g}s "
                                  f"(max_connections={self.max_connections}).",
-                                 kind="model_connection_error") from None
+                                 kind=ErrorKind.MODEL_CONNECTION_ERROR) from None
             deadline = Deadline(stall, total)
             try:
                 async with deadline.scope:
@@ -338,15 +339,15 @@ class HttpModelClient:
         except httpx.TimeoutException as exc:
             raise ModelError(self.redact(
                 f"Model {self.model_id!r} at {self.url} timed out ({type(exc).__name__})."),
-                kind="model_connection_error") from None
+                kind=ErrorKind.MODEL_CONNECTION_ERROR) from None
         except httpx.DecodingError as exc:
             raise ModelError(self.redact(
                 f"Model {self.model_id!r} at {self.url} sent an undecodable body: {exc}"),
-                kind="model_bad_response") from None
+                kind=ErrorKind.MODEL_BAD_RESPONSE) from None
         except httpx.RequestError as exc:
             raise ModelError(self.redact(
                 f"Model {self.model_id!r} at {self.url} is unreachable or dropped the connection: "
-                f"{type(exc).__name__}: {exc}"), kind="model_connection_error") from None
+                f"{type(exc).__name__}: {exc}"), kind=ErrorKind.MODEL_CONNECTION_ERROR) from None
         finally:
             shard.load -= 1
 
@@ -368,7 +369,8 @@ class HttpModelClient:
     def _too_large(self, status: int) -> ModelError:
         return ModelError(self.redact(
             f"Model {self.model_id!r} at {self.url} sent an answer larger than max_response_bytes="
-            f"{self.max_response_bytes}; the rest was not read."), kind="model_response_too_large", status=status)
+            f"{self.max_response_bytes}; the rest was not read."), kind=ErrorKind.MODEL_RESPONSE_TOO_LARGE,
+            status=status)
 
     async def _read_capped(self, resp: httpx.Response) -> bytes:
         """The decoded body, read in chunks; past ``max_response_bytes`` the read stops with an error."""
@@ -410,7 +412,7 @@ class HttpModelClient:
     def _deadline_error(self, deadline: Deadline, stream: bool) -> ModelError:
         what = deadline.reason(stream)
         return ModelError(self.redact(f"Model {self.model_id!r} at {self.url} timed out: {what}."),
-                          kind="model_connection_error")
+                          kind=ErrorKind.MODEL_CONNECTION_ERROR)
 
     async def _post_stream(self, http: httpx.AsyncClient, payload: bytes, headers: Any, timeout: Any,
                            raw: list[Any] | None, deadline: Deadline) -> ModelResponse:
@@ -453,7 +455,8 @@ class HttpModelClient:
             pass
         kind = status_kind(status)
         # 429s say when to come back; so do many 503s
-        retry_after = parse_retry_after(resp.headers) if kind in ("model_rate_limit", "model_server_error") else None
+        waits = kind in (ErrorKind.MODEL_RATE_LIMIT, ErrorKind.MODEL_SERVER_ERROR)
+        retry_after = parse_retry_after(resp.headers) if waits else None
         message = self.redact(f"Model {self.model_id!r} at {self.url} answered HTTP {status}: {detail}")
         return ModelError(message, kind=kind, status=status, retry_after=retry_after)
 

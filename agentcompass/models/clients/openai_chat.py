@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 import httpx
 import msgspec
 
+from ...common.error_kinds import ErrorKind
 from ...interfaces import ModelResponse
 from ...records import ToolCall, Usage
 from .http import RESERVED_PARAMS, HttpModelClient, decode_as, json_arguments, parse_retry_after, parts_text
@@ -135,7 +136,7 @@ class OpenAIChatClient(HttpModelClient):
             if chunk.get("error"):
                 err = chunk["error"]
                 detail = str(err.get("message") if isinstance(err, dict) else err)
-                raise self.stream_error("model_server_error", detail)
+                raise self.stream_error(ErrorKind.MODEL_SERVER_ERROR, detail)
             if isinstance(chunk.get("usage"), dict):
                 usage = chunk["usage"]
             for choice in chunk.get("choices") or ():

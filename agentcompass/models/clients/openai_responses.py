@@ -31,6 +31,7 @@ import httpx
 import msgspec
 
 from ..._errors import ModelError
+from ...common.error_kinds import ErrorKind
 from ...interfaces import ModelResponse
 from ...records import ToolCall, Usage
 from .http import HttpModelClient, decode_as, json_arguments, parts_text
@@ -80,12 +81,12 @@ class _Response(msgspec.Struct):
     usage: _Usage | None = None
 
 
-def _error_kind(code: str | None) -> str:
+def _error_kind(code: str | None) -> ErrorKind:
     if code == "rate_limit_exceeded":
-        return "model_rate_limit"
+        return ErrorKind.MODEL_RATE_LIMIT
     if code and code.startswith("invalid"):
-        return "model_bad_request"
-    return "model_server_error"
+        return ErrorKind.MODEL_BAD_REQUEST
+    return ErrorKind.MODEL_SERVER_ERROR
 
 
 def _input_content(content: Any) -> Any:
@@ -110,7 +111,7 @@ def to_input(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """OpenAI chat ``messages`` as Responses ``input`` items. Raises ``ModelError`` (bad request)."""
     if not isinstance(messages, list):
         raise ModelError(f"messages must be a list of chat messages, got {type(messages).__name__}.",
-                         kind="model_bad_request")
+                         kind=ErrorKind.MODEL_BAD_REQUEST)
     items: list[dict[str, Any]] = []
     for i, m in enumerate(messages):
         role = m.get("role") if isinstance(m, dict) else None
@@ -130,7 +131,7 @@ def to_input(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
                           "output": parts_text(m.get("content")) or ""})
         else:
             raise ModelError(f"messages[{i}] has role {role!r}; allowed: system, developer, user, assistant, tool.",
-                             kind="model_bad_request")
+                             kind=ErrorKind.MODEL_BAD_REQUEST)
     return items
 
 

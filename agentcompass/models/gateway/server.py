@@ -70,6 +70,7 @@ import httpx
 import msgspec
 from aiohttp import web
 
+from ...common.error_kinds import ErrorKind
 from ...engine.redact import Redactor
 from ...records import Usage
 from ..adaptive import AdaptiveLimiter, Outcome, Ticket
@@ -700,13 +701,15 @@ class Gateway:
                 up.limiter.release(ticket, "error")
                 if not deadline.scope.expired():
                     raise
-                kind, last = "model_connection_error", f"the model endpoint timed out ({deadline.reason(False)})"
+                kind = ErrorKind.MODEL_CONNECTION_ERROR
+                last = f"the model endpoint timed out ({deadline.reason(False)})"
             except httpx.TimeoutException as exc:
                 up.limiter.release(ticket, "error")
-                kind, last = "model_connection_error", f"the model endpoint timed out ({type(exc).__name__})"
+                kind, last = ErrorKind.MODEL_CONNECTION_ERROR, f"the model endpoint timed out ({type(exc).__name__})"
             except httpx.RequestError as exc:
                 up.limiter.release(ticket, "error")
-                kind, last = "model_connection_error", f"the model endpoint is unreachable ({type(exc).__name__})"
+                kind = ErrorKind.MODEL_CONNECTION_ERROR
+                last = f"the model endpoint is unreachable ({type(exc).__name__})"
             except BaseException:
                 up.limiter.release(ticket, "error")
                 raise
@@ -722,7 +725,7 @@ class Gateway:
                     return _Answer(resp, ticket, deadline, "ok" if resp.status_code < 400 else "error",
                                    max_bytes=up.max_response_bytes)
                 retry_after = up.policy.cap(parse_retry_after(resp.headers))  # max_backoff_s bounds the pause too
-                kind = "model_rate_limit" if resp.status_code == 429 else "model_server_error"
+                kind = ErrorKind.MODEL_RATE_LIMIT if resp.status_code == 429 else ErrorKind.MODEL_SERVER_ERROR
                 outcome: Outcome = "rate_limited" if resp.status_code == 429 else "error"
                 if not up.policy.allows(kind, failures + 1, 0):
                     # out of tries: the client gets it
