@@ -1,0 +1,1 @@
+"""Modules shared by several component families."""
