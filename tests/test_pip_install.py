@@ -193,3 +193,13 @@ async def test_a_lock_held_by_another_process_is_waited_for_until_the_deadline(t
         holder.kill()
         await holder.wait()
     assert runs == []
+
+
+async def test_an_unusable_lock_or_python_is_the_installs_error(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(PipInstallError, match="cannot create the install lock") as err:
+        await pip_install(["acpip-x==1.0"], lock=tmp_path / "a-file" / "x.lock", timeout_s=10)
+    assert err.value.reason == "failed"
+    with pytest.raises(PipInstallError, match="Installing acpip-x==1.0 failed: cannot start ") as err:
+        await pip_install(["acpip-x==1.0"], python=tmp_path / "no-python", lock=tmp_path / "x.lock", timeout_s=10)
+    assert err.value.reason == "failed"

@@ -174,9 +174,13 @@ class Installer:
         who = ", ".join(names)
         if self.on_run is not None:
             self.on_run(argv)
-        proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT, env=self.env, start_new_session=True)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT, env=self.env, start_new_session=True)
+        except OSError as exc:
+            raise PipInstallError(f"Installing {who} failed: cannot start {argv[0]}: {exc}", packages=names,
+                                  reason="failed") from None
         out = _CappedOutput()
 
         async def pump() -> None:
@@ -222,6 +226,13 @@ async def _kill(proc: asyncio.subprocess.Process) -> None:
         pass
 
 
+def _make_lock_file(path: Path) -> None:
+    """The lock file and its directory, made in a thread (the lock then opens it without touching the disk
+    much); an unwritable place is the install's error, not a bare OSError."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o644))
+
+
 @contextlib.asynccontextmanager
 async def locked(what: str, *, lock: str | Path, timeout_s: float, cancelled: threading.Event | None = None,
                  env: Mapping[str, str] | None = None,
@@ -238,6 +249,11 @@ async def locked(what: str, *, lock: str | Path, timeout_s: float, cancelled: th
         return PipInstallError(f"Installing {what}: another installer held the install lock {lock} for over "
                                f"{timeout_s:g}s.", packages=[what], reason="lock_timeout")
 
+    try:
+        await asyncio.to_thread(_make_lock_file, Path(lock))
+    except OSError as exc:
+        raise PipInstallError(f"Installing {what} failed: cannot create the install lock {lock}: {exc}",
+                              packages=[what], reason="failed") from None
     async with async_file_lock(lock, timeout_s, error, cancelled=cancelled, poll_s=_POLL_S):
         yield Installer(what, deadline=deadline, timeout_s=timeout_s, cancelled=cancelled, env=env, on_run=on_run)
 
