@@ -25,7 +25,7 @@ lock spares this one its pip run.
 
 Settings (read from the environment, never written):
 
-- ``AGENTCOMPASS_PIP_TIMEOUT``: seconds one pip run may take (default 900, a slow mirror).
+- ``AGENTCOMPASS_PIP_TIMEOUT``: seconds one install may take, its lock wait included (default 900, a slow mirror).
 - ``AGENTCOMPASS_PIP_TARGET``: install into this directory (``pip --target``) instead of the running
   environment; the directory is appended to ``sys.path``. For read-only environments and tests.
 - pip's own settings apply as usual (``PIP_INDEX_URL``, ``PIP_EXTRA_INDEX_URL``, ``pip.conf``...).

@@ -222,7 +222,7 @@ async def _kill(proc: asyncio.subprocess.Process) -> None:
         await asyncio.wait_for(asyncio.shield(proc.wait()), _KILL_WAIT_S)
     except TimeoutError:
         log.warning("pip (pid %d) was killed but did not exit within %gs", proc.pid, _KILL_WAIT_S)
-    except BaseException:
+    except BaseException:  # cancelled again while reaping: the first cancellation is already on its way out
         pass
 
 
