@@ -16,14 +16,16 @@ A requirement counts as present when its module can be imported (``importlib.uti
 installed distribution's version (``importlib.metadata``) matches the requirement's specifier; a too-old (or
 too-new) one counts as missing, so an install upgrades it. Missing ones are either refused with a
 ``ConfigError`` naming the ``pip install ...`` command and ``auto_install_dependencies=True``, or installed by
-``sys.executable -m pip install`` in an asyncio subprocess (awaited, never blocking the loop, killed with its
-process group on timeout or cancellation). pip is run once per requirement per process: concurrent callers
-(other requests, other event loops, other threads) await the same install; a success is remembered, a failure
-is reported to everyone waiting and a later call tries again.
+``sys.executable -m pip install`` through the engine's one installer (``common.pip_install``: an awaited
+subprocess, killed with its process group on timeout or cancellation, under the target's lock across
+processes). pip is run once per requirement per process: concurrent callers (other requests, other event loops,
+other threads) await the same install; a success is remembered, a failure is reported to everyone waiting and a
+later call tries again. Another process that installed it into the same target while this one waited for the
+lock spares this one its pip run.
 
 Settings (read from the environment, never written):
 
-- ``AGENTCOMPASS_PIP_TIMEOUT``: seconds one pip run may take (default 900, a slow mirror).
+- ``AGENTCOMPASS_PIP_TIMEOUT``: seconds one install may take, its lock wait included (default 900, a slow mirror).
 - ``AGENTCOMPASS_PIP_TARGET``: install into this directory (``pip --target``) instead of the running
   environment; the directory is appended to ``sys.path``. For read-only environments and tests.
 - pip's own settings apply as usual (``PIP_INDEX_URL``, ``PIP_EXTRA_INDEX_URL``, ``pip.conf``...).
@@ -36,17 +38,12 @@ masked) for the caller's log.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import importlib
 import importlib.metadata
 import importlib.util
-import logging
 import math
 import os
-import re
-import shlex
-import signal
 import sys
 import threading
 import time
@@ -57,6 +54,7 @@ from packaging.requirements import InvalidRequirement
 from packaging.requirements import Requirement as _PipRequirement
 
 from ._errors import ConfigError
+from .common.pip_install import PipInstallError, mask_credentials, pip_install, pip_shell_command
 from .common.process_once import ProcessOnce
 from .records import DependencyInstalled, DependencyInstalling, ProgressEvent
 
@@ -66,12 +64,6 @@ __all__ = ["DEFAULT_PIP_TIMEOUT_S", "InstallReport", "Requirement", "ensure_inst
 DEFAULT_PIP_TIMEOUT_S = 900.0
 TIMEOUT_ENV = "AGENTCOMPASS_PIP_TIMEOUT"
 TARGET_ENV = "AGENTCOMPASS_PIP_TARGET"
-#: pip output kept for the log: the first and the last bytes of it.
-OUTPUT_HEAD_BYTES = 4096
-OUTPUT_TAIL_BYTES = 16384
-_KILL_WAIT_S = 10.0
-log = logging.getLogger("agentcompass.dependencies")
-_URL_CREDENTIALS = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s@]+@")
 
 
 @dataclass(frozen=True)
@@ -105,7 +97,7 @@ class InstallReport:
 
 def pip_command(reqs: Iterable[Requirement]) -> str:
     """The command a user runs to install ``reqs`` into the running interpreter."""
-    return shlex.join([sys.executable, "-m", "pip", "install", *(r.pip for r in reqs)])
+    return pip_shell_command([r.pip for r in reqs])
 
 
 def _version_matches(req: Requirement) -> bool:
@@ -208,93 +200,41 @@ def _add_target_to_path(target: str | None) -> None:
             importlib.invalidate_caches()
 
 
-def mask_credentials(text: str) -> str:
-    """``https://user:token@host`` -> ``https://***@host``."""
-    return _URL_CREDENTIALS.sub(r"\1***@", text)
-
-
-class _CappedOutput:
-    def __init__(self) -> None:
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.dropped = 0
-
-    def add(self, chunk: bytes) -> None:
-        room = OUTPUT_HEAD_BYTES - len(self.head)
-        if room > 0:
-            self.head += chunk[:room]
-            chunk = chunk[room:]
-        self.tail += chunk
-        if len(self.tail) > OUTPUT_TAIL_BYTES:
-            cut = len(self.tail) - OUTPUT_TAIL_BYTES
-            self.dropped += cut
-            del self.tail[:cut]
-
-    def text(self) -> str:
-        gap = f"\n[... {self.dropped} bytes of pip output left out ...]\n" if self.dropped else ""
-        return mask_credentials((bytes(self.head).decode(errors="replace") + gap
-                                 + bytes(self.tail).decode(errors="replace")).strip())
-
-
-def _kill_group(proc: asyncio.subprocess.Process) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)  # pip's own children (build backends) too
-
-
-def _pip_argv(req: Requirement, target: str | None) -> list[str]:
-    cmd = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
-    if target is not None:
-        os.makedirs(target, exist_ok=True)
-        # --upgrade: without it pip --target keeps an older copy already there (a version that did not match)
-        cmd += ["--target", os.path.abspath(target), "--upgrade"]
-    return [*cmd, req.pip]
+def _pip_target(target: str | None) -> tuple[str | None, tuple[str, ...]]:
+    """pip's ``--target`` (absolute, made) and the options it needs."""
+    if target is None:
+        return None, ()
+    os.makedirs(target, exist_ok=True)
+    # --upgrade: without it pip --target keeps an older copy already there (a version that did not match)
+    return os.path.abspath(target), ("--upgrade",)
 
 
 async def _run_pip(req: Requirement, *, field: str, timeout_s: float, target: str | None,
                    pip_env: Mapping[str, str] | None) -> InstallReport:
-    cmd = await asyncio.to_thread(_pip_argv, req, target)
-    env = {**os.environ, **(pip_env or {})}
-    with _lock:
-        _counts[req.pip] = _counts.get(req.pip, 0) + 1
-    started = time.monotonic()
-    proc = await asyncio.create_subprocess_exec(
-        *cmd, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        env=env, start_new_session=True)
-    out = _CappedOutput()
+    pip_target, options = await asyncio.to_thread(_pip_target, target)
 
-    async def pump() -> None:
-        assert proc.stdout is not None
-        while chunk := await proc.stdout.read(65536):
-            out.add(chunk)
-        await proc.wait()
+    def count(_: list[str]) -> None:
+        with _lock:
+            _counts[req.pip] = _counts.get(req.pip, 0) + 1
+
+    def present() -> bool:  # another process installed it into the same target while this one waited
+        _add_target_to_path(target)
+        importlib.invalidate_caches()
+        return not missing([req])
 
     try:
-        await asyncio.wait_for(pump(), timeout_s)
-    except TimeoutError:
-        _kill_group(proc)
-        try:
-            await asyncio.wait_for(proc.wait(), _KILL_WAIT_S)
-        except TimeoutError:  # the caller still gets the error naming its field
-            log.warning("pip (pid %d) was killed but did not exit within %gs", proc.pid, _KILL_WAIT_S)
-        raise ConfigError(f"Installing {req.pip!r} timed out after {timeout_s:g}s (set {TIMEOUT_ENV} for a slow "
-                          f"mirror). pip said: {out.text()[-1000:]}\nInstall it yourself: {pip_command([req])}",
-                          field=field) from None
-    except BaseException:  # cancelled: pip must not outlive the request that started it
-        _kill_group(proc)
-        with contextlib.suppress(BaseException):
-            await asyncio.wait_for(asyncio.shield(proc.wait()), _KILL_WAIT_S)
-        raise
-    text = out.text()
-    if proc.returncode != 0:
-        raise ConfigError(f"Installing {req.pip!r} failed (pip exit {proc.returncode}): {text[-1000:]}\n"
-                          f"Install it yourself: {pip_command([req])}", field=field)
+        run = await pip_install([req.pip], timeout_s=timeout_s, target=pip_target, options=options, done=present,
+                                env=pip_env, on_run=count)
+    except PipInstallError as exc:
+        hint = f" (set {TIMEOUT_ENV} for a slow mirror)" if exc.reason in ("timeout", "lock_timeout") else ""
+        raise ConfigError(f"{exc}{hint}\nInstall it yourself: {pip_command([req])}", field=field) from None
     _add_target_to_path(target)
     importlib.invalidate_caches()
     if await asyncio.to_thread(missing, [req]):
         raise ConfigError(f"Installed {req.pip!r} but module {req.module!r} still cannot be imported (or an "
                           f"earlier copy on sys.path does not match). Install it yourself: {pip_command([req])}",
                           field=field)
-    return InstallReport(req, round(time.monotonic() - started, 3), ran_pip=True, output=text)
+    return InstallReport(req, run.seconds, ran_pip=run.ran, output=run.output)
 
 
 async def ensure_installed(reqs: Iterable[Requirement], *, auto_install: bool, field: str, who: str = "",

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from agentcompass import dependencies
 from agentcompass._errors import ConfigError
+from agentcompass.common import pip_install
 from agentcompass.dependencies import Requirement, ensure_installed, install_counts, missing, pip_command
 from agentcompass.records import DependencyInstalled, DependencyInstalling, ProgressEvent
 from tests.pypi_index import SimpleIndex
@@ -174,9 +174,9 @@ async def test_pip_that_outlives_its_kill_still_ends_in_the_config_error(
         index: SimpleIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     """No wait for the killed pip to exit (it cannot have been reaped yet): the caller still gets the
     ConfigError naming its field, not a bare TimeoutError, and the log says so."""
-    monkeypatch.setattr(dependencies, "_KILL_WAIT_S", 0.0)
+    monkeypatch.setattr(pip_install, "_KILL_WAIT_S", 0.0)
     index.add_wheel("acdep-unkilled", "1.0", {"acdep_unkilled/__init__.py": ""}, gated=True)
-    with caplog.at_level(logging.WARNING, logger="agentcompass.dependencies"), pytest.raises(ConfigError) as exc:
+    with caplog.at_level(logging.WARNING, logger="agentcompass.pip_install"), pytest.raises(ConfigError) as exc:
         await ensure_installed([Requirement("acdep-unkilled==1.0", "acdep_unkilled")], auto_install=True,
                                field="harness", target=str(tmp_path / "t"), pip_env=pip_env(index), timeout_s=3)
     assert exc.value.field == "harness" and "timed out after 3s" in str(exc.value)

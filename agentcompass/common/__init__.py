@@ -1,2 +1,2 @@
-"""Mechanisms every part of AgentCompass shares: the data dir, Hub downloads, file locks, bounded loading, backoff,
-error kinds."""
+"""Mechanisms every part of AgentCompass shares: the data dir, Hub downloads, file locks, the pip installer,
+bounded loading, backoff, error kinds."""

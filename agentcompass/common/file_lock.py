@@ -2,7 +2,7 @@
 
 The kernel drops a lock when its holder dies, even by SIGKILL, so a crashed holder never blocks the next one.
 Each caller names its own errors: ``error("timeout")`` is raised once ``timeout_s`` has passed, and
-``error("cancelled")`` as soon as ``cancelled`` is set (sync form only).
+``error("cancelled")`` as soon as ``cancelled`` is set (at the next poll in the async form).
 """
 
 from __future__ import annotations
@@ -59,12 +59,15 @@ def file_lock(path: str | Path, timeout_s: float, error: Callable[[LockWaitEnd],
 
 @contextlib.asynccontextmanager
 async def async_file_lock(path: str | Path, timeout_s: float, error: Callable[[LockWaitEnd], BaseException], *,
-                          poll_s: float = 0.5, mode: int = 0o644) -> AsyncIterator[None]:
+                          cancelled: threading.Event | None = None, poll_s: float = 0.5,
+                          mode: int = 0o644) -> AsyncIterator[None]:
     """:func:`file_lock` for the event loop: the wait sleeps on the loop, not in a thread."""
     fd = _open(path, mode)
     try:
         deadline = time.monotonic() + timeout_s
         while not _try_lock(fd):
+            if cancelled is not None and cancelled.is_set():
+                raise error("cancelled")
             if time.monotonic() > deadline:
                 raise error("timeout")
             await asyncio.sleep(poll_s)

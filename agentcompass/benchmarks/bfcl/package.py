@@ -9,22 +9,19 @@ already importable in the running interpreter at the pinned version is used as i
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import importlib.metadata
 import importlib.util
 import os
 import shlex
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 from ..._errors import ConfigError
-from ...common.file_lock import LockWaitEnd, file_lock
+from ...common.pip_install import PipInstallError, locked, pip_argv
 
 #: the release whose data and checker our grading is tested against.
 BFCL_EVAL_VERSION = "2026.3.23"
@@ -33,6 +30,9 @@ EXTRA_PACKAGES: tuple[str, ...] = ("mpmath==1.3.0",)
 #: the cache directory (``pip --target``) to use instead of ``~/.cache/agentcompass/bfcl-eval-<version>``.
 DIR_ENV = "AGENTCOMPASS_BFCL_DIR"
 _PIP_TIMEOUT_S = 600.0
+#: what is installed (``--no-deps``): bfcl-eval and what its API classes import.
+PACKAGES: tuple[str, ...] = (f"bfcl-eval=={BFCL_EVAL_VERSION}", *EXTRA_PACKAGES)
+_OPTIONS = ("--no-deps",)
 
 
 def cache_dir() -> Path:
@@ -46,8 +46,7 @@ def cache_dir() -> Path:
 
 def install_command(target: Path | None = None) -> list[str]:
     """The pip command that installs bfcl-eval (no dependencies) and mpmath into ``target``."""
-    return [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--no-deps",
-            "--target", str(target or cache_dir()), f"bfcl-eval=={BFCL_EVAL_VERSION}", *EXTRA_PACKAGES]
+    return pip_argv(PACKAGES, target=target or cache_dir(), options=_OPTIONS)
 
 
 def _installed_here() -> bool:
@@ -74,84 +73,101 @@ def _lock_path(target: Path) -> Path:
     return target.parent / f".{target.name}.lock"
 
 
-def _install_lock(target: Path, field: str, cancelled: threading.Event | None,
-                  timeout_s: float = _PIP_TIMEOUT_S) -> contextlib.AbstractContextManager[None]:
-    """One installer at a time per cache directory (test workers, concurrent runs), across processes; waiting
-    for it is given up at ``timeout_s`` or when ``cancelled`` is set."""
-    path = _lock_path(target)
-
-    def error(end: LockWaitEnd) -> ConfigError:
-        if end == "cancelled":
-            return ConfigError(f"installing bfcl-eval was cancelled while waiting for the lock {path}", field=field)
-        return ConfigError(f"another process held the install lock {path} for over {timeout_s:.0f}s (remove it if "
-                           "no installer is running)", field=field)
-
-    return file_lock(path, timeout_s, error, cancelled=cancelled)
-
-
 def _manual_hint(target: Path) -> str:
     return (f"install it by hand with `{shlex.join(install_command(target))}`, or point {DIR_ENV} at a directory "
             "holding it")
 
 
-def _install(target: Path, field: str, cancelled: threading.Event | None) -> None:
-    with _install_lock(target, field, cancelled):
-        if _in_cache(target):  # another process installed it while this one waited
-            return
-        # pip writes into a fresh directory renamed into place once complete: a killed or cancelled install
-        # leaves no half-written cache behind, and one left by an older version is replaced
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-        try:
-            _pip(staging, target, field, cancelled)
-            if target.exists():
-                shutil.rmtree(target)
-            os.replace(staging, target)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+async def _install_async(target: Path, field: str, cancelled: threading.Event | None,
+                         timeout_s: float = _PIP_TIMEOUT_S) -> None:
+    """Install into ``target`` under its lock (one installer at a time per cache directory, across processes:
+    test workers, concurrent runs); given up at ``timeout_s`` or when ``cancelled`` is set."""
+    try:
+        async with locked(f"bfcl-eval=={BFCL_EVAL_VERSION}", lock=_lock_path(target), timeout_s=timeout_s,
+                          cancelled=cancelled) as install:
+            if await asyncio.to_thread(_in_cache, target):  # another process installed it while this one waited
+                return
+            # pip writes into a fresh directory renamed into place once complete: a killed or cancelled install
+            # leaves no half-written cache behind, and one left by an older version is replaced
+            staging = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=f".{target.name}.", dir=target.parent))
+            try:
+                await install.pip(PACKAGES, target=staging, options=_OPTIONS)
+                if not await asyncio.to_thread(_in_cache, staging):
+                    raise ConfigError(f"installing bfcl-eval into {target} gave no complete package (data, mpmath, "
+                                      f"dist-info)\n{_manual_hint(target)}", field=field)
+                await asyncio.to_thread(_replace, staging, target)
+            finally:
+                await asyncio.to_thread(shutil.rmtree, staging, True)
+    except PipInstallError as exc:
+        raise ConfigError(f"installing bfcl-eval into {target}: {exc}\n{_manual_hint(target)}", field=field) from None
 
 
-def _pip(staging: Path, target: Path, field: str, cancelled: threading.Event | None) -> None:
-    with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(install_command(staging), stdout=subprocess.DEVNULL, stderr=err,
-                                start_new_session=True)
-        try:
-            deadline = time.monotonic() + _PIP_TIMEOUT_S
-            while proc.poll() is None:
-                if cancelled is not None and cancelled.is_set():
-                    raise ConfigError("installing bfcl-eval was cancelled", field=field)
-                if time.monotonic() > deadline:
-                    raise ConfigError(f"installing bfcl-eval into {target} took over {_PIP_TIMEOUT_S:.0f}s",
-                                      field=field)
-                time.sleep(0.2)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        err.seek(0)
-        tail = err.read()[-2000:].decode(errors="replace")
-    if proc.returncode != 0 or not _in_cache(staging):
-        raise ConfigError(f"installing bfcl-eval into {target} failed: {tail.strip()}\n{_manual_hint(target)}",
-                          field=field)
+def _replace(staging: Path, target: Path) -> None:
+    if target.exists():
+        shutil.rmtree(target)
+    os.replace(staging, target)
+
+
+def _install(target: Path, field: str, cancelled: threading.Event | None,
+             timeout_s: float = _PIP_TIMEOUT_S) -> None:
+    """:func:`_install_async` from synchronous code (the benchmark's constructor, in the engine's worker
+    thread): on a loop of its own, never on a running one."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_install_async(target, field, cancelled, timeout_s))
+    raise ConfigError(f"bfcl-eval=={BFCL_EVAL_VERSION} must be installed, which would block this event loop: "
+                      "construct the benchmark in a worker thread (as the engine does) or await "
+                      "ensure_bfcl_eval_async first.", field=field)
+
+
+def _located(auto_install: bool, field: str) -> Path | None:
+    """Where bfcl_eval is (put on ``sys.path``), None when it still has to be installed into the cache."""
+    if _installed_here():
+        return _package(field)
+    target = cache_dir()
+    if _in_cache(target):
+        _use(target)
+        return _package(field)
+    if not auto_install:
+        raise ConfigError(
+            f"benchmark bfcl needs bfcl-eval=={BFCL_EVAL_VERSION} (its data and API classes), installed "
+            f"without its ~40 dependencies: run `{shlex.join(install_command(target))}` or pass "
+            "auto_install_dependencies=True.", field=field)
+    return None
+
+
+def _package(field: str) -> Path:
+    spec = importlib.util.find_spec("bfcl_eval")
+    if spec is None or spec.origin is None:
+        raise ConfigError("bfcl_eval is not importable after locating it", field=field)
+    return Path(spec.origin).parent
 
 
 def ensure_bfcl_eval(*, auto_install: bool, field: str = "benchmark",
                      cancelled: threading.Event | None = None) -> Path:
     """The ``bfcl_eval`` package directory, importable afterwards. Without it: installed into the cache when
-    ``auto_install`` (given up when ``cancelled`` is set), else a ConfigError naming the command."""
-    if not _installed_here():
-        target = cache_dir()
-        if not _in_cache(target):
-            if not auto_install:
-                raise ConfigError(
-                    f"benchmark bfcl needs bfcl-eval=={BFCL_EVAL_VERSION} (its data and API classes), installed "
-                    f"without its ~40 dependencies: run `{shlex.join(install_command(target))}` or pass "
-                    "auto_install_dependencies=True.", field=field)
-            _install(target, field, cancelled)
-        _use(target)
-    spec = importlib.util.find_spec("bfcl_eval")
-    if spec is None or spec.origin is None:
-        raise ConfigError("bfcl_eval is not importable after locating it", field=field)
-    return Path(spec.origin).parent
+    ``auto_install`` (given up when ``cancelled`` is set; from a thread without a running event loop), else a
+    ConfigError naming the command."""
+    found = _located(auto_install, field)
+    if found is not None:
+        return found
+    target = cache_dir()
+    _install(target, field, cancelled)
+    _use(target)
+    return _package(field)
+
+
+async def ensure_bfcl_eval_async(*, auto_install: bool, field: str = "benchmark",
+                                 cancelled: threading.Event | None = None) -> Path:
+    """:func:`ensure_bfcl_eval` for the event loop: the install is awaited."""
+    found = await asyncio.to_thread(_located, auto_install, field)
+    if found is not None:
+        return found
+    target = cache_dir()
+    await _install_async(target, field, cancelled)
+    await asyncio.to_thread(_use, target)
+    return await asyncio.to_thread(_package, field)
 
 
 def data_dir(package: Path) -> Path:
@@ -169,4 +185,5 @@ if __name__ == "__main__":
     main()
 
 
-__all__ = ["BFCL_EVAL_VERSION", "DIR_ENV", "cache_dir", "data_dir", "ensure_bfcl_eval", "install_command"]
+__all__ = ["BFCL_EVAL_VERSION", "DIR_ENV", "PACKAGES", "cache_dir", "data_dir", "ensure_bfcl_eval",
+           "ensure_bfcl_eval_async", "install_command"]

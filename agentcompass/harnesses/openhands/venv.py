@@ -12,20 +12,16 @@ in a temporary directory and renamed into place once complete; a file lock makes
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
-import time
-from collections.abc import Sequence
 from pathlib import Path
 
 from ..._errors import ConfigError, EnvironmentError_
-from ...common.file_lock import LockWaitEnd, async_file_lock
+from ...common.pip_install import PipInstallError, locked, pip_argv
 
 DEFAULT_VERSION = "1.58.2"
 #: what the terminal and file editor of ``openhands-tools`` import beyond the SDK.
@@ -34,9 +30,6 @@ TOOLS_DEPS = ("binaryornot>=0.6.0", "cachetools", "libtmux>=0.53.0", "func-timeo
 CANDIDATE_VERSIONS = ("3.13", "3.12")
 DEFAULT_INSTALL_TIMEOUT_S = 900.0
 _COMPLETE = ".agentcompass-complete"
-_LOCK_POLL_S = 0.5
-_KILL_WAIT_S = 10.0
-_OUTPUT_TAIL = 4000
 _VERSION_PROBE_S = 10.0
 
 
@@ -103,12 +96,17 @@ def is_ready(venv: Path) -> bool:
     return (venv / _COMPLETE).is_file() and venv_python(venv).exists()
 
 
+def _pip_steps(version: str) -> list[tuple[list[str], tuple[str, ...]]]:
+    """The pip runs (packages, options) that fill the venv."""
+    return [([f"openhands-sdk=={version}", *TOOLS_DEPS], ("-q",)),
+            ([f"openhands-tools=={version}"], ("-q", "--no-deps"))]
+
+
 def install_steps(python: str, venv: Path, version: str) -> list[list[str]]:
     """The commands that build the venv at ``venv``."""
-    pip = [str(venv_python(venv)), "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "-q"]
     return [[python, "-m", "venv", str(venv)],
-            [*pip, f"openhands-sdk=={version}", *TOOLS_DEPS],
-            [*pip, "--no-deps", f"openhands-tools=={version}"]]
+            *(pip_argv(packages, python=venv_python(venv), options=options)
+              for packages, options in _pip_steps(version))]
 
 
 def install_commands(python: str, venv: Path, version: str) -> str:
@@ -124,24 +122,6 @@ def missing_error(python: str, venv: Path, version: str) -> ConfigError:
         field="auto_install_dependencies")
 
 
-async def _run(argv: Sequence[str], deadline: float) -> None:
-    proc = await asyncio.create_subprocess_exec(
-        *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT, start_new_session=True)
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate(), max(deadline - time.monotonic(), 0.1))
-    except BaseException:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        with contextlib.suppress(BaseException):
-            await asyncio.wait_for(proc.wait(), _KILL_WAIT_S)
-        raise
-    if proc.returncode != 0:
-        tail = out.decode(errors="replace")[-_OUTPUT_TAIL:]
-        raise EnvironmentError_(f"installing OpenHands failed: `{shlex.join(argv)}` exited {proc.returncode}:\n"
-                                f"{tail}")
-
-
 async def ensure_venv(python: str, venv: Path, version: str, *, auto_install: bool,
                       timeout_s: float = DEFAULT_INSTALL_TIMEOUT_S) -> Path:
     """The venv's Python, installing the venv first when allowed (else the ConfigError naming the commands)."""
@@ -149,23 +129,22 @@ async def ensure_venv(python: str, venv: Path, version: str, *, auto_install: bo
         return venv_python(venv)
     if not auto_install:
         raise missing_error(python, venv, version)
-    deadline = time.monotonic() + timeout_s
-    lock = venv.parent / f"{venv.name}.lock"
-
-    def error(_: LockWaitEnd) -> TimeoutError:
-        return TimeoutError(f"another process held {lock} past the install deadline")
-
-    async with async_file_lock(lock, timeout_s, error, poll_s=_LOCK_POLL_S):
-        if is_ready(venv):  # another process (or caller) installed it while we waited
-            return venv_python(venv)
-        tmp = venv.parent / f"{venv.name}.tmp-{os.getpid()}"
-        await asyncio.to_thread(shutil.rmtree, tmp, True)
-        await asyncio.to_thread(shutil.rmtree, venv, True)
-        try:
-            for argv in install_steps(python, tmp, version):
-                await _run(argv, deadline)
-            (tmp / _COMPLETE).write_text(f"openhands-sdk=={version}\n{sys.platform}\n")
-            os.replace(tmp, venv)  # bin/python finds its pyvenv.cfg relative to itself, so the move is safe
-        finally:
+    try:
+        async with locked(f"openhands-sdk=={version}", lock=venv.parent / f"{venv.name}.lock",
+                          timeout_s=timeout_s) as install:
+            if is_ready(venv):  # another process (or caller) installed it while we waited
+                return venv_python(venv)
+            tmp = venv.parent / f"{venv.name}.tmp-{os.getpid()}"
             await asyncio.to_thread(shutil.rmtree, tmp, True)
+            await asyncio.to_thread(shutil.rmtree, venv, True)
+            try:
+                await install.run([python, "-m", "venv", str(tmp)])
+                for packages, options in _pip_steps(version):
+                    await install.pip(packages, python=venv_python(tmp), options=options)
+                (tmp / _COMPLETE).write_text(f"openhands-sdk=={version}\n{sys.platform}\n")
+                os.replace(tmp, venv)  # bin/python finds its pyvenv.cfg relative to itself, so the move is safe
+            finally:
+                await asyncio.to_thread(shutil.rmtree, tmp, True)
+    except PipInstallError as exc:
+        raise EnvironmentError_(f"installing OpenHands failed: {exc}") from None
     return venv_python(venv)

@@ -4,6 +4,7 @@ for real against a local PEP 503 index serving stand-in wheels of bfcl-eval and 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import threading
@@ -14,7 +15,7 @@ import pytest
 
 from agentcompass._errors import ConfigError
 from agentcompass.benchmarks.bfcl import package as bfcl_package
-from agentcompass.benchmarks.bfcl.package import BFCL_EVAL_VERSION, _in_cache, _install, _install_lock
+from agentcompass.benchmarks.bfcl.package import BFCL_EVAL_VERSION, _in_cache, _install, _install_async
 from tests.pypi_index import SimpleIndex
 
 pytestmark = pytest.mark.timeout(120)
@@ -52,9 +53,8 @@ def test_a_cancelled_request_stops_waiting_for_the_install_lock(tmp_path: Path) 
 
 def test_the_install_lock_is_given_up_at_its_deadline(tmp_path: Path) -> None:
     target = tmp_path / "bfcl"
-    with _lock_held(target), pytest.raises(ConfigError) as err, _install_lock(target, "benchmark", None,
-                                                                             timeout_s=0.5):
-        pass
+    with _lock_held(target), pytest.raises(ConfigError) as err:
+        _install(target, "benchmark", None, timeout_s=0.5)
     assert "held the install lock" in str(err.value) and ".bfcl.lock" in str(err.value)
 
 
@@ -76,3 +76,25 @@ def test_a_failed_install_leaves_nothing_and_names_the_manual_command(index: Sim
         _install(target, "benchmark", None)
     assert "--no-deps" in str(err.value) and bfcl_package.DIR_ENV in str(err.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == [".bfcl.lock"]
+
+
+async def test_on_an_event_loop_the_install_is_awaited_and_never_run_blocking(index: SimpleIndex,
+                                                                              tmp_path: Path) -> None:
+    target = tmp_path / "bfcl"
+    with pytest.raises(ConfigError, match="would block this event loop"):
+        _install(target, "benchmark", None)  # sync code on the loop: refused, not a loop stalled for minutes
+    assert not target.exists()
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0.05)
+
+    ticker = asyncio.ensure_future(tick())
+    try:
+        await _install_async(target, "benchmark", None)
+    finally:
+        ticker.cancel()
+    assert _in_cache(target) and ticks > 3  # the loop ran on while pip did
