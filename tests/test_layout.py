@@ -1,0 +1,54 @@
+"""The package shows its architecture: one folder per family, and the old module paths users imported still work
+or are named in docs/changelog.md."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PKG = REPO / "agentcompass"
+
+#: family -> at most this many modules directly in it (base, registry glue and the small ones)
+FLAT_CAPS = {"benchmarks": 6, "environments": 10, "harnesses": 10, "models": 10}
+
+
+@pytest.mark.parametrize("family", sorted(FLAT_CAPS))
+def test_each_family_keeps_few_modules_at_its_top(family: str) -> None:
+    flat = sorted(p.name for p in (PKG / family).glob("*.py"))
+    assert len(flat) <= FLAT_CAPS[family], flat
+
+
+def changelog_rows() -> list[tuple[str, str, bool]]:
+    text = (REPO / "docs" / "changelog.md").read_text(encoding="utf-8")
+    return [(m[1], m[2], m[3].strip() == "kept")
+            for m in re.finditer(r"^\| `([\w.]+)` \| `([\w.]+)` \|([^|]*)\|$", text, flags=re.M)]
+
+
+def test_the_changelog_names_every_moved_module_and_each_new_path_imports() -> None:
+    rows = changelog_rows()
+    assert len(rows) > 90
+    for old, new, _ in rows:
+        importlib.import_module(new)
+        if old != new and not any(o == old for o, _, kept in rows if kept):
+            with pytest.raises(ModuleNotFoundError):
+                importlib.import_module(old)
+
+
+@pytest.mark.parametrize("old,name", [
+    ("agentcompass.benchmarks.swebench", "SWEBenchVerified"), ("agentcompass.benchmarks.shell_tasks", "ShellTasks"),
+    ("agentcompass.benchmarks.humaneval", "HumanEval"), ("agentcompass.benchmarks.task_dir", "TaskDir"),
+    ("agentcompass.benchmarks.bfcl", "BFCL"), ("agentcompass.benchmarks.tau2", "Tau2"),
+    ("agentcompass.benchmarks.agentdojo", "AgentDojo"), ("agentcompass.environments.docker", "DockerProvider"),
+    ("agentcompass.environments.local", "LocalProvider"), ("agentcompass.harnesses.terminus", "Terminus"),
+    ("agentcompass.harnesses.mini_swe_agent", "MiniSweAgent"), ("agentcompass.harnesses.openhands", "OpenHands"),
+    ("agentcompass.models.scripted", "ScriptedClient"), ("agentcompass.models.gateway", "canonical_path"),
+])
+def test_a_family_main_module_path_still_answers_its_names(old: str, name: str) -> None:
+    module = importlib.import_module(old)
+    assert getattr(module, name).__module__.startswith(old + ".")
+    with pytest.raises(AttributeError):
+        module.__getattr__("no_such_name")  # type: ignore[operator]
