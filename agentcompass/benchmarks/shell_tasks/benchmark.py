@@ -7,7 +7,7 @@ declarative ``checks`` and/or an ``expected_answer``.
 Grading never trusts anything the agent's code can produce. ``collect`` takes a tar of the agent's workspace;
 ``evaluate`` reads the file checks (contents, directories, modes) from that tar in the engine, where no agent
 code runs. Checks that must run the agent's code (``calls`` of its Python functions, ``run`` of its programs)
-go to a fresh verifier environment holding the workspace and a probe (``shell_tasks_probe.py``) that is given
+go to a fresh verifier environment holding the workspace and a probe (``probe.py``) that is given
 only the inputs: it reports the values and outputs it observed, and the engine compares them with the
 expected values, which never leave the engine. The exit code of the agent's code is never the verdict, so
 ``os._exit(0)``, a replaced ``sys.exit`` or a forged report can at most claim values, and a claim is only a
@@ -420,7 +420,7 @@ class ShellTasks(Benchmark):
 
 @functools.cache
 def _probe_source() -> str:
-    return resources.files(__package__).joinpath("shell_tasks_probe.py").read_text(encoding="utf-8")
+    return resources.files(__package__).joinpath("probe.py").read_text(encoding="utf-8")
 
 
 def _probe_input(check: RunCheck | CallsCheck) -> dict[str, Any]:
