@@ -7,8 +7,10 @@ the other hooks directly, so a subclass overrides only what it needs.
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Iterable
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+from .selection import SELECTION_PARAM, requested_ids, resolve_k, select_tasks
 
 if TYPE_CHECKING:
     from ..dependencies import Requirement
@@ -26,6 +28,8 @@ if TYPE_CHECKING:
     )
     from ..tools import ToolSession
 
+T = TypeVar("T")
+
 #: the dimensions a benchmark measures (``Benchmark.dimension``): the summary and the report group by them.
 DIMENSIONS: tuple[str, ...] = ("tool_use", "web_research", "science", "coding", "productivity")
 
@@ -33,7 +37,8 @@ DIMENSIONS: tuple[str, ...] = ("tool_use", "web_research", "science", "coding", 
 class Benchmark(abc.ABC):
     """Loads tasks, prepares what the agent sees, grades attempts, aggregates metrics.
 
-    Constructed as ``Cls(params, ctx)``; the default constructor keeps both as ``self.params`` and ``self.ctx``."""
+    Constructed as ``Cls(params, ctx)``; the default constructor keeps both as ``self.params`` and ``self.ctx``,
+    resolves ``k`` and reads the selection param (``sample_ids`` or an old name of it) for ``select``."""
 
     #: the benchmark's short name (the class name when not given).
     name: ClassVar[str] = ""
@@ -41,8 +46,12 @@ class Benchmark(abc.ABC):
     version: ClassVar[str] = "0"
     #: packages the benchmark imports, checked (or installed) before it is constructed.
     requirements: ClassVar[tuple[Requirement, ...]] = ()
-    #: attempts per task (usually the ``k`` param), read by the engine after construction.
+    #: attempts per task, read by the engine after construction: the base constructor sets it from the ``k``
+    #: param (or ``avgk``), else ``ComponentContext.k``; a class may declare its own default here.
     k: int = 1
+    #: the task ids the selection param names (None: every task), and that param's name as given.
+    sample_ids: list[str] | None = None
+    selection_field: str = SELECTION_PARAM
     #: what the benchmark measures: one of ``DIMENSIONS``.
     dimension: ClassVar[str] = "coding"
     #: where the tasks came from (e.g. a Hub dataset's resolved commit), recorded in params.json.
@@ -58,6 +67,15 @@ class Benchmark(abc.ABC):
     def __init__(self, params: Any, ctx: ComponentContext) -> None:
         self.params = params
         self.ctx = ctx
+        where = f"benchmark {self.name}"
+        self.k = resolve_k(params, ctx, where, default=type(self).k)
+        self.selection_field, self.sample_ids = requested_ids(params, where)
+
+    def select(self, items: Iterable[T], id_of: Callable[[T], str] | None = None, *, scope: str = "") -> list[T]:
+        """The items the selection param names, in their order (all when it is not given); an unknown id is a
+        ConfigError naming the param. ``id_of(item)`` is an item's task id (default ``item.task_id``)."""
+        return select_tasks(items, self.sample_ids, field=self.selection_field, where=f"benchmark {self.name}",
+                            id_of=id_of, scope=scope)
 
     @abc.abstractmethod
     def load_tasks(self) -> Iterable[TaskSpec] | AsyncIterator[TaskSpec]:

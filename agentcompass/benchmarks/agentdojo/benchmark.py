@@ -29,6 +29,7 @@ from ...params import as_params
 from ...tool_calls import DEFAULT_TOOL_TIMEOUT_S
 from ...tools import RECORD_KEY, ToolSession
 from ..base import Benchmark
+from ..selection import unknown_ids_error
 from . import suites as pkg
 from .grading import grade
 from .metrics import AgentDojoAccumulator
@@ -44,7 +45,8 @@ class AgentDojoParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     ``benchmark_version`` (default: the package's, ``v1.2.2`` in 0.1.35), ``attack`` (None: no injection; else one
     of AgentDojo's attacks, e.g. ``important_instructions``), ``target_model`` (the model name the attacks that
     address the model use, a key of ``agentdojo.models.MODEL_NAMES`` such as ``gpt-4o-2024-05-13``),
-    ``user_tasks`` / ``injection_tasks`` (ids such as ``user_task_3`` or ``banking/user_task_3``; default all),
+    ``sample_ids`` / ``injection_tasks`` (ids such as ``user_task_3`` or ``banking/user_task_3``; default all;
+    ``user_tasks`` is ``sample_ids``' old name),
     ``limit`` (the first N tasks), ``k`` (attempts per task), ``max_iters`` (rounds of tool calls after the first
     model turn, AgentDojo's ``ToolsExecutionLoop`` default 15), ``injection_tasks_as_user_tasks`` (under an attack,
     also run each selected injection task alone as a user task, ``<suite>/<injection_task>``: its goal as the
@@ -56,7 +58,8 @@ class AgentDojoParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     benchmark_version: str | None = None
     attack: str | None = None
     target_model: str | None = None
-    user_tasks: Ids | str | None = None
+    sample_ids: list[str] | str | None = None
+    user_tasks: Ids | str | None = None  # sample_ids' old name
     injection_tasks: Ids | str | None = None
     limit: Count | None = None
     k: Attempts | None = None
@@ -82,12 +85,12 @@ class AgentDojo(Benchmark):
     dimension: ClassVar[str] = "tool_use"
     Params: ClassVar[type[AgentDojoParams]] = AgentDojoParams
     #: the params that pick tasks (changing them never changes what a task is).
-    selection_params: ClassVar[tuple[str, ...]] = ("suites", "user_tasks", "injection_tasks", "limit")
+    selection_params: ClassVar[tuple[str, ...]] = ("suites", "sample_ids", "user_tasks", "injection_tasks", "limit")
     requirements: ClassVar[tuple[Requirement, ...]] = (Requirement("agentdojo>=0.1.35,<0.2", "agentdojo"),)
 
     def __init__(self, params: AgentDojoParams | dict[str, Any], ctx: ComponentContext) -> None:
         p = as_params(AgentDojoParams, params, _WHERE)
-        self.k = p.k or ctx.k or 1
+        super().__init__(p, ctx)
         self.limit = p.limit
         suites = _as_list(p.suites) or list(pkg.SUITES)
         for name in suites:
@@ -122,7 +125,7 @@ class AgentDojo(Benchmark):
                         f"names no model (e.g. important_instructions_no_names). AgentDojo says: {exc}",
                         field="benchmark.params.target_model") from None
         self.dos = any(getattr(a, "is_dos_attack", False) for a in self.attacks.values())
-        self.user_task_ids = self._pick("user_tasks", _as_list(p.user_tasks), lambda s: s.user_tasks)
+        self.user_task_ids = self._pick(self.selection_field, self.sample_ids, lambda s: s.user_tasks)
         if p.injection_tasks is not None and p.attack is None:
             raise ConfigError(f"Parameter 'injection_tasks' of {_WHERE} selects the injection paired with each user "
                               "task under an attack: set 'attack' too (e.g. important_instructions), or leave it out.",
@@ -145,18 +148,20 @@ class AgentDojo(Benchmark):
         if ids is None:
             return None
         out: dict[str, list[str]] = {name: [] for name in self.suites}
+        unknown = []
         for raw in ids:
             suite_name, _, task_id = raw.rpartition("/")
             names = [suite_name] if suite_name else list(self.suites)
             hits = [n for n in names if n in self.suites and task_id in tasks_of(self.suites[n])]
             if not hits:
-                known = [f"{n}/{t}" for n in self.suites for t in tasks_of(self.suites[n])]
-                raise ConfigError(f"Unknown task id {raw!r} in parameter '{field}' of {_WHERE} (suites "
-                                  f"{', '.join(self.suites)}, benchmark version {self.benchmark_version}). Valid ids: "
-                                  f"{', '.join(known)}.{did_you_mean(raw, known)}", field=f"benchmark.params.{field}")
+                unknown.append(raw)
             for n in hits:
                 if task_id not in out[n]:
                     out[n].append(task_id)
+        if unknown:
+            known = [f"{n}/{t}" for n in self.suites for t in tasks_of(self.suites[n])]
+            scope = f"suites {', '.join(self.suites)}, benchmark version {self.benchmark_version}"
+            raise unknown_ids_error(unknown, known, field=field, where=_WHERE, scope=scope)
         return out
 
     def _selected(self, suite_name: str, picked: dict[str, list[str]] | None, available: dict[str, Any]) -> list[str]:

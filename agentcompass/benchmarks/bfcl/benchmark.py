@@ -93,15 +93,17 @@ def load_category(data: Path, category: str) -> tuple[tuple[dict[str, Any], Any]
 
 class BFCLParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """``bfcl`` params: ``categories`` (default: all of ``CATEGORIES``), per category either the first ``limit``
-    questions or a random ``sample`` of them (``seed``), or explicit ``task_ids`` (BFCL's ids, e.g.
-    ``simple_python_0``, ``multi_turn_base_3``); ``k`` attempts per task; ``call_timeout_s``: seconds one multi-turn
-    tool call may run before its worker process is killed and the question ends (default ``CALL_TIMEOUT_S``)."""
+    questions or a random ``sample`` of them (``seed``), or explicit ``sample_ids`` (BFCL's ids, e.g.
+    ``simple_python_0``, ``multi_turn_base_3``; ``task_ids`` is its old name); ``k`` attempts per task;
+    ``call_timeout_s``: seconds one multi-turn tool call may run before its worker process is killed and the
+    question ends (default ``CALL_TIMEOUT_S``)."""
 
     categories: list[str] | None = None
     limit: Count | None = None
     sample: Count | None = None
     seed: int = 0
-    task_ids: list[str] | None = None
+    sample_ids: list[str] | str | None = None
+    task_ids: list[str] | None = None  # sample_ids' old name
     k: Attempts | None = None
     call_timeout_s: Seconds | None = None
 
@@ -149,16 +151,14 @@ class BFCL(Benchmark):
     version: ClassVar[str] = "1"
     dimension: ClassVar[str] = "tool_use"
     Params: ClassVar[type[BFCLParams]] = BFCLParams
-    selection_params: ClassVar[tuple[str, ...]] = ("categories", "limit", "sample", "seed", "task_ids")
+    selection_params: ClassVar[tuple[str, ...]] = ("categories", "limit", "sample", "seed", "sample_ids", "task_ids")
 
     def __init__(self, params: BFCLParams | dict[str, Any], ctx: ComponentContext) -> None:
         p = as_params(BFCLParams, params, _WHERE)
         super().__init__(p, ctx)
-        self.k = p.k or ctx.k or 1
-        for field in ("categories", "task_ids"):
-            if getattr(p, field) == []:
-                raise ConfigError(f"{_WHERE}: '{field}' must not be empty (leave it out for all)",
-                                  field=f"benchmark.params.{field}")
+        if p.categories == []:
+            raise ConfigError(f"{_WHERE}: 'categories' must not be empty (leave it out for all)",
+                              field="benchmark.params.categories")
         # repeated names would run the same question twice under one task id: kept once, first place
         categories = list(dict.fromkeys(p.categories)) if p.categories is not None else list(CATEGORIES)
         bad = [c for c in categories if c not in CATEGORIES]
@@ -175,13 +175,9 @@ class BFCL(Benchmark):
         self.package = ensure_bfcl_eval(auto_install=ctx.auto_install_dependencies, field="benchmark",
                                         cancelled=ctx.cancelled)
         self.data = data_dir(self.package)
-        if p.task_ids is not None:
-            known = {e["id"] for c in self.categories for e, _ in load_category(self.data, c)}
-            missing = [t for t in p.task_ids if t not in known]
-            if missing:
-                raise ConfigError(f"{_WHERE}: unknown task id {missing[0]!r} in 'task_ids' (ids are BFCL's, e.g. "
-                                  f"simple_python_0, of the categories {', '.join(self.categories)})",
-                                  field="benchmark.params.task_ids")
+        # an unknown id fails here, before any run starts
+        self._rows = self.select([(c, row) for c in self.categories for row in load_category(self.data, c)],
+                                 lambda cr: str(cr[1][0]["id"]), scope=f"categories {', '.join(self.categories)}")
         self.source = {"package": "bfcl-eval", "version": BFCL_EVAL_VERSION, "categories": self.categories}
 
     def new_accumulator(self) -> BFCLAccumulator:
@@ -190,12 +186,9 @@ class BFCL(Benchmark):
 
     def load_tasks(self) -> list[TaskSpec]:
         """The selected questions, category by category in the package's order."""
-        wanted = set(self.p.task_ids) if self.p.task_ids is not None else None
         out: list[TaskSpec] = []
         for category in self.categories:
-            rows = list(load_category(self.data, category))
-            if wanted is not None:
-                rows = [r for r in rows if r[0]["id"] in wanted]
+            rows = [row for c, row in self._rows if c == category]
             if self.p.sample is not None and self.p.sample < len(rows):
                 seed = int(hashlib.sha256(f"{self.p.seed}:{category}".encode()).hexdigest()[:16], 16)
                 picked = sorted(random.Random(seed).sample(range(len(rows)), self.p.sample))

@@ -170,7 +170,7 @@ class HumanEval(Benchmark):
 
     def __init__(self, params: HumanEvalParams | dict[str, Any], ctx: ComponentContext) -> None:
         p = as_params(HumanEvalParams, params, _WHERE)
-        self.k = p.k or ctx.k or 1
+        super().__init__(p, ctx)
         self.limit = p.limit
         self.eval_timeout = p.eval_timeout
         self.timeout = p.timeout
@@ -182,13 +182,7 @@ class HumanEval(Benchmark):
             raise ConfigError(f"{_WHERE}: solution_file must be a relative path inside the workspace, got {name!r}",
                               field="benchmark.params.solution_file")
         self.solution_file = name
-        self.sample_ids = [p.sample_ids] if isinstance(p.sample_ids, str) else p.sample_ids
-        if self.sample_ids is not None:
-            known = {t.task_id for t in all_problems()}
-            bad = [i for i in self.sample_ids if i not in known]
-            if bad:
-                raise ConfigError(f"Unknown task id {bad[0]!r} in parameter 'sample_ids' of {_WHERE}. Valid ids: "
-                                  f"HumanEval/0 ... HumanEval/{len(known) - 1}.", field="benchmark.params.sample_ids")
+        self.select(all_problems())  # an unknown id fails here, before any run starts
         if ctx.environment == "local":
             reason = _sandbox_unavailable()
             if reason is not None:
@@ -211,10 +205,7 @@ class HumanEval(Benchmark):
 
     def load_tasks(self) -> list[TaskSpec]:
         """The selected problems, in the dataset's order, cut to ``limit``."""
-        problems = list(all_problems())
-        if self.sample_ids is not None:
-            wanted = set(self.sample_ids)
-            problems = [t for t in problems if t.task_id in wanted]
+        problems = self.select(all_problems())
         out = [TaskSpec(task_id=t.task_id, category="humaneval",
                         input={"prompt": t.prompt, "entry_point": t.entry_point},
                         ground_truth={"test": t.test, "canonical_solution": t.canonical_solution})

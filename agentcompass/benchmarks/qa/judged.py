@@ -129,6 +129,10 @@ def final_answer_text(response: str) -> str:
     return str(found[-1]).strip() if found else response.strip()
 
 
+def _item_id(item: QAItem) -> str:
+    return item.id
+
+
 class JudgedQA(Benchmark):
     """The judge-graded QA family (see the module doc). Subclasses implement ``load_items`` and ``grader_for``."""
 
@@ -150,7 +154,6 @@ class JudgedQA(Benchmark):
         p = as_params(self.Params, params, where)
         super().__init__(p, ctx)
         self.p = p
-        self.k = p.k or ctx.k or 1
         self.data_dir = ctx.data_dir
         prompts = p.judge_prompt if isinstance(p.judge_prompt, dict) else {}
         for kind, text in prompts.items():
@@ -185,22 +188,11 @@ class JudgedQA(Benchmark):
         if p.judge_model is not None:
             p.judge_model.key("benchmark.params.judge_model.api_key_env")
             self._check_judge_url(p.judge_model)
-        if p.sample_ids is not None and not p.sample_ids:
-            raise ConfigError(f"{where}: sample_ids is empty (leave it out for every task)",
-                              field="benchmark.params.sample_ids")
         items = self.load_items()
         ids = [i.id for i in items]
         if len(set(ids)) != len(ids):
             raise ConfigError(f"{where}: the dataset has duplicate ids", field="data_dir")
-        wanted = [p.sample_ids] if isinstance(p.sample_ids, str) else p.sample_ids
-        if wanted is not None:
-            known = set(ids)
-            bad = [i for i in wanted if i not in known]
-            if bad:
-                raise ConfigError(f"{where}: unknown id {bad[0]!r} in sample_ids (the dataset has {len(ids)}, e.g. "
-                                  f"{', '.join(ids[:3])})", field="benchmark.params.sample_ids")
-            keep = set(wanted)
-            items = [i for i in items if i.id in keep]
+        items = self.select(items, _item_id)
         self.items = items if p.limit is None else items[:p.limit]
         if isinstance(p.judge_prompt, str) and self.grading == "judge":
             graders = {self.grader_for(k).name: k for k in sorted({i.kind for i in self.items})}

@@ -34,7 +34,6 @@ from typing import IO, Any, ClassVar, Literal, get_args
 
 import msgspec
 
-from ..._errors import ConfigError
 from ..._validate import Attempts, Count, Seconds
 from ...common.text import truncate_middle
 from ...environments._tar import SpooledArchive, archive_of, forget_members, tar_from_files
@@ -268,6 +267,7 @@ def _as_list(value: list[Any] | str | None) -> list[str] | None:
 class ShellTasks(Benchmark):
     """The bundled shell tasks benchmark (params: ``ShellTasksParams``)."""
 
+    name: ClassVar[str] = "shell_tasks"
     version: ClassVar[str] = "2"
     Params: ClassVar[type[ShellTasksParams]] = ShellTasksParams
     #: the params that pick tasks (changing them never changes what a task is).
@@ -275,29 +275,18 @@ class ShellTasks(Benchmark):
 
     def __init__(self, params: ShellTasksParams | dict[str, Any], ctx: ComponentContext) -> None:
         p = as_params(ShellTasksParams, params, _WHERE)
-        self.k = p.k or ctx.k or 1
+        super().__init__(p, ctx)
         self.repeat = p.repeat
         self.limit: int | None = p.limit
         self.eval_timeout = p.eval_timeout
         self.categories = _as_list(p.categories)
-        self.sample_ids = _as_list(p.sample_ids)
-        if self.sample_ids is not None:
-            known = {t.id for t in all_tasks()}
-            bad = [i for i in self.sample_ids if i not in known]
-            if bad:
-                some = ", ".join(t.id for t in all_tasks()[:6])
-                raise ConfigError(f"Unknown task id {bad[0]!r} in parameter 'sample_ids' of {_WHERE}. "
-                                  f"Valid ids look like: {some}, ... ({len(known)} in all).",
-                                  field="benchmark.params.sample_ids")
+        self.selected()  # an unknown id fails here, before any run starts
 
     def selected(self) -> list[TaskData]:
         """The base tasks picked by ``sample_ids`` and ``categories`` (before repeat and limit)."""
-        tasks = list(all_tasks())
+        tasks = self.select(all_tasks(), lambda t: t.id)
         if self.categories is not None:
             tasks = [t for t in tasks if t.category in self.categories]
-        if self.sample_ids is not None:
-            wanted = set(self.sample_ids)
-            tasks = [t for t in tasks if t.id in wanted]
         return tasks
 
     def load_tasks(self) -> list[TaskSpec]:

@@ -50,7 +50,7 @@ from ...interfaces import (
 from ...metrics import DefaultAccumulator
 from ...params import as_params
 from ..base import Benchmark
-from .dataset import load_instances, select
+from .dataset import load_instances
 from .grading import grade, is_fail_only
 from .grading_version import DEFAULT_GRADING_VERSION, check_grading_version
 from .images import TESTBED, history_hygiene_script, official_image
@@ -114,6 +114,10 @@ def submitted_patch(ctx: EvalContext) -> tuple[str, dict[str, Any], dict[str, An
     return patch, extra, analysis
 
 
+def _instance_id(instance: dict[str, Any]) -> str:
+    return str(instance["instance_id"])
+
+
 class SWEBenchCommonParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """The params of every SWE-bench-family benchmark (see the module docstring). ``eval_timeout`` unset: the
     benchmark's default."""
@@ -162,13 +166,10 @@ class SWEBench(Benchmark):
     def __init__(self, params: SWEBenchCommonParams | dict[str, Any], ctx: ComponentContext) -> None:
         where = f"benchmark {self.name}"
         p = as_params(self.Params, params, where)
-        if p.k is not None and p.avgk is not None:
-            raise ConfigError(f"{where}: give either k or avgk, not both", field="benchmark.params.avgk")
-        self.k = p.avgk or p.k or ctx.k or 1
+        super().__init__(p, ctx)  # k (or avgk) and the selected ids
         self.primary_metric = f"avg@{self.k}" if p.avgk is not None else f"pass@{self.k}"
         self.limit: int | None = p.limit
         self.eval_timeout = p.eval_timeout or self.default_eval_timeout
-        self.sample_ids = [p.sample_ids] if isinstance(p.sample_ids, str) else p.sample_ids
         self.split = p.split or "test"
         self.dataset_file = p.dataset_file or None
         self.namespace, self.arch, self.image_tag, hub = "swebench", "x86_64", "latest", p.hub
@@ -192,7 +193,7 @@ class SWEBench(Benchmark):
             raise ConfigError(f"{where} runs in per-instance images: use environment 'docker' "
                               f"(got {ctx.environment!r}).", field="environment")
         # Fail fast (before any run directory exists) when the dataset is missing or an id is unknown.
-        self._instances = select(self._load(), self.sample_ids, self.name)
+        self._instances = self.select(self._load(), _instance_id)
         self._by_id = {inst["instance_id"]: inst for inst in self._instances}
         for inst in self._instances:  # a row's own grading and image are checked before any run starts
             own_eval_script(inst)

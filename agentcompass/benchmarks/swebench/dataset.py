@@ -19,6 +19,7 @@ from ..._errors import ConfigError
 from ...common.data_dir import default_data_dir
 from ...common.dataset_source import DatasetSource
 from ...common.hub import DatasetDownloadError, HubSettings, ProgressCallback, download, find_cached, split_dir
+from ..selection import SELECTION_PARAM, select_tasks
 
 #: benchmark id -> its Hugging Face dataset names, current first, then the old ones (tried in order).
 HF_DATASETS: dict[str, tuple[str, ...]] = {
@@ -166,15 +167,5 @@ def load_instances(name: str, data_dir: str | None, *, split: str = "test", data
 
 def select(instances: Iterable[dict[str, Any]], sample_ids: list[str] | None, name: str) -> list[dict[str, Any]]:
     """The instances named by ``sample_ids`` (in dataset order), or all; unknown ids are an error."""
-    rows = list(instances)
-    if sample_ids is None:
-        return rows
-    known = {r["instance_id"] for r in rows}
-    missing = [i for i in sample_ids if i not in known]
-    if missing:
-        some = ", ".join(sorted(known)[:5])
-        raise ConfigError(f"benchmark {name}: unknown instance id {missing[0]!r} in sample_ids "
-                          f"({len(missing)} unknown; the dataset has {len(known)}, e.g. {some})",
-                          field="benchmark.params.sample_ids")
-    wanted = set(sample_ids)
-    return [r for r in rows if r["instance_id"] in wanted]
+    return select_tasks(instances, sample_ids, field=SELECTION_PARAM, where=f"benchmark {name}",
+                        id_of=lambda r: str(r["instance_id"]))

@@ -342,8 +342,8 @@ class TaskDir(Benchmark):
     def __init__(self, params: TaskDirParams | dict[str, Any], ctx: ComponentContext) -> None:
         self.where = f"benchmark {self.name}"
         p = as_params(self.Params, params, self.where)
+        super().__init__(p, ctx)
         self.p = p
-        self.k = p.k or ctx.k or 1
         self.data_dir = default_data_dir(ctx.data_dir)
         self._report_download = ctx.report_download
         self._cancelled = ctx.cancelled
@@ -359,14 +359,7 @@ class TaskDir(Benchmark):
             raise ConfigError(f"{self.where}: no task folders (instruction.md and task.toml) under {root}",
                               field="benchmark.params.path")
         self._tasks = {t.task_id: t for t in tasks}
-        ids = [p.sample_ids] if isinstance(p.sample_ids, str) else p.sample_ids
-        if ids is not None:
-            bad = [i for i in ids if i not in self._tasks]
-            if bad:
-                raise ConfigError(f"Unknown task id {bad[0]!r} in parameter 'sample_ids' of {self.where}. Known: "
-                                  f"{', '.join(list(self._tasks)[:8])} ({len(self._tasks)} in all).",
-                                  field="benchmark.params.sample_ids")
-            tasks = [t for t in tasks if t.task_id in set(ids)]
+        tasks = self.select(tasks)
         self._selected = tasks if p.limit is None else tasks[:p.limit]
 
     # ------------------------------------------------------------------ data

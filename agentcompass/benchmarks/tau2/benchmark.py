@@ -10,10 +10,10 @@ conversation) and ``tau2_pass_hat_k.py`` for pass^k. Data and domain code come f
 package (``tau2_domain.py``).
 
 Params: ``domains`` (``airline``, ``retail``; default both), ``split`` (tau2's ``base``: every task; ``train``;
-``test``), ``task_ids`` (``airline/0``...), ``limit`` (tasks at most, per domain order), ``k`` (tries per task),
-``user_model`` (required: ``{"id", "base_url", "api_key", "api_protocol", "params", ...}``), ``max_steps`` (200)
-and ``max_errors`` (10) as in tau2, ``tool_timeout`` (seconds one tool call may take, 60; past it the agent gets an
-error and the conversation ends, scored 0).
+``test``), ``sample_ids`` (``airline/0``...; ``task_ids`` is its old name), ``limit`` (tasks at most, per domain
+order), ``k`` (tries per task), ``user_model`` (required: ``{"id", "base_url", "api_key", "api_protocol",
+"params", ...}``), ``max_steps`` (200) and ``max_errors`` (10) as in tau2, ``tool_timeout`` (seconds one tool call
+may take, 60; past it the agent gets an error and the conversation ends, scored 0).
 """
 
 from __future__ import annotations
@@ -55,7 +55,8 @@ class Tau2Params(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     user_model: ModelEndpoint | None = None
     domains: list[str] | str = msgspec.field(default_factory=lambda: list(DOMAINS))
     split: str = "base"
-    task_ids: list[str] | str | None = None
+    sample_ids: list[str] | str | None = None
+    task_ids: list[str] | str | None = None  # sample_ids' old name
     limit: Count | None = None
     k: Attempts | None = None
     max_steps: Count = 200
@@ -70,11 +71,12 @@ class Tau2(Benchmark):
     version: ClassVar[str] = "1"
     dimension: ClassVar[str] = "tool_use"
     Params: ClassVar[type[Tau2Params]] = Tau2Params
-    selection_params: ClassVar[tuple[str, ...]] = ("domains", "split", "task_ids", "limit")
+    selection_params: ClassVar[tuple[str, ...]] = ("domains", "split", "sample_ids", "task_ids", "limit")
     requirements: ClassVar[tuple[Requirement, ...]] = (REQUIREMENT,)
 
     def __init__(self, params: Tau2Params | dict[str, Any], ctx: ComponentContext) -> None:
         p = as_params(Tau2Params, params, _WHERE)
+        super().__init__(p, ctx)
         domains = [p.domains] if isinstance(p.domains, str) else list(p.domains)
         bad = [d for d in domains if d not in DOMAINS]
         if bad or not domains:
@@ -94,16 +96,8 @@ class Tau2(Benchmark):
         self.max_errors = p.max_errors
         self.tool_timeout = p.tool_timeout
         self.limit = p.limit
-        self.k = p.k or ctx.k or 1
-        self.task_ids = [p.task_ids] if isinstance(p.task_ids, str) else p.task_ids
-        if self.task_ids is not None:
-            known = {t.task_id for t in self._all_tasks()}
-            unknown = [i for i in self.task_ids if i not in known]
-            if unknown:
-                raise ConfigError(f"{_WHERE}: unknown task id {unknown[0]!r} in parameter 'task_ids' (split "
-                                  f"{self.split!r}, domains {', '.join(self.domains)}); ids are <domain>/<tau2 id>, "
-                                  f"e.g. {next(iter(sorted(known)), 'airline/0')!r}.",
-                                  field="benchmark.params.task_ids")
+        if self.sample_ids is not None:  # an unknown id fails here, before any run starts
+            self._selected_tasks()
         self.source = data_source()
         self._user_limiter: AdaptiveLimiter | None = None
 
@@ -123,11 +117,12 @@ class Tau2(Benchmark):
 
     def load_tasks(self) -> list[TaskSpec]:
         """The selected tasks: domains in tau2's order, each in the package's order, cut to ``limit``."""
-        tasks = self._all_tasks()
-        if self.task_ids is not None:
-            wanted = set(self.task_ids)
-            tasks = [t for t in tasks if t.task_id in wanted]
+        tasks = self._selected_tasks()
         return tasks if self.limit is None else tasks[:self.limit]
+
+    def _selected_tasks(self) -> list[TaskSpec]:
+        return self.select(self._all_tasks(), scope=f"split {self.split!r}, domains {', '.join(self.domains)}; "
+                                                    "ids are <domain>/<tau2 id>")
 
     def prepare(self, task: TaskSpec) -> PreparedTask:
         """What a harness sees besides the tool session: the domain (the conversation is the session's)."""
