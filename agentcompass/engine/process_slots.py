@@ -1,13 +1,13 @@
-"""Process-wide slot counters: the one piece of engine state shared by every launch in the process.
+"""Process-wide slot counters, shared by every launch in the process.
 
 A provider's active environments (``provider_limits``), its ``provider.open`` calls in flight
 (``max_env_creates_in_flight``) and the image fetches per daemon (``max_concurrent_pulls``) are limits of the
 daemon and the machine, which every launch in the process shares, so they are counted once per process, not
-per launch (docs/engine.md#limits). Everything else a launch uses is its own: the EnvironmentPool
-(``env_pool.py``) is created by the launch's Supervisor and holds these counters only by reference.
+per launch (docs/engine.md#limits). The EnvironmentPool (``env_pool.py``) is the launch's own, created by its
+Supervisor; it holds these counters only by reference.
 
-These are the engine's only thread locks, and threads really do touch them: two launches may run on two event
-loops in two threads (``agentcompass.launch`` called from worker threads, or ``async_launch`` on loops of
+Their thread locks are needed, because threads really do touch them: two launches may run on two event loops in
+two threads (``agentcompass.launch`` called from worker threads, or ``async_launch`` on loops of
 their own), and a waiter is woken on its own loop with ``call_soon_threadsafe``.
 """
 
