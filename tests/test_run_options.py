@@ -112,7 +112,8 @@ def _constants(path: Path, value: object) -> list[int]:
 
 def test_the_backoff_default_is_written_once() -> None:
     users = ["specs.py", "api.py", "cli.py", "run_options.py", "engine/runtime.py", "engine/task_actor.py",
-             "engine/request_actor.py", "engine/model_access.py", "models/retry.py", "models/factory.py"]
+             "engine/request_actor.py", "engine/request_builder.py", "engine/model_access.py", "models/retry.py",
+             "models/factory.py"]
     found = {u: _constants(PACKAGE / u, DEFAULT_MAX_BACKOFF_S) for u in users}
     assert {u: lines for u, lines in found.items() if lines} == {"specs.py": found["specs.py"]}
     assert len(found["specs.py"]) == 1

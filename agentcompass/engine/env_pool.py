@@ -1,8 +1,9 @@
 """EnvironmentPool: per-provider active limits, open pacing, a cap on creates in flight, cleanup.
 
-The counts behind ``provider_limits`` and the creates-in-flight cap are process-wide: every launch in the
-process (on any event loop, in any thread) counts against one counter per provider, and each launch opens
-only while that shared count is below its own limit. Pacing (``env_open_qps``) is per launch.
+One pool per launch, created by its Supervisor; its own state is asyncio-only (one loop, no lock). The counts
+behind ``provider_limits`` and the creates-in-flight cap are process-wide (``process_slots.py``): every launch
+in the process (on any event loop, in any thread) counts against one counter per provider, and each launch
+opens only while that shared count is below its own limit. Pacing (``env_open_qps``) is per launch.
 """
 
 from __future__ import annotations
@@ -10,15 +11,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from .._errors import ConfigError, did_you_mean
 from ..interfaces import Environment, EnvironmentProvider, EnvOpenSpec
 from ..records import EnvOpened, ProgressEvent
+from .process_slots import PROCESS_COUNTERS, ProcessSlots, ProviderCounters
+
+__all__ = ["EnvironmentPool", "OpenPacer", "ProcessSlots", "ProviderCounters", "active_environments",
+           "creates_in_flight", "provider_slots", "validate_pool_settings"]
 
 log = logging.getLogger("agentcompass.pool")
 
@@ -46,163 +49,40 @@ class OpenPacer:
         return slot
 
 
-class _Waiter:
-    __slots__ = ("future", "granted", "limit", "loop")
-
-    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
-        self.limit = limit
-        self.loop = loop
-        self.future: asyncio.Future[None] = loop.create_future()
-        self.granted = False  # read and written only under the counter's lock
-
-
-def _resolve(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
-
-
-class ProcessSlots:
-    """A counter shared by every launch in the process, each acquirer bringing its own limit.
-
-    ``acquire(limit)`` returns once the count is below ``limit`` (``None``: at once) and adds one; ``release``
-    takes one off and wakes, in FIFO order, every waiter whose own limit the count is now below. Waiters may
-    sit on different event loops in different threads: a thread lock guards the count and each waiter is
-    woken on its own loop. A waiter whose loop is closed is dropped without taking a slot.
-    """
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self._lock = threading.Lock()
-        self._count = 0
-        self._waiters: deque[_Waiter] = deque()
-        #: (loop, callback) of holders that yield their slots when someone has to wait (see ``on_wait``)
-        self._yielders: list[tuple[asyncio.AbstractEventLoop, Callable[[], None]]] = []
-
-    @property
-    def waiting(self) -> bool:
-        """Whether an ``acquire`` is waiting for a slot."""
-        return bool(self._waiters)
-
-    def on_wait(self, callback: Callable[[], None]) -> Callable[[], None]:
-        """Call ``callback`` on the running loop whenever an ``acquire`` starts waiting (a holder of slots it can
-        give up, such as containers started ahead, yields them); returns the function that unregisters it."""
-        entry = (asyncio.get_running_loop(), callback)
-        with self._lock:
-            self._yielders.append(entry)
-
-        def unregister() -> None:
-            with self._lock:
-                if entry in self._yielders:
-                    self._yielders.remove(entry)
-        return unregister
-
-    @property
-    def count(self) -> int:
-        """Slots held right now (including ones granted to a waiter that has not resumed yet)."""
-        return self._count
-
-    async def acquire(self, limit: int | None) -> None:
-        """Take a slot once the process-wide count is below ``limit``; give it back with ``release``."""
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            # Every waiter that could use a free slot has already been granted one (see _wake_locked), so
-            # taking one here jumps over nobody who could have had it.
-            if limit is None or self._count < limit:
-                self._count += 1
-                return
-            waiter = _Waiter(limit, loop)
-            self._waiters.append(waiter)
-            yielders = list(self._yielders)
-        for yloop, callback in yielders:
-            try:
-                yloop.call_soon_threadsafe(callback)
-            except RuntimeError:  # its loop is closed
-                continue
-        try:
-            await waiter.future
-        except BaseException:
-            with self._lock:
-                granted = waiter.granted
-                if not granted and waiter in self._waiters:  # not there if its loop was found closed
-                    self._waiters.remove(waiter)
-            if granted:  # granted while being cancelled: the caller never gets it, so give it back
-                self.release()
-            raise
-
-    def try_acquire(self, limit: int | None, *, spare: int = 0) -> bool:
-        """Take a slot only if that leaves at least ``spare`` more below ``limit`` and nobody is waiting; never
-        waits. For holders that must not compete with waiters (containers started ahead of need)."""
-        with self._lock:
-            if self._waiters or (limit is not None and self._count + 1 + spare > limit):
-                return False
-            self._count += 1
-            return True
-
-    def release(self) -> None:
-        """Give one slot back and wake whoever may now take it."""
-        with self._lock:
-            if self._count <= 0:
-                raise RuntimeError(f"slots of {self.name!r} released more often than acquired")
-            self._count -= 1
-            self._wake_locked()
-
-    def _wake_locked(self) -> None:
-        if not self._waiters:
-            return
-        kept: deque[_Waiter] = deque()
-        for waiter in self._waiters:
-            if self._count >= waiter.limit:
-                kept.append(waiter)
-                continue
-            try:
-                waiter.loop.call_soon_threadsafe(_resolve, waiter.future)
-            except RuntimeError:  # its loop is closed: nobody is waiting there any more
-                continue
-            waiter.granted = True
-            self._count += 1
-        self._waiters = kept
-
-
-_registry_lock = threading.Lock()
-_active_slots: dict[str, ProcessSlots] = {}
-_create_slots: dict[str, ProcessSlots] = {}
-
-
-def _slots(table: dict[str, ProcessSlots], name: str) -> ProcessSlots:
-    with _registry_lock:
-        slots = table.get(name)
-        if slots is None:
-            slots = table[name] = ProcessSlots(name)
-        return slots
-
-
 def active_environments(provider: str) -> int:
     """Environments of ``provider`` (by name) that pools in this process hold open right now."""
-    return _slots(_active_slots, provider).count
+    return PROCESS_COUNTERS.active(provider).count
 
 
 def provider_slots(provider: str) -> tuple[ProcessSlots, ProcessSlots]:
     """The process-wide (active environments, creates in flight) counters of ``provider`` (by name), for a
     provider that holds environments ahead of need: they count against the same limits."""
-    return _slots(_active_slots, provider), _slots(_create_slots, provider)
+    return PROCESS_COUNTERS.active(provider), PROCESS_COUNTERS.creates(provider)
 
 
 def creates_in_flight(provider: str) -> int:
     """``provider.open`` calls of ``provider`` (by name) running right now across this process."""
-    return _slots(_create_slots, provider).count
+    return PROCESS_COUNTERS.creates(provider).count
 
 
 class _ProviderState:
-    def __init__(self, name: str, limit: int | None, qps: float, creates: int | None) -> None:
+    def __init__(self, name: str, limit: int | None, qps: float, creates: int | None,
+                 counters: ProviderCounters) -> None:
         self.limit = limit or None
         self.creates_limit = creates or None
-        self.active = _slots(_active_slots, name)
-        self.creates = _slots(_create_slots, name)
+        self.active = counters.active(name)
+        self.creates = counters.creates(name)
         self.pacer = OpenPacer(qps)
 
 
 class EnvironmentPool:
-    """One per launch, shared by its requests. Limits are per provider name and count process-wide.
+    """One per launch: created by its Supervisor, handed to its requests (``LaunchServices.pool``) and through
+    them to their attempts (``RequestRuntime.pool``), closed by the Supervisor at the end of the launch.
+
+    A plain service, not an actor: ``open`` and ``close`` are awaited by the attempt that needs the environment,
+    on the launch's loop, so its state (per-provider settings and pacers, the environments held) is touched by
+    one loop only and needs no lock. Limits are per provider name and are counted in ``counters`` (by default
+    the process's ``PROCESS_COUNTERS``, shared with the other launches of the process: see process_slots.py).
 
     ``max_creates_in_flight``: an int for every provider or a dict per provider name; a provider it does not
     cover uses its own ``max_creates_in_flight`` attribute, if any.
@@ -210,7 +90,9 @@ class EnvironmentPool:
 
     def __init__(self, provider_limits: dict[str, int], env_open_qps: float | dict[str, float] | None,
                  emit: Callable[[ProgressEvent], None], *,
-                 max_creates_in_flight: int | dict[str, int] | None = None) -> None:
+                 max_creates_in_flight: int | dict[str, int] | None = None,
+                 counters: ProviderCounters | None = None) -> None:
+        self._counters = counters if counters is not None else PROCESS_COUNTERS
         self._limits = dict(provider_limits)
         self._qps = env_open_qps
         self._creates = max_creates_in_flight
@@ -232,7 +114,7 @@ class EnvironmentPool:
             creates: Any = self._creates.get(name) if isinstance(self._creates, dict) else self._creates
             if creates is None:
                 creates = provider.capabilities.max_creates_in_flight
-            st = self._states[name] = _ProviderState(name, self._limits.get(name), qps, creates)
+            st = self._states[name] = _ProviderState(name, self._limits.get(name), qps, creates, self._counters)
         return st
 
     def creates_limit(self, provider: EnvironmentProvider | type[EnvironmentProvider]) -> int | None:

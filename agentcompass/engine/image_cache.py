@@ -37,7 +37,7 @@ from ..common.error_kinds import ErrorKind
 from ..environments.base import EnvironmentProvider, PullProgress
 from ..interfaces import ImageRecipe, TaskSpec
 from ..records import ImagePull, ImageRemoved, ProgressEvent
-from .env_pool import ProcessSlots
+from .process_slots import ProcessSlots
 
 log = logging.getLogger("agentcompass.images")
 

@@ -71,7 +71,7 @@ class Grant(msgspec.Struct, tag="grant"):
 
 
 class AttemptDone(msgspec.Struct, tag="attempt_done"):
-    """TaskActor -> RequestActor: an attempt finished (after all its tries). Also sent, as an ``engine_error``
+    """AttemptRun -> RequestActor: an attempt finished (after all its tries). Also sent, as an ``engine_error``
     record, when the runner itself failed."""
 
     task_id: str
@@ -80,7 +80,7 @@ class AttemptDone(msgspec.Struct, tag="attempt_done"):
 
 
 class AttemptInterrupted(msgspec.Struct, tag="attempt_interrupted"):
-    """TaskActor -> RequestActor: the attempt was cancelled; the tries it made (the running one marked
+    """AttemptRun -> RequestActor: the attempt was cancelled; the tries it made (the running one marked
     ``INTERRUPTED``), recorded by the request with the stop's kind."""
 
     task_id: str

@@ -1,5 +1,5 @@
 """What actors are handed at construction: the launch's shared services (``LaunchServices``, for each
-RequestActor) and a request's resolved components, settings and sinks (``RequestRuntime``, for its TaskActors).
+RequestActor) and a request's resolved components, settings and sinks (``RequestRuntime``, for its attempt runs).
 Both are frozen: nothing is patched into them after they are built."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from .model_access import ModelAccess, ModelServices
     from .progress import EventBus
 
-#: the task an attempt's code is working on (set by the TaskActor; read by hooks that get no context, such as
+#: the task an attempt's code is working on (set by the AttemptRun; read by hooks that get no context, such as
 #: the model client's retry hook).
 CURRENT_TASK: contextvars.ContextVar[str | None] = contextvars.ContextVar("agentcompass_task", default=None)
 
@@ -75,7 +75,7 @@ class LaunchServices:
 
 @dataclass(frozen=True)
 class RequestRuntime:
-    """Everything a TaskActor needs to run attempts of one request."""
+    """Everything an AttemptRun needs to run an attempt of one request."""
 
     index: int
     name: str

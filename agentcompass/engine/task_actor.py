@@ -1,4 +1,4 @@
-"""TaskActor: one attempt of one task: open env -> harness -> collect -> close env -> verify.
+"""AttemptRun: one attempt of one task, run once: open env -> harness -> collect -> close env -> verify.
 
 Every failure is classified into an ``error_kind``; transient ones are retried (new try, same plan) up to
 ``max_retries``; every try is recorded. An agent that times out is still graded.
@@ -93,9 +93,11 @@ class _TaskLogger(logging.Logger):
         return "(task)", 0, "(task)", None
 
 
-class TaskActor:
-    """One attempt of one task: one instance per attempt, started by the request's RequestActor when the
-    scheduler grants the attempt a slot. Its tries are its own state; it reports on ``outbox`` exactly once."""
+class AttemptRun:
+    """One attempt of one task, run once: a one-shot coroutine (``run``), not an actor. It has no inbox and
+    receives nothing: the request's RequestActor starts one per ``Grant`` as an asyncio task, stops it by
+    cancelling that task, and hears from it exactly once on its own inbox (``AttemptDone`` or
+    ``AttemptInterrupted``). Its tries are its own state."""
 
     def __init__(self, rt: RequestRuntime, item: WorkItem, outbox: MsgQueue[RequestMsg], *,
                  upcoming: int | None = None) -> None:
