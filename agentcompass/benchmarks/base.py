@@ -10,6 +10,8 @@ import abc
 from collections.abc import AsyncIterator, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..params import convert_params
+
 if TYPE_CHECKING:
     from ..dependencies import Requirement
     from ..interfaces import (
@@ -33,7 +35,8 @@ DIMENSIONS: tuple[str, ...] = ("tool_use", "web_research", "science", "coding", 
 class Benchmark(abc.ABC):
     """Loads tasks, prepares what the agent sees, grades attempts, aggregates metrics.
 
-    Constructed as ``Cls(params, ctx)``; the default constructor keeps both as ``self.params`` and ``self.ctx``."""
+    Constructed as ``Cls(params, ctx)``; a subclass calls ``super().__init__(params, ctx)``, which keeps them as
+    ``self.params`` (its ``Params`` struct) and ``self.ctx``."""
 
     #: the benchmark's short name (the class name when not given).
     name: ClassVar[str] = ""
@@ -56,7 +59,8 @@ class Benchmark(abc.ABC):
             raise TypeError(f"{cls.__qualname__}.dimension is {cls.dimension!r}, not one of {', '.join(DIMENSIONS)}")
 
     def __init__(self, params: Any, ctx: ComponentContext) -> None:
-        self.params = params
+        # the registry passes the ``Params`` struct it converted; a dict given by hand is converted here
+        self.params = convert_params(type(self), params, f"benchmark {self.name}")
         self.ctx = ctx
 
     @abc.abstractmethod

@@ -47,7 +47,6 @@ from ...interfaces import (
     PreparedTask,
     TaskSpec,
 )
-from ...params import as_params
 from ..base import Benchmark
 
 _WHERE = "benchmark shell_tasks"
@@ -268,13 +267,16 @@ def _as_list(value: list[Any] | str | None) -> list[str] | None:
 class ShellTasks(Benchmark):
     """The bundled shell tasks benchmark (params: ``ShellTasksParams``)."""
 
+    name: ClassVar[str] = "shell_tasks"
     version: ClassVar[str] = "2"
     Params: ClassVar[type[ShellTasksParams]] = ShellTasksParams
+    params: ShellTasksParams
     #: the params that pick tasks (changing them never changes what a task is).
     selection_params: ClassVar[tuple[str, ...]] = ("sample_ids", "categories", "limit", "repeat")
 
     def __init__(self, params: ShellTasksParams | dict[str, Any], ctx: ComponentContext) -> None:
-        p = as_params(ShellTasksParams, params, _WHERE)
+        super().__init__(params, ctx)
+        p = self.params
         self.k = p.k or ctx.k or 1
         self.repeat = p.repeat
         self.limit: int | None = p.limit

@@ -48,7 +48,6 @@ from ...interfaces import (
     TaskSpec,
 )
 from ...metrics import DefaultAccumulator
-from ...params import as_params
 from ..base import Benchmark
 from .dataset import load_instances, select
 from .grading import grade, is_fail_only
@@ -150,6 +149,7 @@ class SWEBench(Benchmark):
     name: ClassVar[str] = "swebench"
     #: the params a subclass accepts
     Params: ClassVar[type[SWEBenchCommonParams]] = SWEBenchParams
+    params: SWEBenchCommonParams
     #: the params that pick instances (changing them never changes what an instance is).
     selection_params: ClassVar[tuple[str, ...]] = ("sample_ids", "limit")
     #: seconds the eval script may run when ``eval_timeout`` is not given
@@ -160,8 +160,9 @@ class SWEBench(Benchmark):
         Requirement("pyarrow>=14", "pyarrow", optional=True))
 
     def __init__(self, params: SWEBenchCommonParams | dict[str, Any], ctx: ComponentContext) -> None:
+        super().__init__(params, ctx)
         where = f"benchmark {self.name}"
-        p = as_params(self.Params, params, where)
+        p = self.params
         if p.k is not None and p.avgk is not None:
             raise ConfigError(f"{where}: give either k or avgk, not both", field="benchmark.params.avgk")
         self.k = p.avgk or p.k or ctx.k or 1

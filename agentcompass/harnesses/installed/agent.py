@@ -120,7 +120,6 @@ from ...common.data_dir import default_data_dir
 from ...common.process_once import ProcessOnce
 from ...dependencies import DEFAULT_PIP_TIMEOUT_S, TIMEOUT_ENV, mask_credentials
 from ...interfaces import ComponentContext, Environment, HarnessResult, ModelClient, Mount, PreparedTask, RunContext
-from ...params import as_params
 from ...records import Step, Usage
 from ..base import Harness
 
@@ -582,8 +581,7 @@ class InstalledAgent(Harness):
     Params: ClassVar[type[InstalledAgentParams]] = InstalledAgentParams
 
     def __init__(self, params: InstalledAgentParams | Mapping[str, Any] | None, ctx: ComponentContext) -> None:
-        self.params = as_params(self.Params, params, f"harness {self.name}")
-        self.ctx = ctx
+        super().__init__(params, ctx)
         self.location: ProgramLocation | None = self._find()
         self._placed: dict[str, str] = {}  # environment id -> program path there (setup -> run)
 
