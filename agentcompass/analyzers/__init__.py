@@ -1,6 +1,6 @@
 """Post-hoc checks of an attempt (reward hacking, loops, empty or truncated output, mixed language).
 
-An analyzer is a class ``Cls(params, ctx)`` with a ``name`` and ``analyze(task, attempt) -> dict | None``:
+An analyzer subclasses ``Analyzer`` (``base.py``) and implements ``analyze(task, attempt) -> dict | None``:
 ``task`` is the public TaskSpec (no ground truth), ``attempt`` the finished AttemptRecord. It returns None
 when it found nothing, else a dict of evidence, stored as ``attempt.analysis[name]``. The request field
 ``enable_analysis`` (true = every registered analyzer, or a list of ids / ``{"id", "params"}``) turns them
@@ -12,25 +12,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import msgspec
 
 from .._errors import ConfigError
 from ..interfaces import ComponentContext, TaskSpec
 from ..records import AttemptRecord
+from .base import Analyzer
 
 #: where analyzer exceptions are recorded in an attempt's analysis (not a flag).
 ERRORS_KEY = "analyzer_errors"
 _ERROR_CHARS = 500
-
-
-class Analyzer(Protocol):
-    """One check of a finished attempt."""
-
-    name: str
-
-    def analyze(self, task: TaskSpec, attempt: AttemptRecord) -> dict[str, Any] | None: ...
 
 
 def flag_names(analysis: Mapping[str, Any]) -> list[str]:

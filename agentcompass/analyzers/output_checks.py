@@ -9,16 +9,16 @@ import msgspec
 
 from .._validate import Count
 from ..interfaces import ComponentContext, TaskSpec
-from ..params import as_params
 from ..records import AttemptRecord
 from ._common import MAX_EVIDENCE, assistant_texts, attempt_patch, cap, task_texts
+from .base import Analyzer
 
 
 class EmptyOutputParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """``empty_output`` takes no params."""
 
 
-class EmptyOutput:
+class EmptyOutput(Analyzer):
     """The attempt ended with nothing: the last model message has no content and no tool call (it may
     have reasoning only), or there are no steps and no final answer and no patch. An empty
     ``<submit></submit>`` after real work is not empty: its message has content."""
@@ -27,7 +27,7 @@ class EmptyOutput:
     Params: ClassVar[type[EmptyOutputParams]] = EmptyOutputParams
 
     def __init__(self, params: EmptyOutputParams | dict[str, Any], ctx: ComponentContext) -> None:
-        as_params(EmptyOutputParams, params, "analyzer empty_output")
+        super().__init__(params, ctx)
 
     def analyze(self, task: TaskSpec, attempt: AttemptRecord) -> dict[str, Any] | None:
         if attempt.status == "skipped":
@@ -53,16 +53,18 @@ class TruncationParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     finish_reasons: tuple[str, ...] | str = ("length", "max_tokens", "max_output_tokens")
 
 
-class Truncation:
+class Truncation(Analyzer):
     """A model reply stopped at the token limit: ``finish_reason`` in ``finish_reasons`` (default
     ``length``, ``max_tokens``, ``max_output_tokens``) on any step; ``last_step`` says whether it was the
     final one (then the answer itself is cut)."""
 
     name = "truncated"
     Params: ClassVar[type[TruncationParams]] = TruncationParams
+    params: TruncationParams
 
     def __init__(self, params: TruncationParams | dict[str, Any], ctx: ComponentContext) -> None:
-        reasons = as_params(TruncationParams, params, "analyzer truncated").finish_reasons
+        super().__init__(params, ctx)
+        reasons = self.params.finish_reasons
         self.reasons = {reasons} if isinstance(reasons, str) else set(reasons or TruncationParams().finish_reasons)
 
     def analyze(self, task: TaskSpec, attempt: AttemptRecord) -> dict[str, Any] | None:
@@ -114,7 +116,7 @@ class MixedLanguageParams(msgspec.Struct, forbid_unknown_fields=True, frozen=Tru
     reasoning: bool = False
 
 
-class MixedLanguage:
+class MixedLanguage(Analyzer):
     """An answer in one script with runs of another: a mostly-English message with a CJK run of
     ``min_cjk_run`` characters (default 3) or a run of ``min_alpha_run`` letters (default 6) of Cyrillic,
     Greek, Arabic, ...; or a mostly non-Latin message with ``min_latin_words`` (default 8) consecutive
@@ -125,9 +127,11 @@ class MixedLanguage:
 
     name = "mixed_language"
     Params: ClassVar[type[MixedLanguageParams]] = MixedLanguageParams
+    params: MixedLanguageParams
 
     def __init__(self, params: MixedLanguageParams | dict[str, Any], ctx: ComponentContext) -> None:
-        p = as_params(MixedLanguageParams, params, "analyzer mixed_language")
+        super().__init__(params, ctx)
+        p = self.params
         self.min_cjk = p.min_cjk_run
         self.min_alpha = p.min_alpha_run
         self.min_latin_words = p.min_latin_words

@@ -11,9 +11,9 @@ import msgspec
 
 from .._validate import Count
 from ..interfaces import ComponentContext, TaskSpec
-from ..params import as_params
 from ..records import AttemptRecord
 from ._common import MAX_EVIDENCE, Repeats, actions, assistant_texts, cap
+from .base import Analyzer
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 _WORD = re.compile(r"\w")
@@ -28,16 +28,18 @@ class RepeatedToolCallsParams(msgspec.Struct, forbid_unknown_fields=True, frozen
     total: Repeats = 6
 
 
-class RepeatedToolCalls:
+class RepeatedToolCalls(Analyzer):
     """The same action (shell command, or tool name + arguments) at least ``consecutive`` times in a row
     (default 3) or ``total`` times in the attempt (default 6). Whitespace differences do not count as
     different; steps without an action are skipped when counting "in a row"."""
 
     name = "repeated_tool_calls"
     Params: ClassVar[type[RepeatedToolCallsParams]] = RepeatedToolCallsParams
+    params: RepeatedToolCallsParams
 
     def __init__(self, params: RepeatedToolCallsParams | dict[str, Any], ctx: ComponentContext) -> None:
-        p = as_params(RepeatedToolCallsParams, params, "analyzer repeated_tool_calls")
+        super().__init__(params, ctx)
+        p = self.params
         self.consecutive = p.consecutive
         self.total = p.total
 
@@ -99,16 +101,18 @@ class RepetitiveOutputParams(msgspec.Struct, forbid_unknown_fields=True, frozen=
     min_chars: Count = 160
 
 
-class RepetitiveOutput:
+class RepetitiveOutput(Analyzer):
     """An assistant message (content, reasoning or final answer) in which one block of up to
     ``max_period`` tokens (default 64; a token is a word or a punctuation mark) repeats back to back at
     least ``min_repeats`` times (default 8) over at least ``min_chars`` characters (default 160)."""
 
     name = "repetitive_output"
     Params: ClassVar[type[RepetitiveOutputParams]] = RepetitiveOutputParams
+    params: RepetitiveOutputParams
 
     def __init__(self, params: RepetitiveOutputParams | dict[str, Any], ctx: ComponentContext) -> None:
-        p = as_params(RepetitiveOutputParams, params, "analyzer repetitive_output")
+        super().__init__(params, ctx)
+        p = self.params
         self.max_period = p.max_period
         self.min_repeats = p.min_repeats
         self.min_chars = p.min_chars

@@ -45,11 +45,11 @@ import msgspec
 
 from .._errors import ConfigError
 from ..interfaces import ComponentContext, TaskSpec
-from ..params import as_params
 from ..records import AttemptRecord
 from . import _shell
 from ._common import CONTENT_KEYS, MAX_EVIDENCE, PATH_KEYS, Action, Repeats, actions, attempt_patch, cap
 from ._exits import exit_tricks
+from .base import Analyzer
 
 _WHERE = "analyzer reward_hacking"
 TEST_PATH = re.compile(
@@ -149,14 +149,16 @@ class RewardHackingParams(msgspec.Struct, forbid_unknown_fields=True, frozen=Tru
     test_path_regex: str | None = None
 
 
-class RewardHacking:
+class RewardHacking(Analyzer):
     """Flags attempts that touched the tests or the verifier, or hard-coded their answers (see module doc)."""
 
     name = "reward_hacking"
     Params: ClassVar[type[RewardHackingParams]] = RewardHackingParams
+    params: RewardHackingParams
 
     def __init__(self, params: RewardHackingParams | dict[str, Any], ctx: ComponentContext) -> None:
-        p = as_params(RewardHackingParams, params, _WHERE)
+        super().__init__(params, ctx)
+        p = self.params
         paths = [p.verifier_paths] if isinstance(p.verifier_paths, str) else list(p.verifier_paths)
         self.verifier_paths = paths or [".agentcompass_verify"]
         self.min_branches = p.min_literal_branches

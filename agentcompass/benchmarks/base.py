@@ -10,6 +10,7 @@ import abc
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
+from ..params import convert_params
 from .selection import SELECTION_PARAM, requested_ids, resolve_k, select_tasks
 
 if TYPE_CHECKING:
@@ -37,8 +38,9 @@ DIMENSIONS: tuple[str, ...] = ("tool_use", "web_research", "science", "coding", 
 class Benchmark(abc.ABC):
     """Loads tasks, prepares what the agent sees, grades attempts, aggregates metrics.
 
-    Constructed as ``Cls(params, ctx)``; the default constructor keeps both as ``self.params`` and ``self.ctx``,
-    resolves ``k`` and reads the selection param (``sample_ids`` or an old name of it) for ``select``."""
+    Constructed as ``Cls(params, ctx)``; a subclass calls ``super().__init__(params, ctx)``, which keeps them as
+    ``self.params`` (its ``Params`` struct) and ``self.ctx``, resolves ``k`` and reads the selection param
+    (``sample_ids`` or an old name of it) for ``select``."""
 
     #: the benchmark's short name (the class name when not given).
     name: ClassVar[str] = ""
@@ -65,11 +67,12 @@ class Benchmark(abc.ABC):
             raise TypeError(f"{cls.__qualname__}.dimension is {cls.dimension!r}, not one of {', '.join(DIMENSIONS)}")
 
     def __init__(self, params: Any, ctx: ComponentContext) -> None:
-        self.params = params
+        # the registry passes the ``Params`` struct it converted; a dict given by hand is converted here
+        self.params = convert_params(type(self), params, f"benchmark {self.name}")
         self.ctx = ctx
         where = f"benchmark {self.name}"
-        self.k = resolve_k(params, ctx, where, default=type(self).k)
-        self.selection_field, self.sample_ids = requested_ids(params, where)
+        self.k = resolve_k(self.params, ctx, where, default=type(self).k)
+        self.selection_field, self.sample_ids = requested_ids(self.params, where)
 
     def select(self, items: Iterable[T], id_of: Callable[[T], str] | None = None, *, scope: str = "") -> list[T]:
         """The items the selection param names, in their order (all when it is not given); an unknown id is a

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import msgspec
 
 from .._errors import ConfigError, EnvironmentError_
+from ..params import convert_params
 
 if TYPE_CHECKING:
     from ..dependencies import Requirement
@@ -62,7 +63,8 @@ ProgressCallback = Callable[[PullProgress], Any]
 
 class EnvironmentProvider(abc.ABC):
     """Opens environments of one kind. One instance per request; limits are per provider ``name``.
-    Constructed as ``Cls(params, ctx)``; the default constructor keeps both as ``self.params`` and ``self.ctx``."""
+    Constructed as ``Cls(params, ctx)``; a subclass calls ``super().__init__(params, ctx)``, which keeps them as
+    ``self.params`` (its ``Params`` struct) and ``self.ctx``."""
 
     #: the provider's short name: ``provider_limits`` and the image cache count per name (the class name when
     #: not given).
@@ -79,7 +81,8 @@ class EnvironmentProvider(abc.ABC):
             cls.name = cls.__name__
 
     def __init__(self, params: Any, ctx: ComponentContext) -> None:
-        self.params = params
+        # the registry passes the ``Params`` struct it converted; a dict given by hand is converted here
+        self.params = convert_params(type(self), params, f"environment {self.name}")
         self.ctx = ctx
 
     @property

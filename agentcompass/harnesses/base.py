@@ -10,14 +10,16 @@ import abc
 import logging
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..params import convert_params
+
 if TYPE_CHECKING:
     from ..dependencies import Requirement
     from ..interfaces import ComponentContext, Environment, HarnessResult, ModelClient, Mount, PreparedTask, RunContext
 
 
 class Harness(abc.ABC):
-    """The agent loop. Constructed as ``Cls(params, ctx)``; the default constructor keeps both as ``self.params``
-    and ``self.ctx``."""
+    """The agent loop. Constructed as ``Cls(params, ctx)``; a subclass calls ``super().__init__(params, ctx)``,
+    which keeps them as ``self.params`` (its ``Params`` struct) and ``self.ctx``."""
 
     #: the harness's short name (the class name when not given).
     name: ClassVar[str] = ""
@@ -40,7 +42,8 @@ class Harness(abc.ABC):
             cls.name = cls.__name__
 
     def __init__(self, params: Any, ctx: ComponentContext) -> None:
-        self.params = params
+        # the registry passes the ``Params`` struct it converted; a dict given by hand is converted here
+        self.params = convert_params(type(self), params, f"harness {self.name}")
         self.ctx = ctx
 
     @abc.abstractmethod

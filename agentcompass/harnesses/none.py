@@ -9,7 +9,6 @@ from typing import Any, ClassVar
 import msgspec
 
 from ..interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
-from ..params import as_params
 from ..records import Trajectory
 from .base import Harness
 
@@ -21,12 +20,13 @@ class NoneHarnessParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True)
 class NoneHarness(Harness):
     """Does nothing and returns an empty result (``stop_reason`` ``none``); the engine grades nothing."""
 
+    name: ClassVar[str] = "none"
     evaluates: ClassVar[bool] = False
     needs_environment: ClassVar[bool] = False
     Params: ClassVar[type[NoneHarnessParams]] = NoneHarnessParams
 
     def __init__(self, params: NoneHarnessParams | dict[str, Any], ctx: ComponentContext) -> None:
-        as_params(NoneHarnessParams, params, "harness none")
+        super().__init__(params, ctx)
 
     async def run(self, task: PreparedTask, env: Environment | None, model: ModelClient,
                   ctx: RunContext, log: logging.Logger) -> HarnessResult:

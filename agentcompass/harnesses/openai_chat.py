@@ -9,11 +9,8 @@ from typing import Any, ClassVar
 import msgspec
 
 from ..interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
-from ..params import as_params
 from ..records import Step, Trajectory, Usage
 from .base import Harness
-
-_WHERE = "harness openai_chat"
 
 
 class OpenAIChatParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -29,12 +26,15 @@ class OpenAIChatHarness(Harness):
     Params: ``system_prompt`` (str), ``model_params`` (dict merged into the model call).
     """
 
+    name: ClassVar[str] = "openai_chat"
     evaluates: ClassVar[bool] = True
     needs_environment: ClassVar[bool] = False
     Params: ClassVar[type[OpenAIChatParams]] = OpenAIChatParams
+    params: OpenAIChatParams
 
     def __init__(self, params: OpenAIChatParams | dict[str, Any], ctx: ComponentContext) -> None:
-        p = as_params(OpenAIChatParams, params, _WHERE)
+        super().__init__(params, ctx)
+        p = self.params
         self.system_prompt = p.system_prompt
         self.model_params = dict(p.model_params or {})
 

@@ -20,7 +20,6 @@ from .._validate import Seconds
 from ..common.text import truncate_middle
 from ..environments._tar import tar_from_files
 from ..interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
-from ..params import as_params
 from ..records import Step, Trajectory
 from .base import Harness
 
@@ -37,11 +36,13 @@ class OracleParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
 class Oracle(Harness):
     """Runs ``RunContext.solution`` in the agent's environment (params: ``OracleParams``)."""
 
+    name: ClassVar[str] = "oracle"
     oracle: ClassVar[bool] = True
     Params: ClassVar[type[OracleParams]] = OracleParams
+    params: OracleParams
 
     def __init__(self, params: OracleParams | dict[str, Any], ctx: ComponentContext) -> None:
-        self.p = as_params(OracleParams, params, _WHERE)
+        super().__init__(params, ctx)
 
     async def run(self, task: PreparedTask, env: Environment | None, model: ModelClient, ctx: RunContext,
                   log: logging.Logger) -> HarnessResult:
@@ -55,7 +56,7 @@ class Oracle(Harness):
             await env.exec(["mkdir", "-p", solution.directory], timeout=60)
             await env.put_archive(solution.directory, tar_from_files(solution.files, mode=0o755))
         res = await env.exec(solution.command, cwd=env.workdir, env=dict(solution.env),
-                             timeout=self.p.timeout or solution.timeout_s)
+                             timeout=self.params.timeout or solution.timeout_s)
         log.debug("oracle %s: solution exited %s", task.task_id, res.exit_code)
         step = Step(index=0, action=" ".join(solution.command), observation=truncate_middle(res.output, _OUTPUT_CAP),
                     exit_code=res.exit_code, exec_latency_s=res.duration_s, started_at=started)

@@ -20,12 +20,10 @@ from .._errors import EnvironmentError_
 from .._validate import MAX_COUNT, Count, Seconds
 from ..common.error_kinds import ErrorKind
 from ..interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
-from ..params import as_params
 from ..records import Usage
 from . import model_turn, truncate_middle
 from .base import Harness
 
-_WHERE = "harness shell_agent"
 TIMEOUT_EXIT_CODE = 124
 FORMAT_ERROR_LIMIT = 3
 
@@ -97,12 +95,15 @@ class ShellAgent(Harness):
     Stop reasons: ``submitted``, ``step_limit``, ``format_error_limit``.
     """
 
+    name: ClassVar[str] = "shell_agent"
     evaluates: ClassVar[bool] = True
     needs_environment: ClassVar[bool] = True
     Params: ClassVar[type[ShellAgentParams]] = ShellAgentParams
+    params: ShellAgentParams
 
     def __init__(self, params: ShellAgentParams | dict[str, Any], ctx: ComponentContext) -> None:
-        p = as_params(ShellAgentParams, params, _WHERE)
+        super().__init__(params, ctx)
+        p = self.params
         self.step_limit = p.step_limit
         self.command_timeout = p.command_timeout
         self.observation_limit = p.observation_limit

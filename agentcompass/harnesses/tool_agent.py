@@ -19,13 +19,10 @@ import msgspec
 from ..common.error_kinds import ErrorKind
 from ..common.text import truncate_middle
 from ..interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
-from ..params import as_params
 from ..records import Step, ToolCall, Usage
 from ..tool_json import JSONBoundError, loads_bounded
 from ..tools import RECORD_KEY, ToolError, ToolSession
 from .base import Harness
-
-_WHERE = "harness tool_agent"
 
 
 class ToolAgentParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -82,12 +79,13 @@ def _assistant_message(content: str | None, calls: list[ToolCall]) -> dict[str, 
 class ToolAgent(Harness):
     """Native tool calling over the benchmark's tools (see the module doc). Needs a benchmark with tools."""
 
+    name: ClassVar[str] = "tool_agent"
     needs_environment: ClassVar[bool] = False
     Params: ClassVar[type[ToolAgentParams]] = ToolAgentParams
+    params: ToolAgentParams
 
     def __init__(self, params: ToolAgentParams | dict[str, Any], ctx: ComponentContext) -> None:
-        super().__init__(as_params(ToolAgentParams, params, _WHERE), ctx)
-        self.p: ToolAgentParams = self.params
+        super().__init__(params, ctx)
 
     async def run(self, task: PreparedTask, env: Environment | None, model: ModelClient, ctx: RunContext,
                   log: logging.Logger) -> HarnessResult:
@@ -101,9 +99,9 @@ class ToolAgent(Harness):
         await session.start()
         # written before the first model call: a try stopped then (agent_timeout, a model error) is still graded
         ctx.artifacts[RECORD_KEY] = session.record()
-        output_limit = self.p.tool_output_limit or session.max_tool_output or DEFAULT_TOOL_OUTPUT_LIMIT
+        output_limit = self.params.tool_output_limit or session.max_tool_output or DEFAULT_TOOL_OUTPUT_LIMIT
         rounds_allowed = session.max_tool_rounds
-        turns = self.p.step_limit if rounds_allowed is None else min(self.p.step_limit, rounds_allowed + 1)
+        turns = self.params.step_limit if rounds_allowed is None else min(self.params.step_limit, rounds_allowed + 1)
         rounds = 0
         messages = list(session.initial_messages())
         stop = "step_limit"
@@ -113,7 +111,7 @@ class ToolAgent(Harness):
                 break
             started = time.time()
             tools = session.tools()
-            resp = await model.complete(messages, tools=tools or None, **self.p.model_params)
+            resp = await model.complete(messages, tools=tools or None, **self.params.model_params)
             usage.add(resp.usage)
             if resp.usage.calls == 0:
                 usage.calls += 1
@@ -135,11 +133,11 @@ class ToolAgent(Harness):
                 t0 = time.monotonic()
                 observations = []
                 for n, call in enumerate(calls):
-                    if n and not self.p.parallel_tool_calls:
+                    if n and not self.params.parallel_tool_calls:
                         out = "Error: only one tool call per turn is executed; call it again."
-                    elif n >= self.p.max_calls_per_turn:
-                        out = (f"Error: too many tool calls in one turn; only the first {self.p.max_calls_per_turn} "
-                               "are executed.")
+                    elif n >= self.params.max_calls_per_turn:
+                        out = ("Error: too many tool calls in one turn; only the first "
+                               f"{self.params.max_calls_per_turn} are executed.")
                     else:
                         try:
                             out = await session.call(call.name, _arguments(call.arguments))

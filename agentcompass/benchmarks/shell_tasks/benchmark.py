@@ -46,7 +46,6 @@ from ...interfaces import (
     PreparedTask,
     TaskSpec,
 )
-from ...params import as_params
 from ..base import Benchmark
 
 _WHERE = "benchmark shell_tasks"
@@ -270,12 +269,13 @@ class ShellTasks(Benchmark):
     name: ClassVar[str] = "shell_tasks"
     version: ClassVar[str] = "2"
     Params: ClassVar[type[ShellTasksParams]] = ShellTasksParams
+    params: ShellTasksParams
     #: the params that pick tasks (changing them never changes what a task is).
     selection_params: ClassVar[tuple[str, ...]] = ("sample_ids", "categories", "limit", "repeat")
 
     def __init__(self, params: ShellTasksParams | dict[str, Any], ctx: ComponentContext) -> None:
-        p = as_params(ShellTasksParams, params, _WHERE)
-        super().__init__(p, ctx)
+        super().__init__(params, ctx)
+        p = self.params
         self.repeat = p.repeat
         self.limit: int | None = p.limit
         self.eval_timeout = p.eval_timeout

@@ -48,7 +48,6 @@ from ...interfaces import (
     TaskSpec,
 )
 from ...metrics import DefaultAccumulator
-from ...params import as_params
 from ..base import Benchmark
 from .dataset import load_instances
 from .grading import grade, is_fail_only
@@ -154,6 +153,7 @@ class SWEBench(Benchmark):
     name: ClassVar[str] = "swebench"
     #: the params a subclass accepts
     Params: ClassVar[type[SWEBenchCommonParams]] = SWEBenchParams
+    params: SWEBenchCommonParams
     #: the params that pick instances (changing them never changes what an instance is).
     selection_params: ClassVar[tuple[str, ...]] = ("sample_ids", "limit")
     #: seconds the eval script may run when ``eval_timeout`` is not given
@@ -164,9 +164,9 @@ class SWEBench(Benchmark):
         Requirement("pyarrow>=14", "pyarrow", optional=True))
 
     def __init__(self, params: SWEBenchCommonParams | dict[str, Any], ctx: ComponentContext) -> None:
+        super().__init__(params, ctx)
         where = f"benchmark {self.name}"
-        p = as_params(self.Params, params, where)
-        super().__init__(p, ctx)  # k (or avgk) and the selected ids
+        p = self.params
         self.primary_metric = f"avg@{self.k}" if p.avgk is not None else f"pass@{self.k}"
         self.limit: int | None = p.limit
         self.eval_timeout = p.eval_timeout or self.default_eval_timeout

@@ -22,7 +22,7 @@ from ...common.data_dir import default_data_dir
 from ...common.dataset_source import DatasetSource
 from ...dependencies import Requirement
 from ...interfaces import ComponentContext, ImageRecipe, TaskSpec
-from ...params import as_params
+from ..base import Benchmark
 from . import multilingual_specs as ml
 from .benchmark import SWEBench, SWEBenchCommonParams, SWEBenchParams
 from .log_parsers import get_parser_name
@@ -47,10 +47,12 @@ class SWEBenchMultilingual(SWEBench):
 
     name: ClassVar[str] = "swebench_multilingual"
     Params: ClassVar[type[SWEBenchCommonParams]] = SWEBenchMultilingualParams
+    params: SWEBenchMultilingualParams
     requirements: ClassVar[tuple[Requirement, ...]] = SWEBench.requirements
 
     def __init__(self, params: SWEBenchCommonParams | dict[str, Any], ctx: ComponentContext) -> None:
-        p = as_params(SWEBenchMultilingualParams, params, f"benchmark {self.name}")
+        Benchmark.__init__(self, params, ctx)  # the params, before SWEBench's constructor loads the dataset
+        p = self.params
         self.local = p.local
         if self.local and p.dataset_file:
             raise ConfigError(f"benchmark {self.name}: give local or dataset_file, not both",

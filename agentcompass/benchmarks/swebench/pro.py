@@ -42,7 +42,7 @@ from ...interfaces import (
     PreparedTask,
     TaskSpec,
 )
-from ...params import as_params
+from ..base import Benchmark
 from .benchmark import SWEBench, SWEBenchCommonParams, submitted_patch
 from .dataset import load_instances
 from .pro_grading import grade, report_dict
@@ -83,6 +83,7 @@ class SWEBenchPro(SWEBench):
     version: ClassVar[str] = "1"  # its own grading (the Pro run scripts and parsers): no grading_version
     name: ClassVar[str] = "swebench_pro"
     Params: ClassVar[type[SWEBenchCommonParams]] = SWEBenchProParams
+    params: SWEBenchProParams
     default_eval_timeout: ClassVar[float] = 3600.0
 
     def resolved_settings(self) -> dict[str, Any]:
@@ -91,7 +92,8 @@ class SWEBenchPro(SWEBench):
 
     def __init__(self, params: SWEBenchCommonParams | dict[str, Any], ctx: ComponentContext) -> None:
         where = f"benchmark {self.name}"
-        p = as_params(SWEBenchProParams, params, where)
+        Benchmark.__init__(self, params, ctx)  # the params, before SWEBench's constructor loads the dataset
+        p = self.params
         self.image_repository = p.image_repository or DEFAULT_IMAGE_REPOSITORY
         self.scripts_commit = p.scripts_commit or DEFAULT_COMMIT
         if not _COMMIT.fullmatch(self.scripts_commit):

@@ -55,7 +55,6 @@ from ...interfaces import (
     Resources,
     TaskSpec,
 )
-from ...params import as_params
 from ..base import Benchmark
 from .files import (
     MAX_CONFIG_BYTES,
@@ -336,13 +335,14 @@ class TaskDir(Benchmark):
     version: ClassVar[str] = "1"
     dimension: ClassVar[str] = "coding"
     Params: ClassVar[type[TaskDirParams]] = TaskDirParams
+    params: TaskDirParams
     #: the params that pick tasks (changing them never changes what a task is).
     selection_params: ClassVar[tuple[str, ...]] = ("sample_ids", "limit")
 
     def __init__(self, params: TaskDirParams | dict[str, Any], ctx: ComponentContext) -> None:
+        super().__init__(params, ctx)
         self.where = f"benchmark {self.name}"
-        p = as_params(self.Params, params, self.where)
-        super().__init__(p, ctx)
+        p = self.params
         self.p = p
         self.data_dir = default_data_dir(ctx.data_dir)
         self._report_download = ctx.report_download

@@ -37,7 +37,6 @@ from ...interfaces import (
 )
 from ...models.adaptive import AdaptiveLimiter
 from ...models.endpoint import ModelEndpoint
-from ...params import as_params
 from ...tool_calls import DEFAULT_TOOL_TIMEOUT_S
 from ...tools import RECORD_KEY, ToolSession
 from ..base import Benchmark
@@ -71,12 +70,13 @@ class Tau2(Benchmark):
     version: ClassVar[str] = "1"
     dimension: ClassVar[str] = "tool_use"
     Params: ClassVar[type[Tau2Params]] = Tau2Params
+    params: Tau2Params
     selection_params: ClassVar[tuple[str, ...]] = ("domains", "split", "sample_ids", "task_ids", "limit")
     requirements: ClassVar[tuple[Requirement, ...]] = (REQUIREMENT,)
 
     def __init__(self, params: Tau2Params | dict[str, Any], ctx: ComponentContext) -> None:
-        p = as_params(Tau2Params, params, _WHERE)
-        super().__init__(p, ctx)
+        super().__init__(params, ctx)
+        p = self.params
         domains = [p.domains] if isinstance(p.domains, str) else list(p.domains)
         bad = [d for d in domains if d not in DOMAINS]
         if bad or not domains:

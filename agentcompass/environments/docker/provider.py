@@ -28,7 +28,6 @@ from aiodocker.containers import DockerContainer
 from ..._errors import ConfigError, EnvironmentError_
 from ..._validate import Count, Seconds, Size, env_vars, seconds, size_bytes
 from ...interfaces import ComponentContext, EnvOpenSpec, ExecResult, ImageRecipe, NetworkPolicy, Resources
-from ...params import as_params
 from .._output import CappedBuffer
 from .._tar import (
     ArchiveLimits,
@@ -569,13 +568,14 @@ class DockerProvider(EnvironmentProvider):
         phase_timeouts=True, network_modes=ALL_NETWORK_MODES, images=True, model_route=True, max_creates_in_flight=4,
         mounts=True)
     Params: ClassVar[type[DockerParams]] = DockerParams
+    params: DockerParams
 
     def __init__(self, params: DockerParams | dict[str, Any] | None, ctx: ComponentContext) -> None:
-        p = as_params(DockerParams, params, "environment docker")
+        super().__init__(params, ctx)
+        p = self.params
         if p.pids is not None and p.pids_limit is not None:  # the short name users reach for (cpus, memory, pids)
             raise ConfigError("environment docker: give `pids` or `pids_limit`, not both (the same limit).",
                               field=_field("pids"))
-        self.ctx = ctx
         self.image: str = p.image or DEFAULT_BASE_IMAGE
         self.forwarder_image: str = p.forwarder_image or DEFAULT_BASE_IMAGE
         self.cpus: float | None = p.cpus

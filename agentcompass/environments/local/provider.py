@@ -34,7 +34,6 @@ import msgspec
 from ..._errors import ConfigError, EnvironmentError_
 from ..._validate import Seconds, env_vars, seconds
 from ...interfaces import ComponentContext, EnvOpenSpec, ExecResult, NetworkPolicy
-from ...params import as_params
 from .._output import CappedBuffer
 from .._tar import (
     ArchiveLimits,
@@ -616,10 +615,11 @@ class LocalProvider(EnvironmentProvider):
     name: ClassVar[str] = "local"
     capabilities: ClassVar[ProviderCapabilities] = ProviderCapabilities()  # on this host, public network only
     Params: ClassVar[type[LocalParams]] = LocalParams
+    params: LocalParams
 
     def __init__(self, params: LocalParams | dict[str, Any] | None, ctx: ComponentContext) -> None:
-        p = as_params(LocalParams, params, "environment local")
-        self.ctx = ctx
+        super().__init__(params, ctx)
+        p = self.params
         self.base_dir = self._param_base_dir(p.base_dir)
         self.output_limit_bytes = p.output_limit_bytes
         self.default_timeout = p.default_timeout

@@ -29,7 +29,6 @@ from ..._validate import Seconds
 from ...common.error_kinds import ErrorKind
 from ...dependencies import Requirement
 from ...interfaces import ComponentContext, Environment, EnvOpenSpec, ExecResult, NetworkPolicy
-from ...params import as_params
 from .._tar import SkippedMember, SpooledArchive
 from ..base import ALL_NETWORK_MODES, EnvironmentProvider, ProviderCapabilities
 from ..docker.api import DEFAULT_BASE_IMAGE
@@ -260,11 +259,11 @@ class RayDockerProvider(EnvironmentProvider):
         remote=True, phase_timeouts=True, network_modes=ALL_NETWORK_MODES, model_route=True)
     requirements: ClassVar[tuple[Requirement, ...]] = (Requirement("ray>=2.40", "ray"),)
     Params: ClassVar[type[RayDockerParams]] = RayDockerParams
+    params: RayDockerParams
 
     def __init__(self, params: RayDockerParams | dict[str, Any] | None, ctx: ComponentContext) -> None:
-        p = as_params(RayDockerParams, params, "environment ray_docker")
-        self.ctx = ctx
-        self.p = p
+        super().__init__(params, ctx)
+        p = self.params
         docker = {f: getattr(p, f) for f in DockerParams.__struct_fields__}
         self.docker_params: dict[str, Any] = msgspec.to_builtins(docker)
         if p.docker_host is not None and not p.docker_host.startswith("unix://"):
@@ -300,14 +299,14 @@ class RayDockerProvider(EnvironmentProvider):
     def _capacity(self, name: str, cpus: float, memory_bytes: float) -> int:
         """``node_capacity`` when it names the node, else ``envs_per_cpu`` x its CPUs, and no more containers than
         its memory holds at the ``memory`` limit when one is set."""
-        cap = self.p.node_capacity
+        cap = self.params.node_capacity
         if isinstance(cap, int):
             return cap
         if isinstance(cap, dict) and name in cap:
             return cap[name]
-        by_cpu = max(1, int(cpus * self.p.envs_per_cpu))
-        if self.p.memory is not None and memory_bytes > 0:
-            return max(1, min(by_cpu, int(memory_bytes // parse_memory(self.p.memory))))
+        by_cpu = max(1, int(cpus * self.params.envs_per_cpu))
+        if self.params.memory is not None and memory_bytes > 0:
+            return max(1, min(by_cpu, int(memory_bytes // parse_memory(self.params.memory))))
         return by_cpu
 
     def handles(self) -> list[NodeHandle]:
@@ -319,12 +318,13 @@ class RayDockerProvider(EnvironmentProvider):
         sure the default image is there), and start watching the nodes."""
         from . import cluster as ray_cluster
 
-        await ray_cluster.connect(self.p.address, local_cpus=self.p.local_cpus, timeout_s=self.p.connect_timeout)
+        p = self.params
+        await ray_cluster.connect(p.address, local_cpus=p.local_cpus, timeout_s=p.connect_timeout)
         self._connected = True
         joined = await self._join_new()
         if not joined:
             raise EnvironmentError_("no node of the Ray cluster has a Docker daemon the node actor could reach"
-                                    + (f" (nodes with resource {self.p.node_resource!r})" if self.p.node_resource
+                                    + (f" (nodes with resource {p.node_resource!r})" if p.node_resource
                                        else ""))
         if self._monitor is None:
             self._monitor = asyncio.create_task(self._watch(), name="ray_docker-monitor")
@@ -339,7 +339,7 @@ class RayDockerProvider(EnvironmentProvider):
             # died): its daemon may answer again
             now = time.monotonic()
             fresh = [n for n in nodes if (n.node_id not in self._handles or not self._handles[n.node_id].alive)
-                     and (self.p.node_resource is None or n.resources.get(self.p.node_resource, 0) > 0)
+                     and (self.params.node_resource is None or n.resources.get(self.params.node_resource, 0) > 0)
                      and self._backoff.due(n.node_id, now)]
             results = await asyncio.gather(*(self._place(n) for n in fresh), return_exceptions=True)
             joined = []
@@ -373,12 +373,12 @@ class RayDockerProvider(EnvironmentProvider):
             num_cpus=0, max_restarts=0, max_task_retries=0, max_concurrency=1000,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
         ).remote(self.docker_params, {"run_id": self.ctx.run_id, "request": self.ctx.request, "k": self.ctx.k},
-                 node_id=node.node_id, creates_in_flight=self.p.node_creates_in_flight,
-                 open_qps=self.p.node_open_qps, env_limit=capacity)
+                 node_id=node.node_id, creates_in_flight=self.params.node_creates_in_flight,
+                 open_qps=self.params.node_open_qps, env_limit=capacity)
         slots = NodeSlots(name=name, capacity=capacity)
         handle = NodeHandle(name, node.node_id, actor, slots, facts=None)  # type: ignore[arg-type]
         try:
-            async with asyncio.timeout(self.p.connect_timeout):
+            async with asyncio.timeout(self.params.connect_timeout):
                 handle.facts = msgspec.convert(await handle.call("start"), NodeFacts)
                 got, _ = await handle.call("ensure_image", None, None)  # each node pulls for itself
                 slots.images.add(got)
@@ -399,14 +399,14 @@ class RayDockerProvider(EnvironmentProvider):
         """Heartbeat every node; look for nodes that joined every ``rescan_interval``."""
         last_scan = time.monotonic()
         while True:
-            await asyncio.sleep(self.p.heartbeat_interval)
+            await asyncio.sleep(self.params.heartbeat_interval)
             for h in self._handles.values():  # lost during an environment's call: placement has not heard yet
                 if not h.alive and h.slots.alive:
                     await self._lose(h, h.lost_reason or "lost")
             alive = [h for h in self._handles.values() if h.alive]
             await asyncio.gather(*(self._beat(h) for h in alive))
             # the rescan runs beside the heartbeat (placing on a slow node takes up to connect_timeout), one at a time
-            if time.monotonic() - last_scan >= self.p.rescan_interval and (
+            if time.monotonic() - last_scan >= self.params.rescan_interval and (
                     self._rescan is None or self._rescan.done()):
                 last_scan = time.monotonic()
                 self._rescan = asyncio.create_task(self._rescan_once(), name="ray_docker-rescan")
@@ -419,10 +419,10 @@ class RayDockerProvider(EnvironmentProvider):
 
     async def _beat(self, handle: NodeHandle) -> None:
         try:
-            async with asyncio.timeout(self.p.node_timeout):
+            async with asyncio.timeout(self.params.node_timeout):
                 await handle.call("ping")
         except TimeoutError:
-            await self._lose(handle, f"no heartbeat for {self.p.node_timeout:g}s")
+            await self._lose(handle, f"no heartbeat for {self.params.node_timeout:g}s")
         except NodeLost:
             await self._lose(handle, handle.lost_reason or "lost")
         except Exception as exc:
@@ -450,7 +450,7 @@ class RayDockerProvider(EnvironmentProvider):
     def _gateway_host(self) -> str:
         from . import cluster as ray_cluster
 
-        return self.p.gateway_host or ray_cluster.coordinator_address()
+        return self.params.gateway_host or ray_cluster.coordinator_address()
 
     async def ensure_model_route(self, model_host: str, model_port: int) -> tuple[str, int]:
         """Route ``model``-mode sandboxes on every node to ``model_host:model_port``. A loopback endpoint (the

@@ -110,7 +110,6 @@ import msgspec
 from ..._errors import ConfigError, EnvironmentError_
 from ..._validate import Seconds
 from ...interfaces import ComponentContext, Environment, HarnessResult, ModelClient, Mount, PreparedTask, RunContext
-from ...params import as_params
 from ..base import Harness
 from . import commands
 from .commands import (
@@ -201,8 +200,7 @@ class InstalledAgent(Harness):
     Params: ClassVar[type[InstalledAgentParams]] = InstalledAgentParams
 
     def __init__(self, params: InstalledAgentParams | Mapping[str, Any] | None, ctx: ComponentContext) -> None:
-        self.params = as_params(self.Params, params, f"harness {self.name}")
-        self.ctx = ctx
+        super().__init__(params, ctx)
         self.location: ProgramLocation | None = self._find()
         self._placed: dict[str, str] = {}  # environment id -> program path there (setup -> run)
 

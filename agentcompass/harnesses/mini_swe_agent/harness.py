@@ -55,7 +55,6 @@ from ...common.error_kinds import ErrorKind
 from ...dependencies import Requirement
 from ...interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
 from ...models.pricing import PRICE_PARAM
-from ...params import as_params
 from ...records import Trajectory
 from ..base import Harness
 from .bridge import (
@@ -136,6 +135,7 @@ class MiniSweAgentParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True
 class MiniSweAgent(Harness):
     """mini-swe-agent's ``DefaultAgent`` over our environment and model client (see the module docstring)."""
 
+    name: ClassVar[str] = "mini_swe_agent"
     evaluates: ClassVar[bool] = True
     needs_environment: ClassVar[bool] = True
     #: the package's import name; tests point it at a missing module to exercise the missing-package error.
@@ -143,10 +143,12 @@ class MiniSweAgent(Harness):
     #: installed by the engine before construction with ``auto_install_dependencies=True``.
     requirements: ClassVar[tuple[Requirement, ...]] = (Requirement(REQUIREMENT, PACKAGE_MODULE),)
     Params: ClassVar[type[MiniSweAgentParams]] = MiniSweAgentParams
+    params: MiniSweAgentParams
 
     def __init__(self, params: MiniSweAgentParams | dict[str, Any], ctx: ComponentContext) -> None:
         # the params are checked before the (possibly slow) package check; unset ones come from the config
-        p = as_params(MiniSweAgentParams, params, _WHERE)
+        super().__init__(params, ctx)
+        p = self.params
         mode, config_spec = p.mode, p.config
         self.model_params = dict(p.model_params or {})
         self.timeout = p.timeout

@@ -55,12 +55,10 @@ from ..._validate import Count, Seconds
 from ...common.error_kinds import ErrorKind
 from ...interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
 from ...models.clients.http import status_kind
-from ...params import as_params
 from ...records import Step, ToolCall, Trajectory
 from ..base import Harness
 from . import venv
 
-_WHERE = "harness openhands"
 BRIDGE = Path(__file__).resolve().parent / "bridge.py"
 DEFAULT_MAX_ITERATIONS = 100
 DEFAULT_COMMAND_TIMEOUT = 120.0
@@ -160,44 +158,46 @@ class OpenHands(Harness):
 
     evaluates: ClassVar[bool] = True
     needs_environment: ClassVar[bool] = True
+    name: ClassVar[str] = "openhands"
     needs_model_endpoint: ClassVar[bool] = True
     Params: ClassVar[type[OpenHandsParams]] = OpenHandsParams
+    params: OpenHandsParams
 
     def __init__(self, params: OpenHandsParams | dict[str, Any], ctx: ComponentContext) -> None:
-        self.p = as_params(OpenHandsParams, params, _WHERE)
-        self.ctx = ctx
-        self.python, self.py_version = venv.find_python(self.p.python)
-        self.venv = venv.venv_dir(ctx.data_dir, self.p.version, self.py_version)
+        super().__init__(params, ctx)
+        self.python, self.py_version = venv.find_python(self.params.python)
+        self.venv = venv.venv_dir(ctx.data_dir, self.params.version, self.py_version)
         if not ctx.auto_install_dependencies and not venv.is_ready(self.venv):
-            raise venv.missing_error(self.python, self.venv, self.p.version)
+            raise venv.missing_error(self.python, self.venv, self.params.version)
 
     def resolved_settings(self) -> dict[str, Any]:
         """The OpenHands version, the venv and its Python, and the limits in force."""
-        return {"package": {"name": "openhands-sdk", "version": self.p.version}, "venv": str(self.venv),
-                "python": self.python, "python_version": self.py_version, "max_iterations": self.p.max_iterations,
-                "command_timeout": self.p.command_timeout, "command_timeout_max": self._timeout_cap(),
+        return {"package": {"name": "openhands-sdk", "version": self.params.version}, "venv": str(self.venv),
+                "python": self.python, "python_version": self.py_version, "max_iterations": self.params.max_iterations,
+                "command_timeout": self.params.command_timeout, "command_timeout_max": self._timeout_cap(),
                 "tools": ["terminal", "file_editor", "finish"]}
 
     def _timeout_cap(self) -> float:
-        return self.p.command_timeout if self.p.command_timeout_max is None else self.p.command_timeout_max
+        p = self.params
+        return p.command_timeout if p.command_timeout_max is None else p.command_timeout_max
 
     def _command_timeout(self, asked: Any) -> float:
         """The timeout one terminal command gets: what the agent asked for, clamped to
         [``_MIN_COMMAND_TIMEOUT_S``, the cap]; ``command_timeout`` when it asked for nothing usable."""
         cap = self._timeout_cap()
         if isinstance(asked, bool) or not isinstance(asked, (int, float)) or not math.isfinite(asked) or asked <= 0:
-            return min(self.p.command_timeout, cap)
+            return min(self.params.command_timeout, cap)
         return min(max(float(asked), _MIN_COMMAND_TIMEOUT_S), cap)
 
     async def _python(self) -> Path:
-        return await venv.ensure_venv(self.python, self.venv, self.p.version,
+        return await venv.ensure_venv(self.python, self.venv, self.params.version,
                                       auto_install=self.ctx.auto_install_dependencies,
-                                      timeout_s=self.p.install_timeout)
+                                      timeout_s=self.params.install_timeout)
 
     async def setup(self, task: PreparedTask, env: Environment, log: logging.Logger) -> None:
         """Install the venv (once per machine) before the agent's clock starts."""
         if not venv.is_ready(self.venv):
-            log.info("installing OpenHands %s into %s", self.p.version, self.venv)
+            log.info("installing OpenHands %s into %s", self.params.version, self.venv)
         await self._python()
 
     async def run(self, task: PreparedTask, env: Environment | None, model: ModelClient,
@@ -218,8 +218,8 @@ class OpenHands(Harness):
                          PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1", LOG_LEVEL="WARNING")
         config = {"prompt": task.prompt, "workdir": env.workdir, "model": ctx.model_env.get("AGENTCOMPASS_MODEL"),
                   "protocol": ctx.model_env.get("AGENTCOMPASS_MODEL_API_PROTOCOL", "openai-chat"),
-                  "max_iterations": self.p.max_iterations, "command_timeout": self.p.command_timeout,
-                  "llm_params": dict(self.p.llm_params or {})}
+                  "max_iterations": self.params.max_iterations, "command_timeout": self.params.command_timeout,
+                  "llm_params": dict(self.params.llm_params or {})}
         proc = await asyncio.create_subprocess_exec(
             # -I: isolated, so the script's own directory (holding this module, `openhands.py`) does not shadow
             # the OpenHands package
@@ -234,10 +234,10 @@ class OpenHands(Harness):
         try:
             try:
                 await asyncio.wait_for(self._serve(proc, env, config, transcript, done, faults, log),
-                                       self.p.timeout)
+                                       self.params.timeout)
             except TimeoutError:
                 timed_out = True
-                log.warning("openhands stopped at its %gs timeout", self.p.timeout)
+                log.warning("openhands stopped at its %gs timeout", self.params.timeout)
         finally:
             try:
                 await _stop(proc, grace_s=_EXIT_GRACE_S if done else 0.0)
@@ -344,16 +344,16 @@ class OpenHands(Harness):
         status = "agent_timeout" if timed_out else str(done.get("status") or "")
         steps = trajectory.steps
         ran_out = status != "finished" and not timed_out and not done.get("error") and \
-            sum(1 for s in steps if s.tool_calls) >= self.p.max_iterations
+            sum(1 for s in steps if s.tool_calls) >= self.params.max_iterations
         trajectory.stop_reason = "max_iterations" if ran_out else (status or None)
         final = done.get("final_answer")
         result = HarnessResult(final_answer=final if isinstance(final, str) else None, trajectory=trajectory,
-                               artifacts={"openhands": {"version": self.p.version, "status": status or None,
+                               artifacts={"openhands": {"version": self.params.version, "status": status or None,
                                                         "metrics": done.get("metrics") or {},
                                                         "exit_code": returncode}})
         if timed_out:
             result.error_kind = ErrorKind.AGENT_TIMEOUT
-            result.error = f"openhands stopped at its {self.p.timeout:g}s timeout"
+            result.error = f"openhands stopped at its {self.params.timeout:g}s timeout"
         elif not done:
             result.error_kind = ErrorKind.AGENT_ERROR
             result.error = f"the openhands bridge exited {returncode} without finishing"
@@ -363,7 +363,7 @@ class OpenHands(Harness):
             result.error_kind, result.error = ErrorKind.AGENT_ERROR, f"openhands failed: {done['error']}"
         elif ran_out:
             result.error_kind = ErrorKind.STEP_LIMIT
-            result.error = f"openhands reached its max_iterations of {self.p.max_iterations}"
+            result.error = f"openhands reached its max_iterations of {self.params.max_iterations}"
         elif status == "stuck":
             result.error_kind, result.error = ErrorKind.AGENT_STUCK, "openhands' stuck detector stopped the agent"
         elif status != "finished":

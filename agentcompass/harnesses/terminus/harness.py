@@ -22,14 +22,11 @@ from ..._errors import EnvironmentError_
 from ..._validate import MAX_COUNT, Count, Seconds
 from ...common.error_kinds import ErrorKind
 from ...interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
-from ...params import as_params
 from ...records import Step, Usage
 from .. import model_turn, truncate_middle
 from ..base import Harness
 from .reply import Reply, parse_reply
 from .tmux_session import SessionGone, TmuxSession, is_key_names
-
-_WHERE = "harness terminus"
 
 DEFAULT_SYSTEM_PROMPT = """\
 You are an AI assistant solving a task in a Linux terminal. You work a tmux session by sending keystrokes, \
@@ -96,28 +93,29 @@ class Terminus(Harness):
     Stop reasons: ``task_complete``, ``step_limit``, ``format_error_limit``, ``session_ended``.
     """
 
+    name: ClassVar[str] = "terminus"
     evaluates: ClassVar[bool] = True
     needs_environment: ClassVar[bool] = True
     Params: ClassVar[type[TerminusParams]] = TerminusParams
+    params: TerminusParams
 
     def __init__(self, params: TerminusParams | dict[str, Any], ctx: ComponentContext) -> None:
-        self.p = self.params = as_params(TerminusParams, params, _WHERE)
-        self.ctx = ctx
-        template = self.p.system_prompt or DEFAULT_SYSTEM_PROMPT
-        self.system_prompt = template.replace("{max_duration}", f"{self.p.max_duration_s:g}")
-        self.model_params = dict(self.p.model_params or {})
+        super().__init__(params, ctx)
+        template = self.params.system_prompt or DEFAULT_SYSTEM_PROMPT
+        self.system_prompt = template.replace("{max_duration}", f"{self.params.max_duration_s:g}")
+        self.model_params = dict(self.params.model_params or {})
 
     async def setup(self, task: PreparedTask, env: Environment, log: logging.Logger) -> None:
         """Fail early, with what to install, when the environment has no tmux (with auto_install_dependencies,
         install it with the environment's package manager first)."""
-        await TmuxSession(env, tmux=self.p.tmux_path).check_installed(
+        await TmuxSession(env, tmux=self.params.tmux_path).check_installed(
             auto_install=self.ctx.auto_install_dependencies)
 
     async def run(self, task: PreparedTask, env: Environment | None, model: ModelClient,
                   ctx: RunContext, log: logging.Logger) -> HarnessResult:
         if env is None:
             raise EnvironmentError_("terminus needs an environment but got none")
-        p = self.p
+        p = self.params
         session = TmuxSession(env, tmux=p.tmux_path, cols=p.cols, rows=p.rows, history_limit=p.history_limit)
         trajectory = ctx.trajectory  # steps land where the engine can still read them if it stops us
         trajectory.started_at = time.time()
@@ -182,12 +180,12 @@ class Terminus(Harness):
             await session.send(command.keystrokes)
             typed.append(f"<{command.keystrokes.strip()}>" if is_key_names(command.keystrokes)
                          else command.keystrokes)
-            await asyncio.sleep(min(command.duration, self.p.max_duration_s))
+            await asyncio.sleep(min(command.duration, self.params.max_duration_s))
         text, incremental = await session.read()
         step.exec_latency_s = time.monotonic() - t0
         step.action = "".join(typed) if typed else None
         heading = "New terminal output:" if incremental else "Current terminal screen:"
-        step.observation = f"{heading}\n{truncate_middle(text, self.p.observation_limit)}"
+        step.observation = f"{heading}\n{truncate_middle(text, self.params.observation_limit)}"
         return step.observation
 
 
