@@ -25,9 +25,9 @@ from .retry import OnRetry, RetryPolicy, split_retry_params
 
 #: api_protocol -> (module, class) of its client.
 _CLIENTS = {
-    "openai-chat": (".openai_chat", "OpenAIChatClient"),
-    "openai-responses": (".openai_responses", "OpenAIResponsesClient"),
-    "anthropic-messages": (".anthropic_messages", "AnthropicMessagesClient"),
+    "openai-chat": (".clients.openai_chat", "OpenAIChatClient"),
+    "openai-responses": (".clients.openai_responses", "OpenAIResponsesClient"),
+    "anthropic-messages": (".clients.anthropic_messages", "AnthropicMessagesClient"),
 }
 SUPPORTED_PROTOCOLS = tuple(_CLIENTS)
 
