@@ -16,8 +16,9 @@ SECRET = "sk-environ-4f1d9c2b7a"
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="/proc/<pid>/environ is Linux's")
 
 #: loads agentcompass/common/environ.py by path (stdlib only), so a system Python another user can run does it too
+ENVIRON_PY = REPO / "agentcompass" / "common" / "environ.py"
 LOAD = ("import importlib.util, subprocess, sys\n"
-        f"spec = importlib.util.spec_from_file_location('envmod', {str(REPO / 'agentcompass' / 'common' / 'environ.py')!r})\n"
+        f"spec = importlib.util.spec_from_file_location('envmod', {str(ENVIRON_PY)!r})\n"
         "envmod = importlib.util.module_from_spec(spec); spec.loader.exec_module(envmod)\n")
 #: a child (as an agent would) reads its parent's environment block and a page of its memory
 READ_PARENT = ["sh", "-c", "tr '\\0' '\\n' < /proc/$PPID/environ 2>&1; "

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 from .._errors import AgentCompassError
 from ..common.error_kinds import ErrorKind
+from ..common.http_status import TRANSIENT_MODEL_KINDS
 
 
 class FailurePolicy(NamedTuple):
@@ -33,11 +34,8 @@ _FINAL = FailurePolicy(retry=False, grade=False, valid=False)
 _GRADED = FailurePolicy(retry=False, grade=True, valid=True)
 
 POLICIES: dict[ErrorKind, FailurePolicy] = {
-    # the model endpoint
-    ErrorKind.MODEL_RATE_LIMIT: _TRANSIENT,
-    ErrorKind.MODEL_SERVER_ERROR: _TRANSIENT,
-    ErrorKind.MODEL_CONNECTION_ERROR: _TRANSIENT,
-    ErrorKind.MODEL_BAD_RESPONSE: _TRANSIENT,
+    # the model endpoint; its transient kinds are common/http_status.py's, which the model retries read too
+    **{kind: _TRANSIENT for kind in ErrorKind if kind in TRANSIENT_MODEL_KINDS},
     ErrorKind.MODEL_AUTH: _FINAL,
     ErrorKind.MODEL_BAD_REQUEST: _FINAL,
     ErrorKind.MODEL_RESPONSE_TOO_LARGE: _FINAL,  # an answer past max_response_bytes: asking again gets the same

@@ -42,7 +42,8 @@ OnChange = Callable[[int, str], None]
 
 
 def outcome_of(kind: str | None) -> Outcome:
-    """The limiter outcome for a ``ModelError`` kind (``None``: the call succeeded)."""
+    """The limiter outcome for a ``ModelError`` kind (``None``: the call succeeded): a rate limit cuts the
+    limit; any other failure, transient or not, only gives the slot back."""
     if kind is None:
         return "ok"
     return "rate_limited" if kind == ErrorKind.MODEL_RATE_LIMIT else "error"

@@ -1,7 +1,7 @@
 """Retries of transient model-call failures, separate from the engine's task-level retries.
 
 ``RetryingModelClient`` wraps any ``ModelClient`` and retries a call that failed with a ``ModelError`` of
-a transient kind:
+a transient kind (``common.http_status.TRANSIENT_MODEL_KINDS``):
 
 - ``model_rate_limit`` (429), ``model_server_error`` (5xx), ``model_connection_error`` (refused, reset,
   closed without an answer, read timeout): up to ``retries`` extra tries;
@@ -39,6 +39,7 @@ from .._errors import ModelError
 from .._validate import MAX_SECONDS
 from ..common.backoff import FULL_JITTER, backoff_delay
 from ..common.error_kinds import ErrorKind
+from ..common.http_status import TRANSIENT_MODEL_KINDS
 from ..interfaces import ModelClient, ModelResponse
 from ..params import as_params
 from ..specs import DEFAULT_MAX_BACKOFF_S
@@ -48,8 +49,6 @@ from .adaptive import AdaptiveLimiter, outcome_of
 #: context variables of the caller are visible); ``try_no`` is the try that just failed (1 = first call).
 OnRetry = Callable[[str, float, int], None]
 
-RETRYABLE_KINDS = frozenset({ErrorKind.MODEL_RATE_LIMIT, ErrorKind.MODEL_SERVER_ERROR,
-                             ErrorKind.MODEL_CONNECTION_ERROR, ErrorKind.MODEL_BAD_RESPONSE})
 RETRY_PARAMS = frozenset({"retries", "retry_backoff", "retry_max_wait"})
 #: the most extra tries one model call may make.
 MAX_MODEL_RETRIES = 100
@@ -85,7 +84,7 @@ class RetryPolicy:
 
     def allows(self, kind: str, failures: int, bad_responses: int) -> bool:
         """Whether a call that has failed ``failures`` times (the last with ``kind``) may try again."""
-        if kind not in RETRYABLE_KINDS or failures > self.retries:
+        if kind not in TRANSIENT_MODEL_KINDS or failures > self.retries:
             return False
         return kind != ErrorKind.MODEL_BAD_RESPONSE or bad_responses <= self.bad_response_retries
 

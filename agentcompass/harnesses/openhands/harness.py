@@ -53,8 +53,8 @@ import msgspec
 from ..._errors import ConfigError, EnvironmentError_, ModelError
 from ..._validate import Count, Seconds
 from ...common.error_kinds import ErrorKind
+from ...common.http_status import model_error_kind
 from ...interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
-from ...models.clients.http import status_kind
 from ...records import Step, ToolCall, Trajectory
 from ..base import Harness
 from . import venv
@@ -335,7 +335,7 @@ class OpenHands(Harness):
         if not kinds:
             return None
         status = done.get("http_status")
-        kind = status_kind(status) if isinstance(status, int) and status >= 400 else kinds[0]
+        kind = model_error_kind(status) if isinstance(status, int) and status >= 400 else kinds[0]
         return ModelError(f"openhands: its model call failed: {done.get('error')}", kind=kind,
                           status=status if isinstance(status, int) else None)
 

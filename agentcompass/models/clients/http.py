@@ -31,6 +31,7 @@ import msgspec
 from ..._errors import ConfigError, ModelError
 from ..._validate import Count, Seconds, seconds
 from ...common.error_kinds import ErrorKind
+from ...common.http_status import RETRY_AFTER_KINDS, model_error_kind
 from ...interfaces import ModelResponse
 from ...params import as_params
 from .deadline import KEEPALIVE_EVENTS, Deadline, default_total_timeout
@@ -130,19 +131,6 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
 def positive(value: Any, field: str) -> float:
     """``value`` as seconds > 0 (finite, capped), else ``ConfigError`` naming ``model_params.<field>``."""
     return seconds(value, f"model_params.{field}")
-
-
-def status_kind(status: int) -> ErrorKind:
-    """The ``ModelError`` kind of an HTTP error status."""
-    if status == 429:
-        return ErrorKind.MODEL_RATE_LIMIT
-    if status >= 500:
-        return ErrorKind.MODEL_SERVER_ERROR
-    if status in (401, 403):
-        return ErrorKind.MODEL_AUTH
-    if status >= 400:
-        return ErrorKind.MODEL_BAD_REQUEST
-    return ErrorKind.MODEL_BAD_RESPONSE
 
 
 def parts_text(content: Any) -> str | None:
@@ -453,10 +441,8 @@ class HttpModelClient:
                 detail = str(err["error"].get("message") or detail)[:ERROR_SNIPPET]
         except msgspec.DecodeError:
             pass
-        kind = status_kind(status)
-        # 429s say when to come back; so do many 503s
-        waits = kind in (ErrorKind.MODEL_RATE_LIMIT, ErrorKind.MODEL_SERVER_ERROR)
-        retry_after = parse_retry_after(resp.headers) if waits else None
+        kind = model_error_kind(status)
+        retry_after = parse_retry_after(resp.headers) if kind in RETRY_AFTER_KINDS else None
         message = self.redact(f"Model {self.model_id!r} at {self.url} answered HTTP {status}: {detail}")
         return ModelError(message, kind=kind, status=status, retry_after=retry_after)
 

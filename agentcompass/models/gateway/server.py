@@ -37,11 +37,11 @@ removed again, so the client sees the stream it asked for while the ledger still
 upstream that rejects the option with a 400 is asked again without it).
 
 Each upstream try takes a slot of the endpoint's ``AdaptiveLimiter`` (shared with the in-process client),
-holds it until the body or stream is through, and reports 429s and ``Retry-After`` to it. 429, 5xx and
-connection errors are retried with ``RetryPolicy`` (Retry-After honoured); after the last try the
-upstream's answer (or a 502/504) goes back to the client. Every upstream call has a timeout; memory per
-call is bounded (a JSON body up to ``max_buffered_bytes`` is read whole to find its usage, larger ones
-stream through; a stream holds at most one event).
+holds it until the body or stream is through, and reports 429s and ``Retry-After`` to it. Transient failures
+(``common.http_status``: 429, 5xx, connection errors) are retried with ``RetryPolicy`` (Retry-After
+honoured); after the last try the upstream's answer (or a 502/504) goes back to the client. Every upstream
+call has a timeout; memory per call is bounded (a JSON body up to ``max_buffered_bytes`` is read whole to
+find its usage, larger ones stream through; a stream holds at most one event).
 
 Besides httpx's per-read timeouts, each upstream try has the same overall ``Deadline`` as the model clients
 (``_deadline.py``), so an upstream that only sends keep-alives or trickles bytes cannot hold a call open: a
@@ -71,9 +71,10 @@ import msgspec
 from aiohttp import web
 
 from ...common.error_kinds import ErrorKind
+from ...common.http_status import TRANSIENT_MODEL_KINDS, model_error_kind
 from ...engine.redact import Redactor
 from ...records import Usage
-from ..adaptive import AdaptiveLimiter, Outcome, Ticket
+from ..adaptive import AdaptiveLimiter, Outcome, Ticket, outcome_of
 from ..clients.deadline import Deadline, default_total_timeout
 from ..clients.http import DEFAULT_MAX_RESPONSE_BYTES
 from ..clients.openai_chat import parse_retry_after
@@ -721,12 +722,13 @@ class Gateway:
                     await resp.aclose()
                     body, injected = self._without_injection(body), False
                     continue
-                if resp.status_code != 429 and resp.status_code < 500:
-                    return _Answer(resp, ticket, deadline, "ok" if resp.status_code < 400 else "error",
-                                   max_bytes=up.max_response_bytes)
+                if resp.status_code < 400:
+                    return _Answer(resp, ticket, deadline, "ok", max_bytes=up.max_response_bytes)
+                kind = model_error_kind(resp.status_code)
+                outcome = outcome_of(kind)
+                if kind not in TRANSIENT_MODEL_KINDS:
+                    return _Answer(resp, ticket, deadline, outcome, max_bytes=up.max_response_bytes)
                 retry_after = up.policy.cap(parse_retry_after(resp.headers))  # max_backoff_s bounds the pause too
-                kind = ErrorKind.MODEL_RATE_LIMIT if resp.status_code == 429 else ErrorKind.MODEL_SERVER_ERROR
-                outcome: Outcome = "rate_limited" if resp.status_code == 429 else "error"
                 if not up.policy.allows(kind, failures + 1, 0):
                     # out of tries: the client gets it
                     return _Answer(resp, ticket, deadline, outcome, retry_after, max_bytes=up.max_response_bytes)

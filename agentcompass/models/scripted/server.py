@@ -124,7 +124,9 @@ async def _write(writer: asyncio.StreamWriter, data: bytes, pace: float) -> None
 
 
 def _head(status: int, headers: Mapping[str, str]) -> bytes:
-    lines = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}", "Server: agentcompass-scripted"]
+    # statuses http.HTTPStatus lacks are real too (Anthropic's 529 overloaded)
+    phrase = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "Error"
+    lines = [f"HTTP/1.1 {status} {phrase}", "Server: agentcompass-scripted"]
     lines.extend(f"{k}: {v}" for k, v in headers.items())
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
