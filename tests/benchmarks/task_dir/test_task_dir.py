@@ -26,7 +26,7 @@ from agentcompass.benchmarks.task_dir.benchmark import (
     reward_of,
 )
 from agentcompass.benchmarks.task_dir.source import MANIFEST, TasksDownloadError, download
-from agentcompass.environments.docker.provider import _check_member_names
+from agentcompass.environments.docker.upload import check_member_names
 from agentcompass.harnesses.base import Harness
 from agentcompass.interfaces import ComponentContext, HarnessResult, Resources
 from agentcompass.report import write_report
@@ -261,12 +261,12 @@ def _tar_of(*members: tuple[str, str, str]) -> bytes:
 ], ids=["beneath-a-link", "beneath-a-dotted-link", "beneath-an-absolute-link", "hard-climbs", "hard-absolute"])
 def test_the_docker_archive_check_refuses_links_leaving_the_target(members: list[tuple[str, str, str]]) -> None:
     with pytest.raises(ConfigError, match="link"):
-        _check_member_names(_tar_of(*members))
+        check_member_names(_tar_of(*members))
 
 
 def test_the_docker_archive_check_keeps_links_nothing_is_written_through() -> None:
     # symlinks land in the container as links (a workspace's virtualenv has absolute ones)
-    _check_member_names(_tar_of(("file", "a.txt", "x"), ("sym", "b", "a.txt"), ("sym", "sub/c", "../a.txt"),
+    check_member_names(_tar_of(("file", "a.txt", "x"), ("sym", "b", "a.txt"), ("sym", "sub/c", "../a.txt"),
                                 ("hard", "d", "a.txt"), ("sym", "logs", "/logs"), ("sym", "up", "../.."),
                                 ("sym", "venv/bin/python", "/usr/bin/python3")))
 
