@@ -38,10 +38,11 @@ def selection_params(cls: type) -> tuple[str, ...]:
 
 
 def convert_params(cls: type, raw: Any, where: str) -> Any:
-    """``raw`` (a mapping) as ``cls``'s ``Params`` struct; a struct already converted, and any params of a class
-    without ``Params``, are returned as they are. ``where`` names the component: ``"benchmark shell_tasks"``."""
+    """``raw`` (a mapping) as ``cls``'s ``Params`` struct; a struct already converted (also one a subclass hands
+    its base, of its parent's ``Params``), and any params of a class without ``Params``, are returned as they are.
+    ``where`` names the component: ``"benchmark shell_tasks"``."""
     declared = params_type(cls)
-    if declared is None or isinstance(raw, declared):
+    if declared is None or isinstance(raw, msgspec.Struct):
         return raw
     return as_params(declared, raw, where)
 
