@@ -262,9 +262,24 @@ class RayCluster:
             except subprocess.TimeoutExpired:
                 continue
 
+    def _disconnect_this_process(self) -> None:
+        """This process's Ray driver lets go of the cluster before its head stops: Ray terminates a driver whose GCS
+        has been gone for 60 s, which took down an xdist worker mid-test a minute after an earlier test's cluster
+        stopped (CI under stress-ng: 'Failed to connect to GCS within 60 seconds ... The program will terminate')."""
+        ray = sys.modules.get("ray")
+        if ray is None or not ray.is_initialized():
+            return
+        try:
+            gcs = str(ray.get_runtime_context().gcs_address)
+        except Exception:  # a half-made connection: let it go too
+            gcs = self.address
+        if gcs == self.address:
+            ray.shutdown()
+
     def stop(self) -> list[int]:
         """Stop the worker and the head by their pids, then any Ray process of this cluster still running (by
         pid); the pids that had to be killed that way."""
+        self._disconnect_this_process()
         below = {p: process_start_time(p) for p in _descendants(
             [p.pid for p in (self.head, self.worker) if p is not None and p.poll() is None])}
         if self.worker is not None:
