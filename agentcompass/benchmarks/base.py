@@ -68,9 +68,9 @@ class Benchmark(abc.ABC):
 
     def __init__(self, params: Any, ctx: ComponentContext) -> None:
         # the registry passes the ``Params`` struct it converted; a dict given by hand is converted here
-        self.params = convert_params(type(self), params, f"benchmark {self.name}")
-        self.ctx = ctx
         where = f"benchmark {self.name}"
+        self.params = convert_params(type(self), params, where)
+        self.ctx = ctx
         self.k = resolve_k(self.params, ctx, where, default=type(self).k)
         self.selection_field, self.sample_ids = requested_ids(self.params, where)
 

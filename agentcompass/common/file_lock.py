@@ -35,6 +35,14 @@ def _try_lock(fd: int) -> bool:
     return True
 
 
+def _give_up_if_due(deadline: float, cancelled: threading.Event | None,
+                    error: Callable[[LockWaitEnd], BaseException]) -> None:
+    if cancelled is not None and cancelled.is_set():
+        raise error("cancelled")
+    if time.monotonic() > deadline:
+        raise error("timeout")
+
+
 @contextlib.contextmanager
 def file_lock(path: str | Path, timeout_s: float, error: Callable[[LockWaitEnd], BaseException], *,
               cancelled: threading.Event | None = None, poll_s: float = 0.2, mode: int = 0o644) -> Iterator[None]:
@@ -44,10 +52,7 @@ def file_lock(path: str | Path, timeout_s: float, error: Callable[[LockWaitEnd],
     try:
         deadline = time.monotonic() + timeout_s
         while not _try_lock(fd):
-            if cancelled is not None and cancelled.is_set():
-                raise error("cancelled")
-            if time.monotonic() > deadline:
-                raise error("timeout")
+            _give_up_if_due(deadline, cancelled, error)
             if cancelled is not None:
                 cancelled.wait(poll_s)
             else:
@@ -66,10 +71,7 @@ async def async_file_lock(path: str | Path, timeout_s: float, error: Callable[[L
     try:
         deadline = time.monotonic() + timeout_s
         while not _try_lock(fd):
-            if cancelled is not None and cancelled.is_set():
-                raise error("cancelled")
-            if time.monotonic() > deadline:
-                raise error("timeout")
+            _give_up_if_due(deadline, cancelled, error)
             await asyncio.sleep(poll_s)
         yield
     finally:
