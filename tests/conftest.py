@@ -92,9 +92,14 @@ def pytest_configure(config: pytest.Config) -> None:
     """Ray's default token file, made before any test starts a Ray process: a local cluster that ``ray.init()``
     starts (in this session or a concurrent one, e.g. CI's steps 2 and 3) writes its own token there when none
     exists, which raced the two-node cluster's token on a fresh machine (its driver then failed to connect)."""
+    from agentcompass.environments.ray.cluster import GCS_RECONNECT_ENV, GCS_RECONNECT_S
     from tests.standins.ray_cluster import auth_env
 
     auth_env()
+    # A test process that was a driver of a stand-in cluster (several tests connect to one in turn) must not be
+    # ended by Ray 60 s after that cluster's head stopped: it took an xdist worker down mid-run twice on a loaded
+    # machine (the driver log: "Failed to connect to GCS within 60 seconds"), and the session then hung.
+    os.environ.setdefault(GCS_RECONNECT_ENV, str(GCS_RECONNECT_S))
 
 
 #: test files (path prefixes) run in xdist group ``ray``, one at a time on one worker

@@ -30,6 +30,12 @@ log = logging.getLogger("agentcompass.environments.ray.cluster")
 _lock = threading.Lock()
 _users = 0
 _ours = False  # this process called ray.init (so it disconnects at the end)
+#: Ray ends a driver process whose cluster head (GCS) has been unreachable for this config's value (default 60 s)
+#: with an immediate exit, and a GCS client of the connection can outlive ``ray.shutdown()``; the engine runs
+#: other requests and must outlive a head that went away (its attempts fail as lost environments instead). Given
+#: to the ``ray.init`` of a cluster we join, unless the user set it.
+GCS_RECONNECT_ENV = "RAY_gcs_rpc_server_reconnect_timeout_s"
+GCS_RECONNECT_S = 365 * 24 * 3600
 
 
 class ClusterNode(msgspec.Struct, frozen=True):
@@ -116,6 +122,9 @@ def _connect(address: str | None, local_cpus: int | None, cancelled: threading.E
                 kwargs["num_cpus"] = local_cpus if local_cpus is not None else os.cpu_count() or 1
                 log.info("no Ray address given (address param, RAY_ADDRESS): starting a local Ray cluster")
             _enable_token_auth_if_token_found(target)
+            patient = target != "local" and GCS_RECONNECT_ENV not in os.environ
+            if patient:  # read by Ray's config when it connects; a local cluster's own processes never see it
+                os.environ[GCS_RECONNECT_ENV] = str(GCS_RECONNECT_S)
             try:
                 ray.init(address=target, **kwargs)
             except BaseException as exc:
@@ -129,6 +138,9 @@ def _connect(address: str | None, local_cpus: int | None, cancelled: threading.E
                     raise EnvironmentError_(f"cannot connect to the Ray cluster at {target} (address param or "
                                             f"RAY_ADDRESS): {exc}{hint}") from exc
                 raise
+            finally:
+                if patient:
+                    os.environ.pop(GCS_RECONNECT_ENV, None)
             if cancelled.is_set():  # the caller gave up meanwhile: nobody would disconnect this
                 _shutdown_quietly(ray)
                 raise EnvironmentError_("connecting to the Ray cluster was cancelled")
