@@ -1,6 +1,6 @@
 """The ``agentcompass`` command line.
 
-Commands: run, launch, list, show, view, report, compare, serve-scripted, cleanup, images."""
+Commands: run, evaluate, launch, list, show, view, report, compare, serve-scripted, cleanup, images."""
 
 from __future__ import annotations
 
@@ -116,6 +116,29 @@ def _add_run_parser(sub: Any) -> None:
                            help=f"read the model API key from this file (one line); else {API_KEY_ENV} is used")
 
 
+#: run options ``evaluate`` does not take: it runs no agent and calls no model
+_NOT_FOR_EVALUATE = frozenset({"harness", "harness_params", "model", "model_base_url", "model_api_key",
+                               "model_api_protocol", "model_params", "wrap_api_key"})
+
+
+def _add_evaluate_parser(sub: Any) -> None:
+    from .run_options import RUN_OPTIONS
+
+    p = sub.add_parser("evaluate", help="grade a predictions file (no agent), as the SWE-bench harness does",
+                       description="Grade a predictions file (instance_id, model_patch, model_name_or_path; a JSON "
+                                   "list or object, or JSON Lines) on a benchmark that grades patches (the SWE-bench "
+                                   "family): each instance of the file is graded in a fresh verifier environment, "
+                                   "with the same run directory and report as a run. No agent runs, no model is "
+                                   "called; the run's model is the file's model_name_or_path.")
+    p.add_argument("--predictions", required=True, metavar="FILE", help="the predictions file")
+    for opt in RUN_OPTIONS:
+        if opt.flags and opt.name not in _NOT_FOR_EVALUATE:
+            if opt.name == "environment":  # the verifier needs the instances' images
+                _add_option(p, opt, default="docker")
+            else:
+                _add_option(p, opt)
+
+
 def _add_results_parsers(sub: Any) -> None:
     p = sub.add_parser("report", help="write a static report of a run (html, md or json)")
     p.add_argument("run_dir")
@@ -150,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_run_parser(sub)
+    _add_evaluate_parser(sub)
     p = sub.add_parser("launch", help="run an OrchestrationSpec from a YAML or JSON file")
     p.add_argument("spec", help="the OrchestrationSpec file (.json: JSON, else YAML)")
     _add_option(p, OPTIONS_BY_NAME["progress"], " (default: the spec file's progress)", default=None)
@@ -209,13 +233,14 @@ def run_kwargs(a: argparse.Namespace) -> dict[str, Any]:
 
     kwargs: dict[str, Any] = {}
     for opt in RUN_OPTIONS:
-        if not opt.flags:
+        if not opt.flags or not hasattr(a, opt.dest):  # a command with a subset of them (evaluate)
             continue
         value = getattr(a, opt.dest)
         if isinstance(opt.type, mi.DictType):
             value = _json_obj(opt.flags[0], value)
         kwargs[opt.name] = value
-    kwargs["model_api_key"] = _api_key_arg(a)
+    if hasattr(a, "model_api_key"):
+        kwargs["model_api_key"] = _api_key_arg(a)
     kwargs["enable_analysis"] = _analysis_arg(a.enable_analysis)
     return kwargs
 
@@ -224,6 +249,25 @@ def _cmd_run(a: argparse.Namespace) -> int:
     from .api import run_evaluation
 
     outcome = run_evaluation(**run_kwargs(a))
+    _print_outcome(outcome)
+    return EXIT_OK if outcome.ok else EXIT_FAILED
+
+
+def _cmd_evaluate(a: argparse.Namespace) -> int:
+    from .api import run_evaluation
+    from .benchmarks.selection import SELECTION_ALIASES, SELECTION_PARAM
+    from .harnesses.predictions import load_predictions
+
+    path = str(Path(a.predictions).expanduser().resolve())
+    predictions = load_predictions(path)
+    kwargs = run_kwargs(a)
+    bench_params = dict(kwargs.get("benchmark_params") or {})
+    if not any(name in bench_params for name in (SELECTION_PARAM, *SELECTION_ALIASES)):
+        bench_params[SELECTION_PARAM] = list(predictions)  # the file's instances, as the official harness runs
+    names = sorted({p.model_name_or_path for p in predictions.values() if p.model_name_or_path})
+    kwargs["benchmark_params"] = bench_params
+    outcome = run_evaluation(**kwargs, harness="predictions", harness_params={"file": path},
+                             model=names[0] if len(names) == 1 else "predictions")
     _print_outcome(outcome)
     return EXIT_OK if outcome.ok else EXIT_FAILED
 
@@ -482,7 +526,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return build_base_main(argv[2:])
     args = build_parser().parse_args(argv)
-    handlers = {"run": _cmd_run, "launch": _cmd_launch, "list": _cmd_list, "show": _cmd_show,
+    handlers = {"run": _cmd_run, "evaluate": _cmd_evaluate, "launch": _cmd_launch, "list": _cmd_list, "show": _cmd_show,
                 "cleanup": _cmd_cleanup, "view": _cmd_view, "report": _cmd_report, "compare": _cmd_compare}
     try:
         return handlers[args.command](args)

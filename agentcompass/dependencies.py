@@ -38,6 +38,7 @@ masked) for the caller's log.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import importlib
 import importlib.metadata
@@ -47,8 +48,9 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from packaging.requirements import InvalidRequirement
 from packaging.requirements import Requirement as _PipRequirement
@@ -59,7 +61,7 @@ from .common.process_once import ProcessOnce
 from .records import DependencyInstalled, DependencyInstalling, ProgressEvent
 
 __all__ = ["DEFAULT_PIP_TIMEOUT_S", "InstallReport", "Requirement", "ensure_installed", "install_counts",
-           "mask_credentials", "missing", "missing_error", "pip_command"]
+           "mask_credentials", "missing", "missing_error", "pip_command", "reported_install"]
 
 DEFAULT_PIP_TIMEOUT_S = 900.0
 TIMEOUT_ENV = "AGENTCOMPASS_PIP_TIMEOUT"
@@ -276,3 +278,21 @@ async def ensure_installed(reqs: Iterable[Requirement], *, auto_install: bool, f
                                      shared=not report.ran_pip))
         reports.append(report)
     return reports
+
+
+@contextlib.asynccontextmanager
+async def reported_install(ctx: Any, component: str, package: str) -> AsyncIterator[None]:
+    """Report a component's own install (an agent program, a venv) as progress through
+    ``ctx.report_install`` (a ``ComponentContext``): started on entry, ended (with its error) on exit."""
+    report = getattr(ctx, "report_install", None)
+    if report is not None:
+        report(component, package, None, None)
+    started = time.monotonic()
+    try:
+        yield
+    except BaseException as exc:
+        if report is not None:
+            report(component, package, time.monotonic() - started, str(exc) or type(exc).__name__)
+        raise
+    if report is not None:
+        report(component, package, time.monotonic() - started, None)

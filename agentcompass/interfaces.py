@@ -315,6 +315,11 @@ class ComponentContext(msgspec.Struct, omit_defaults=True):
     #: ``report_download(what, bytes_done, bytes_total)``: a constructor's data download, shown as progress
     #: (``DataDownload`` events). Callable from any thread; None outside the engine.
     report_download: Callable[[str, int, int], None] | None = None
+    #: ``report_install(component, package, seconds, error)``: a component's own install (an agent program, a
+    #: venv) has started (``seconds`` None) or ended after ``seconds`` (``error`` None: it worked), shown as
+    #: progress (``DependencyInstalling`` / ``DependencyInstalled`` events). Callable from any thread; None
+    #: outside the engine. ``dependencies.reported_install`` wraps an install in the two calls.
+    report_install: Callable[[str, str, float | None, str | None], None] | None = None
     #: set by the engine when the request is cancelled while a constructor runs (in a worker thread, which
     #: cannot be interrupted): a constructor's long wait (a download, a lock) checks it and gives up.
     cancelled: threading.Event | None = None

@@ -86,17 +86,18 @@ class _Tally:
                 self.score_n += 1
 
     def result(self, k: int, primary: str | None = None) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "tasks": self.tasks,
-            "graded_tasks": self.graded_tasks,
-            f"pass@{k}": self.solved / self.tasks if self.tasks else 0.0,
-            f"avg@{k}": self.correct_attempts / self.attempts if self.attempts else 0.0,
-            "solved": self.solved,
-        }
-        if self.tasks:
-            out[f"pass@{k}_ci"] = _ci(wilson_interval(self.solved, self.tasks))
-            out[f"avg@{k}_ci"] = _ci(clustered_wilson_interval(self.rate_sum, self.rate_sq_sum, self.tasks,
-                                                               self.k_max))
+        out: dict[str, Any] = {"tasks": self.tasks, "graded_tasks": self.graded_tasks}
+        if not self.tasks:  # nothing was asked to be graded (e.g. harness none): no rate, rather than a 0
+            out["solved"] = 0
+            if primary:  # the name of the headline, which has no value yet
+                out["primary_metric"] = primary
+            return out
+        out[f"pass@{k}"] = self.solved / self.tasks
+        out[f"avg@{k}"] = self.correct_attempts / self.attempts if self.attempts else 0.0
+        out["solved"] = self.solved
+        out[f"pass@{k}_ci"] = _ci(wilson_interval(self.solved, self.tasks))
+        out[f"avg@{k}_ci"] = _ci(clustered_wilson_interval(self.rate_sum, self.rate_sq_sum, self.tasks,
+                                                           self.k_max))
         out["pass_rate"] = out[f"pass@{k}"]
         if primary:  # the headline metric the benchmark asked for (e.g. avg@k)
             out["primary_metric"] = primary

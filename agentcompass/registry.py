@@ -68,6 +68,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "terminus": "agentcompass.harnesses.terminus.harness:Terminus",
         "openhands": "agentcompass.harnesses.openhands.harness:OpenHands",
         "oracle": "agentcompass.harnesses.oracle:Oracle",
+        "predictions": "agentcompass.harnesses.predictions:Predictions",
         "claude_code": "agentcompass.harnesses.installed.claude_code:ClaudeCode",
         "codex": "agentcompass.harnesses.installed.codex:Codex",
         "tool_agent": "agentcompass.harnesses.tool_agent:ToolAgent",

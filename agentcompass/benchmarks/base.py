@@ -56,6 +56,9 @@ class Benchmark(abc.ABC):
     selection_field: str = SELECTION_PARAM
     #: what the benchmark measures: one of ``DIMENSIONS``.
     dimension: ClassVar[str] = "coding"
+    #: True when ``evaluate`` grades the patch a harness submits (``HarnessResult.patch``) without an agent
+    #: environment, so a predictions file can be graded (harness ``predictions``, ``agentcompass evaluate``).
+    grades_patch: ClassVar[bool] = False
     #: where the tasks came from (e.g. a Hub dataset's resolved commit), recorded in params.json.
     source: Any = None
 

@@ -59,6 +59,8 @@ POLICIES: dict[ErrorKind, FailurePolicy] = {
     # the agent stopped at a budget it was given: what it did so far is its answer
     ErrorKind.STEP_LIMIT: _GRADED,
     ErrorKind.COST_LIMIT: _GRADED,
+    ErrorKind.TOKEN_LIMIT: _GRADED,
+    ErrorKind.MESSAGE_LIMIT: _GRADED,
     ErrorKind.FORMAT_ERROR_LIMIT: _GRADED,
     # an installed agent's program (harnesses/installed/agent.py) exited non-zero, or wrote no transcript we can read:
     # its work in the environment is still graded

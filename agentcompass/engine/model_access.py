@@ -31,7 +31,7 @@ from .._errors import ConfigError, EnvironmentError_
 from .._validate import count
 from ..models.adaptive import AdaptiveLimiter, LimiterRegistry
 from ..models.gateway.envelope import AttemptKey, EnvelopeSigner
-from ..models.gateway.ledger import GatewayUsage, Ledger
+from ..models.gateway.ledger import CallBudget, GatewayUsage, Ledger
 from ..models.pricing import PRICE_PARAM, PriceTable, parse_price_table
 from ..records import ModelLimitChanged, ModelRetrying, ProgressEvent, Usage
 from ..specs import MAX_CONCURRENCY, ModelSpec
@@ -169,11 +169,12 @@ class ModelAccess:
         return agent_env(self.gateway.url_for(base, grant), self.gateway.url_for(base, grant, anthropic=True),
                          grant.api_key, self.model)
 
-    def open(self, task_id: str, attempt: int, try_no: int) -> TryGrant:
-        """Grant this try access; env vars for its sandbox (none if the sandbox cannot reach the gateway)."""
+    def open(self, task_id: str, attempt: int, try_no: int, *, budget: CallBudget | None = None) -> TryGrant:
+        """Grant this try access; env vars for its sandbox (none if the sandbox cannot reach the gateway).
+        ``budget`` is asked before each of the try's model calls and charged after it."""
         key = AttemptKey(self.request, task_id, attempt, try_no)
         grant = self.gateway.open_grant(key, run_id=self.run_id,
-                                        envelope_ttl_s=self.envelope_ttl_s if self.wrap else None)
+                                        envelope_ttl_s=self.envelope_ttl_s if self.wrap else None, budget=budget)
         host_env = self._env(self.host_base, grant)
         sandbox_env = self._env(self.sandbox_base, grant) if self.sandbox_base else {}
         return TryGrant(key, sandbox_env, host_env)

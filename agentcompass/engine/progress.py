@@ -173,6 +173,27 @@ def download_reporter(emit: Callable[[ProgressEvent], None], request: str, run_i
     return report
 
 
+def install_reporter(emit: Callable[[ProgressEvent], None], request: str,
+                     run_id: str) -> Callable[[str, str, float | None, str | None], None]:
+    """``ComponentContext.report_install`` for a request: callable from any thread, emits
+    ``DependencyInstalling`` (``seconds`` None) or ``DependencyInstalled`` on the loop it was made on."""
+    loop = asyncio.get_running_loop()
+
+    def report(component: str, package: str, seconds: float | None, error: str | None) -> None:
+        ev: ProgressEvent
+        if seconds is None:
+            ev = DependencyInstalling(ts=time.time(), request=request, run_id=run_id, package=package,
+                                      component=component)
+        else:
+            ev = DependencyInstalled(ts=time.time(), request=request, run_id=run_id, package=package,
+                                     component=component, seconds=round(seconds, 3), ok=error is None,
+                                     error=error[:500] if error else None)
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody is watching any more
+            loop.call_soon_threadsafe(emit, ev)
+
+    return report
+
+
 def dependency_line(ev: DependencyInstalling | DependencyInstalled) -> str:
     """The plain progress line of a dependency install."""
     if isinstance(ev, DependencyInstalling):

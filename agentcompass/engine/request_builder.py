@@ -34,12 +34,13 @@ from ..dependencies import InstallReport, ensure_installed
 from ..interfaces import ComponentContext
 from ..metrics import DefaultAccumulator
 from ..models.adaptive import AdaptiveLimiter
+from ..models.factory import is_scripted
 from ..models.retry import RetryingModelClient
 from ..records import ModelRetrying, RunInfo
 from ..specs import ModelSpec, RunRequestSpec
 from .accounting import RequestAccount
 from .image_cache import RequestImages
-from .progress import download_reporter
+from .progress import download_reporter, install_reporter
 from .redact import RedactingFormatter, Redactor
 from .resolve import ResolvedRequest, resolve
 from .reuse import pick_run, reuse_run_source, runs_dir
@@ -119,7 +120,8 @@ class RequestBuilder:
                                max_creates_in_flight=svc.pool.creates_limit(provider_cls),
                                open_pacer=svc.pool.pacer(provider_cls).wait,
                                price=engine_params.price,
-                               report_download=download_reporter(svc.bus.emit, self.name, self.run_id))
+                               report_download=download_reporter(svc.bus.emit, self.name, self.run_id),
+                               report_install=install_reporter(svc.bus.emit, self.name, self.run_id))
         installed = await self._ensure_requirements((("benchmark", spec.benchmark.id, bench_cls),
                                                      ("harness", spec.harness.id, harness_cls),
                                                      ("environment", spec.environment.id, provider_cls)))
@@ -156,12 +158,14 @@ class RequestBuilder:
                                        try_no=try_no, backoff_s=backoff_s, task_id=CURRENT_TASK.get()))
 
         self.model_spec = r.model_spec
+        if is_scripted(self.model_spec) and (harness_cls.needs_model_endpoint or r.network.uses_model_route()):
+            self.model_spec = await self._serve_scripted(self.model_spec)
         model = create_model_client(self.model_spec, max_connections=max(concurrency, 1), on_retry=on_model_retry,
-                                    max_backoff_s=spec.max_backoff_s)
+                                    max_backoff_s=spec.max_backoff_s, calls_model=harness_cls.calls_model)
         self._closers.append(model.aclose)
-        if spec.model.base_url:
+        if self.model_spec.base_url:
             # one adaptive limit per endpoint for the launch, shared with the gateway and other requests
-            self.limiter = svc.models.limiter_for(self.name, self.run_id, spec.model.base_url, spec.model.id,
+            self.limiter = svc.models.limiter_for(self.name, self.run_id, self.model_spec.base_url, spec.model.id,
                                                   engine_params.max_concurrency or max(concurrency, 1))
             if isinstance(model, RetryingModelClient):
                 model.limiter = self.limiter
@@ -182,7 +186,7 @@ class RequestBuilder:
             retry_patterns=r.retry_patterns,
             keep_environment=spec.keep_environment, file_log_level=logging.getLevelName(spec.file_log_level),
             timeouts=r.timeouts, network=r.network,
-            price=engine_params.price, images=self.images, analyzers=tuple(analyzers))
+            price=engine_params.price, images=self.images, analyzers=tuple(analyzers), limits=r.limits)
         new_acc = benchmark.new_accumulator()
         self.account.accumulator = new_acc if new_acc is not None else DefaultAccumulator(rt.k)
         self._write_params(bench_params, harness_params, env_params, r.timeouts, r.network, benchmark)
@@ -195,6 +199,17 @@ class RequestBuilder:
         svc.bus.attach_file(self.name, run_dir.paths.progress, redactor)
         log.info("request %s resolved: run_id=%s dir=%s", self.name, self.run_id, run_dir.path)
         return rt
+
+    async def _serve_scripted(self, model: ModelSpec) -> ModelSpec:
+        """The built-in scripted model served over HTTP on 127.0.0.1 for this request, for a harness whose agent
+        process reaches its model only over HTTP (through the gateway): ``model`` with that ``base_url``."""
+        from ..models.scripted.server import ScriptedServer
+
+        server = ScriptedServer(model.params, model_id=model.id)
+        await server.start()
+        self._closers.append(server.stop)
+        self.svc.log.debug("request %s: the scripted model is served at %s", self.name, server.base_url)
+        return msgspec.structs.replace(model, base_url=server.base_url)
 
     async def _ensure_requirements(self, components: Iterable[tuple[str, str, Any]]) -> list[InstallReport]:
         """Each component class's declared ``requirements``, installed (pip, awaited) when allowed; else a
@@ -241,6 +256,7 @@ class RequestBuilder:
             "resolved": {"benchmark_params": bench_params, "harness_params": harness_params,
                          "environment_params": env_params, "k": self.rt.k if self.rt else 1,
                          "timeouts": timeouts.__dict__,
+                         "limits": msgspec.to_builtins(self.resolved.limits) if self.resolved else {},
                          # where the benchmark's data came from (e.g. a Hub dataset's resolved commit)
                          "benchmark_source": msgspec.to_builtins(benchmark.source),
                          "network": {"baseline": msgspec.to_builtins(network.baseline),

@@ -21,6 +21,7 @@ from ..interfaces import NetworkPolicy
 from ..params import selection_params
 from ..registry import Registries
 from ..specs import ModelSpec, RunRequestSpec
+from .attempt_limits import AttemptLimits, parse_limits
 from .identity import request_identity, run_fields
 from .image_cache import ImagePolicy, pop_image_policy
 from .model_access import EngineModelParams, split_engine_params
@@ -56,6 +57,8 @@ class ResolvedRequest:
     #: the model params the engine keeps (price, concurrency) and the model spec with the client's params only
     model_engine_params: EngineModelParams
     model_spec: ModelSpec
+    #: each attempt's limits on model use (``token_limit`` / ``message_limit``, taken out of the harness params)
+    limits: AttemptLimits
     retry_patterns: tuple[re.Pattern[str], ...]
 
 
@@ -87,6 +90,31 @@ def compile_retry_patterns(patterns: list[str]) -> tuple[re.Pattern[str], ...]:
     return tuple(out)
 
 
+def check_pairing(bench_cls: type[Any], harness_cls: type[Any], spec: RunRequestSpec) -> None:
+    """Refuse a harness the benchmark cannot serve before any task runs: the oracle needs reference solutions,
+    a tool-calling harness the benchmark's tools, the predictions harness a benchmark that grades patches."""
+    from ..benchmarks.base import Benchmark
+
+    if getattr(harness_cls, "needs_tools", False) and getattr(bench_cls, "tool_session", None) is \
+            Benchmark.tool_session:
+        raise ConfigError(f"Invalid `harness`: {spec.harness.id!r} calls the benchmark's tools, and benchmark "
+                          f"{spec.benchmark.id!r} offers none (it does not define tool_session). Use it on a "
+                          "tool-use benchmark (bfcl, tau2, agentdojo, or a judged QA benchmark with search tools), "
+                          "or another harness (shell_agent, openai_chat...).", field="harness")
+
+    if getattr(harness_cls, "oracle", False) and getattr(bench_cls, "reference_solution", None) is \
+            Benchmark.reference_solution:
+        raise ConfigError(f"Invalid `harness`: {spec.harness.id!r} runs each task's reference solution, and "
+                          f"benchmark {spec.benchmark.id!r} has none (it does not define reference_solution). "
+                          "Use an agent harness, or a benchmark with solutions (e.g. task folders: task_dir).",
+                          field="harness")
+    if getattr(harness_cls, "submits_patches", False) and not getattr(bench_cls, "grades_patch", False):
+        raise ConfigError(f"Invalid `harness`: {spec.harness.id!r} submits a predictions file's patches, and "
+                          f"benchmark {spec.benchmark.id!r} does not grade a submitted patch. Benchmarks that do: "
+                          "the SWE-bench family (swebench, swebench_verified, swebench_lite, swebench_jsonl, "
+                          "swebench_local, swebench_multilingual, swebench_pro).", field="harness")
+
+
 def resolve(spec: RunRequestSpec, reg: Registries) -> ResolvedRequest:
     """The request spec, resolved (see the module doc)."""
     retry_patterns = compile_retry_patterns(spec.retry_pattern_list)
@@ -103,6 +131,7 @@ def resolve(spec: RunRequestSpec, reg: Registries) -> ResolvedRequest:
     fields = run_fields(**id_parts)
     harness_cls = reg["harness"].resolve(spec.harness.id, field="harness")
     provider_cls = reg["environment"].resolve(spec.environment.id, field="environment")
+    check_pairing(bench_cls, harness_cls, spec)
 
     bench_params = dict(spec.benchmark.params)
     harness_params = dict(spec.harness.params)
@@ -116,6 +145,7 @@ def resolve(spec: RunRequestSpec, reg: Registries) -> ResolvedRequest:
         stall=_pop_float(harness_params, "stall_timeout", 900.0, "harness_params"),
         verify=_pop_float(bench_params, "verify_timeout", 1800.0, "benchmark_params"),
     )
+    limits = parse_limits(harness_params)
     net = {k: parse_network_policy(env_params.pop(k), k) for k in _NET_KEYS if k in env_params}
     network = NetworkPhases(baseline=net.get("network_policy", NetworkPolicy()),
                             run=net.get("run_network_policy"), verifier=net.get("verifier_network_policy"))
@@ -133,4 +163,4 @@ def resolve(spec: RunRequestSpec, reg: Registries) -> ResolvedRequest:
         timeouts=timeouts, network=network, network_given=net, has_images=has_images, image_policy=image_policy,
         model_engine_params=engine_params,
         model_spec=msgspec.structs.replace(spec.model, params=engine_params.client_params),
-        retry_patterns=retry_patterns)
+        retry_patterns=retry_patterns, limits=limits)

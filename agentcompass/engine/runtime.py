@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..interfaces import Benchmark, EnvironmentProvider, Harness, ModelClient, NetworkPolicy
 from ..records import ProgressEvent
 from ..specs import DEFAULT_MAX_BACKOFF_S
+from .attempt_limits import AttemptLimits
 from .env_pool import EnvironmentPool
 from .run_dir import RunDir
 
@@ -49,6 +50,10 @@ class NetworkPhases:
     baseline: NetworkPolicy = field(default_factory=NetworkPolicy)
     run: NetworkPolicy | None = None
     verifier: NetworkPolicy | None = None
+
+    def uses_model_route(self) -> bool:
+        """Whether a phase uses the ``model`` policy (sandboxes reach only the model, through the gateway)."""
+        return any(p is not None and p.mode == "model" for p in (self.baseline, self.run, self.verifier))
 
 
 @dataclass(frozen=True)
@@ -108,3 +113,5 @@ class RequestRuntime:
     analyzers: tuple[Any, ...] = ()
     #: the request's handle on the launch's image cache (providers with images), asked before each open.
     images: RequestImages | None = None
+    #: each attempt's limits on model use (``harness_params.token_limit`` / ``message_limit``)
+    limits: AttemptLimits = field(default_factory=AttemptLimits)

@@ -32,6 +32,7 @@ from ..interfaces import (
 )
 from ..records import AttemptFinished, AttemptRecord, AttemptStarted, TryRecord, TryRetrying
 from . import image_cache
+from .attempt_limits import AttemptBudget, LimitReached
 from .failures import kind_of, policy
 from .messages import AttemptDone, AttemptInterrupted, MsgQueue, RequestMsg, WorkItem
 from .model_access import AttemptSpend, gateway_usage_of, try_usage
@@ -326,7 +327,9 @@ class AttemptRun:
         rt = self.rt
         env: Environment | None = None
         # this try's access to the model through the gateway (env vars with an envelope / route token)
-        grant = rt.model_access.open(task.task_id, attempt, try_no) if rt.model_access is not None else None
+        budget = AttemptBudget(rt.limits) if rt.limits else None  # counts this try's model use, both routes
+        grant = (rt.model_access.open(task.task_id, attempt, try_no, budget=budget)
+                 if rt.model_access is not None else None)
         try:
             if rt.harness.needs_environment:
                 env_vars = {**prepared.env, **grant.sandbox_env} if grant is not None else prepared.env
@@ -364,8 +367,8 @@ class AttemptRun:
             watched_env = WatchedEnvironment(env, activity) if env is not None else None
             try:
                 result = await run_watched(
-                    rt.harness.run(prepared, watched_env, WatchedModel(rt.model, activity), ctx, log),
-                    activity, ctx.trajectory, timeout_s=agent_timeout, stall_s=rt.timeouts.stall)
+                    rt.harness.run(prepared, watched_env, WatchedModel(rt.model, activity, budget), ctx, log),
+                    activity, ctx.trajectory, timeout_s=agent_timeout, stall_s=rt.timeouts.stall, budget=budget)
             except Stalled:
                 # Not the agent's doing (a lost wakeup, a wedged sandbox): retryable; the steps so far are kept.
                 log.error("no progress for %gs: the attempt is stalled", rt.timeouts.stall)
@@ -386,6 +389,15 @@ class AttemptRun:
                 result = HarnessResult(error=f"agent timed out after {agent_timeout:g}s",
                                        error_kind=ErrorKind.AGENT_TIMEOUT, trajectory=partial,
                                        artifacts=dict(ctx.artifacts))
+            except LimitReached as exc:
+                # Graded, as a timeout is: the agent used its budget; the steps it streamed into ctx are kept.
+                log.warning("%s", exc)
+                partial = ctx.trajectory
+                partial.finished_at = time.time()
+                partial.stop_reason = exc.kind.value
+                result = HarnessResult(error=str(exc), error_kind=exc.kind, trajectory=partial,
+                                       artifacts=dict(ctx.artifacts))
+                meta["limits"] = {"tokens": budget.tokens, "messages": budget.messages} if budget else {}
             except ModelError as exc:
                 if exc.retry_after:
                     meta["retry_after"] = exc.retry_after

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from ..interfaces import HarnessResult
 from ..records import Trajectory
+from .attempt_limits import AttemptBudget, LimitReached
 
 #: what a call in flight may overrun its own timeout by before the watchdog stops waiting for it.
 HOLD_GRACE_S = 60.0
@@ -95,35 +96,50 @@ class WatchedEnvironment:
 
 
 class WatchedModel:
-    """The harness's model client, with every ``complete`` stamped."""
+    """The harness's model client, with every ``complete`` stamped (and counted against the try's ``budget``:
+    refused with ``LimitReached`` once a limit is reached)."""
 
-    def __init__(self, model: Any, activity: Activity) -> None:
+    def __init__(self, model: Any, activity: Activity, budget: AttemptBudget | None = None) -> None:
         self._model = model
         self._activity = activity
+        self._budget = budget
         self.model_id = model.model_id
 
     def __repr__(self) -> str:
         return repr(self._model)
 
     async def complete(self, *args: Any, **kwargs: Any) -> Any:
-        return await self._activity.call(self._model.complete, *args, self_bounded=True, **kwargs)
+        budget = self._budget
+        if budget is None:
+            return await self._activity.call(self._model.complete, *args, self_bounded=True, **kwargs)
+        budget.check()
+        response = await self._activity.call(self._model.complete, *args, self_bounded=True, **kwargs)
+        budget.charge(getattr(response, "usage", None))
+        return response
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._model, name)
 
 
 async def run_watched(coro: Awaitable[HarnessResult], activity: Activity, trajectory: Trajectory, *,
-                      timeout_s: float, stall_s: float) -> HarnessResult:
+                      timeout_s: float, stall_s: float, budget: AttemptBudget | None = None) -> HarnessResult:
     """The harness's result; ``TimeoutError`` after ``timeout_s``, ``Stalled`` after ``stall_s`` without
-    progress. The harness task is cancelled on every way out, and waited for at most ``CANCEL_GRACE_S``: one
+    progress, ``LimitReached`` as soon as ``budget`` refuses a model call (whatever the harness made of the
+    refusal). The harness task is cancelled on every way out, and waited for at most ``CANCEL_GRACE_S``: one
     that ignores the cancel cannot hold the attempt (or a Ctrl-C) hostage."""
     task = asyncio.ensure_future(coro)
+    stopped = asyncio.ensure_future(budget.stopped()) if budget is not None else None
+    watched: set[asyncio.Future[Any]] = {task} if stopped is None else {task, stopped}
     deadline = time.monotonic() + timeout_s
     steps = len(trajectory.steps)
     try:
         while True:
             wake = min(deadline, activity.stall_at(stall_s))
-            done, _ = await asyncio.wait({task}, timeout=max(0.0, wake - time.monotonic()))
+            done, _ = await asyncio.wait(watched, timeout=max(0.0, wake - time.monotonic()))
+            if budget is not None and budget.reached is not None:
+                if task.done():
+                    _retrieve(task)
+                raise LimitReached(budget.reached.kind, str(budget.reached))
             if done:
                 return task.result()
             now = time.monotonic()
@@ -135,6 +151,8 @@ async def run_watched(coro: Awaitable[HarnessResult], activity: Activity, trajec
             elif now >= activity.stall_at(stall_s):
                 raise Stalled
     finally:
+        if stopped is not None:
+            stopped.cancel()
         if not task.done():
             task.add_done_callback(_retrieve)
             task.cancel()

@@ -33,6 +33,12 @@ class Harness(abc.ABC):
     #: when True the engine gives the harness the task's reference solution (``RunContext.solution``, from
     #: ``Benchmark.reference_solution``); no other harness ever receives it.
     oracle: ClassVar[bool] = False
+    #: when True the harness runs only on benchmarks that offer tools (``Benchmark.tool_session``): refused
+    #: before any task on one that defines none (e.g. ``tool_agent``).
+    needs_tools: ClassVar[bool] = False
+    #: when False the harness never calls a model (e.g. ``none``, ``oracle``, ``predictions``): a model named
+    #: without ``base_url`` then only labels the run (e.g. a predictions file's ``model_name_or_path``).
+    calls_model: ClassVar[bool] = True
     #: packages the harness imports, checked (or installed) before it is constructed.
     requirements: ClassVar[tuple[Requirement, ...]] = ()
 

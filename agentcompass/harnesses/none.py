@@ -23,6 +23,7 @@ class NoneHarness(Harness):
     name: ClassVar[str] = "none"
     evaluates: ClassVar[bool] = False
     needs_environment: ClassVar[bool] = False
+    calls_model: ClassVar[bool] = False
     Params: ClassVar[type[NoneHarnessParams]] = NoneHarnessParams
 
     def __init__(self, params: NoneHarnessParams | dict[str, Any], ctx: ComponentContext) -> None:

@@ -38,6 +38,7 @@ class Oracle(Harness):
 
     name: ClassVar[str] = "oracle"
     oracle: ClassVar[bool] = True
+    calls_model: ClassVar[bool] = False
     Params: ClassVar[type[OracleParams]] = OracleParams
     params: OracleParams
 

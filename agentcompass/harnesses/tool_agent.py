@@ -81,6 +81,7 @@ class ToolAgent(Harness):
 
     name: ClassVar[str] = "tool_agent"
     needs_environment: ClassVar[bool] = False
+    needs_tools: ClassVar[bool] = True
     Params: ClassVar[type[ToolAgentParams]] = ToolAgentParams
     params: ToolAgentParams
 

@@ -17,9 +17,11 @@
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
-from .._errors import ConfigError
-from ..interfaces import ModelClient
+from .._errors import ConfigError, ModelError
+from ..common.error_kinds import ErrorKind
+from ..interfaces import ModelClient, ModelResponse
 from ..specs import DEFAULT_MAX_BACKOFF_S, ModelSpec
 from .retry import OnRetry, RetryPolicy, split_retry_params
 
@@ -37,13 +39,33 @@ def is_scripted(spec: ModelSpec) -> bool:
     return spec.id.startswith("scripted") and not spec.base_url
 
 
+class NoModelClient:
+    """The client of a request whose harness calls no model (``Harness.calls_model`` False) and whose model has
+    no endpoint: the model id only labels the run (e.g. a predictions file's ``model_name_or_path``)."""
+
+    def __init__(self, model_id: str) -> None:
+        self.model_id = model_id
+
+    async def complete(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
+                       **params: Any) -> ModelResponse:
+        raise ModelError(f"model {self.model_id!r} has no endpoint: this request's harness calls no model",
+                         kind=ErrorKind.MODEL_BAD_REQUEST)
+
+    async def aclose(self) -> None:
+        return None
+
+
 def create_model_client(spec: ModelSpec, *, max_connections: int = 100, timeout: float = 600.0,
-                        on_retry: OnRetry | None = None, max_backoff_s: float = DEFAULT_MAX_BACKOFF_S) -> ModelClient:
+                        on_retry: OnRetry | None = None, max_backoff_s: float = DEFAULT_MAX_BACKOFF_S,
+                        calls_model: bool = True) -> ModelClient:
     """The client for ``spec``; size ``max_connections`` to the request's concurrency; ``max_backoff_s`` caps
-    each retry wait (the request's ``max_backoff_s``).
+    each retry wait (the request's ``max_backoff_s``); ``calls_model`` False (the harness's): a model without
+    ``base_url`` gets a ``NoModelClient``.
 
     ``on_retry(kind, backoff_s, try_no)`` is called before each retry of a failed model call.
     """
+    if not calls_model and not spec.base_url and not is_scripted(spec):
+        return NoModelClient(spec.id)
     policy, params = split_retry_params(spec.params, RetryPolicy(max_backoff=max_backoff_s), model_id=spec.id)
     if is_scripted(spec):
         from .scripted.model import ScriptedClient

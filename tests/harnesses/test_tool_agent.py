@@ -115,12 +115,14 @@ def test_tool_calls_run_in_the_session_and_its_record_is_graded(tmp_path: Path) 
     assert sorted(CLOSED) == ["ledger-0", "ledger-1"]  # every session closed
 
 
-def test_a_benchmark_without_tools_is_an_error_naming_the_harness(tmp_path: Path) -> None:
-    out = agentcompass.run_evaluation("shell_tasks", "tool_agent", "scripted", "local",
-                                      benchmark_params={"limit": 1}, results_dir=str(tmp_path), progress="none")
-    (detail,) = details_by_task(out.run_dir).values()
-    attempt = detail.attempts["1"]
-    assert attempt.error_kind == "harness_crash" and "offers no tools" in (attempt.error or "")
+@pytest.mark.parametrize("benchmark", ["shell_tasks", "humaneval"])
+def test_a_benchmark_without_tools_is_refused_before_any_task_naming_the_harness(tmp_path: Path,
+                                                                                   benchmark: str) -> None:
+    with pytest.raises(agentcompass.ConfigError, match=f"benchmark '{benchmark}' offers none") as info:
+        agentcompass.run_evaluation(benchmark, "tool_agent", "scripted", "local", results_dir=str(tmp_path),
+                                    progress="none")
+    assert info.value.field == "harness"
+    assert not list(tmp_path.rglob("details"))  # refused once, not once per task
 
 
 @pytest.mark.parametrize("bad", [{"step_limit": 0}, {"tool_output_limit": 5}])

@@ -72,7 +72,10 @@ class _Counts:
         given = self.correct / attempted if attempted else 0.0
         out: dict[str, Any] = {
             "correct": self.correct, "incorrect": self.incorrect, "not_attempted": self.not_attempted,
-            "graded": graded, "ungraded": self.asked - graded, "eval_errors": self.eval_errors,
+            "graded": graded, "ungraded": self.asked - graded, "eval_errors": self.eval_errors}
+        if not self.asked:  # nothing was asked to be graded (e.g. harness none): no rate, rather than a 0
+            return out
+        out |= {
             "accuracy": accuracy, "accuracy_of_graded": self.correct / graded if graded else 0.0,
             "not_attempted_rate": self.not_attempted / self.asked if self.asked else 0.0,
             "correct_given_attempted": given,

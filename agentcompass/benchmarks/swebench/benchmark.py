@@ -151,6 +151,7 @@ class SWEBench(Benchmark):
     #: version "1" runs are not reused
     version: ClassVar[str] = "2"
     name: ClassVar[str] = "swebench"
+    grades_patch: ClassVar[bool] = True  # submitted_patch: the harness's patch when there is no agent environment
     #: the params a subclass accepts
     Params: ClassVar[type[SWEBenchCommonParams]] = SWEBenchParams
     params: SWEBenchCommonParams

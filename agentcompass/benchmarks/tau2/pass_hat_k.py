@@ -31,6 +31,8 @@ class _Sums:
                 self.pass_hat[j - 1] += math.comb(successes, j) / math.comb(n, j)
 
     def metrics(self) -> dict[str, Any]:
+        if not self.tasks:  # nothing was asked to be graded (e.g. harness none): no rate, rather than a 0
+            return {}
         out: dict[str, Any] = {"avg_reward": self.reward_sum / self.attempts if self.attempts else 0.0}
         for j, total in enumerate(self.pass_hat, 1):
             out[f"pass^{j}"] = total / self.tasks if self.tasks else 0.0

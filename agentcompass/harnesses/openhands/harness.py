@@ -54,6 +54,7 @@ from ..._errors import ConfigError, EnvironmentError_, ModelError
 from ..._validate import Count, Seconds
 from ...common.error_kinds import ErrorKind
 from ...common.http_status import model_error_kind
+from ...dependencies import reported_install
 from ...interfaces import ComponentContext, Environment, HarnessResult, ModelClient, PreparedTask, RunContext
 from ...records import Step, ToolCall, Trajectory
 from ..base import Harness
@@ -190,6 +191,12 @@ class OpenHands(Harness):
         return min(max(float(asked), _MIN_COMMAND_TIMEOUT_S), cap)
 
     async def _python(self) -> Path:
+        if venv.is_ready(self.venv) or not self.ctx.auto_install_dependencies:
+            return await self._ensure_venv()
+        async with reported_install(self.ctx, "harness", f"openhands-ai=={self.params.version} (its venv)"):
+            return await self._ensure_venv()
+
+    async def _ensure_venv(self) -> Path:
         return await venv.ensure_venv(self.python, self.venv, self.params.version,
                                       auto_install=self.ctx.auto_install_dependencies,
                                       timeout_s=self.params.install_timeout)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from typing import Any, Literal
+from typing import Protocol as _Protocol
 
 import msgspec
 
@@ -169,6 +170,18 @@ class StreamUsage:
             out = merged.completion_tokens or base.completion_tokens
             self.usage = Usage(prompt_tokens=prompt, completion_tokens=out, total_tokens=prompt + out,
                                cached_tokens=cached)
+
+
+class CallBudget(_Protocol):
+    """A try's limits on model use (the engine's ``AttemptBudget``): asked before each call, charged after."""
+
+    def admit(self) -> str | None:
+        """None when the call may be made; else why not."""
+        ...
+
+    def charge(self, usage: Usage | None) -> None:
+        """Count one answered call and its tokens."""
+        ...
 
 
 class CallRecord(msgspec.Struct, omit_defaults=True):

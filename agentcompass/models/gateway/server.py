@@ -83,6 +83,7 @@ from .body_budget import PROCESS_BODY_BUDGET, BodyLease, ByteBudget
 from .envelope import AttemptKey, EnvelopeError, EnvelopeSigner, is_envelope
 from .ledger import (
     EVENT_END,
+    CallBudget,
     CallRecord,
     GatewayUsage,
     Ledger,
@@ -98,6 +99,8 @@ log = logging.getLogger("agentcompass.models.gateway.server")
 
 ROUTE_PREFIX = "/r/"
 _POST_PATHS = frozenset({"chat/completions", "completions", "responses", "messages", "messages/count_tokens"})
+#: the calls an attempt's limits count (a token count costs nothing)
+_CHARGED_PATHS = _POST_PATHS - {"messages/count_tokens"}
 _FORWARD_REQUEST_HEADERS = ("content-type", "accept", "anthropic-version", "anthropic-beta", "openai-beta",
                             "idempotency-key")
 _FORWARD_RESPONSE_PREFIXES = ("openai-", "anthropic-", "x-ratelimit-", "x-request-id", "request-id", "retry-after",
@@ -184,6 +187,8 @@ class GatewayStats:
     busy: int = 0
     #: calls over ``max_calls_per_grant`` (429)
     grant_busy: int = 0
+    #: model calls refused because their attempt had reached a limit (``token_limit`` / ``message_limit``)
+    limit_refused: int = 0
     #: connections over ``max_connections``, answered 503 and closed at once
     refused_connections: int = 0
 
@@ -236,6 +241,8 @@ class Grant:
     token: str
     envelope: str | None = None
     inflight: set[asyncio.Task[web.StreamResponse]] = field(default_factory=set)
+    #: the try's limits on model use (asked before each model call, charged after it), if it has any
+    budget: CallBudget | None = None
 
     @property
     def api_key(self) -> str:
@@ -261,11 +268,12 @@ class _Refused(Exception):
 class _Call:
     """One proxied call while it runs: the answer being streamed (if any) and what the ledger gets."""
 
-    __slots__ = ("api_path", "passthrough", "redact", "response", "retries", "started", "status", "stream",
-                 "usage", "usage_reader")
+    __slots__ = ("api_path", "budget", "passthrough", "redact", "response", "retries", "started", "status",
+                 "stream", "usage", "usage_reader")
 
     def __init__(self, api_path: str) -> None:
         self.api_path = api_path
+        self.budget: CallBudget | None = None  # charged with the answer's usage
         self.response: web.StreamResponse | None = None
         self.retries = 0
         self.started = time.monotonic()
@@ -422,13 +430,15 @@ class Gateway:
         if up is not None and up.http is not None:
             await up.http.aclose()
 
-    def open_grant(self, key: AttemptKey, *, run_id: str = "", envelope_ttl_s: float | None = None) -> Grant:
+    def open_grant(self, key: AttemptKey, *, run_id: str = "", envelope_ttl_s: float | None = None,
+                   budget: CallBudget | None = None) -> Grant:
         """Let ``key`` call its request's model until ``close_grant``; with ``envelope_ttl_s`` the grant
-        carries a signed envelope as its key, else the route token is the key."""
+        carries a signed envelope as its key, else the route token is the key. A model call ``budget`` does
+        not admit is answered 400 ``attempt_limit_reached`` without reaching the upstream."""
         if key.request not in self._upstreams:
             raise KeyError(f"no upstream registered for request {key.request!r}")
         self._revoke(key)
-        grant = Grant(key=key, token=f"acr1_{secrets.token_urlsafe(24)}")
+        grant = Grant(key=key, token=f"acr1_{secrets.token_urlsafe(24)}", budget=budget)
         if envelope_ttl_s is not None:
             grant.envelope = self.signer.issue(run_id, key, envelope_ttl_s)
         self._grants[key] = grant
@@ -530,6 +540,13 @@ class Gateway:
                                   f"(max_calls_per_grant={self.max_calls_per_grant}); wait for one to end.",
                                   type_="rate_limit_error", code="too_many_calls")
         call = _Call(api_path)
+        if grant.budget is not None and api_path in _CHARGED_PATHS:
+            refused = grant.budget.admit()
+            if refused is not None:
+                self.stats.limit_refused += 1
+                return error_response(400, f"This attempt may make no more model calls: {refused}.",
+                                      code="attempt_limit_reached")
+            call.budget = grant.budget
         work = asyncio.ensure_future(self._proxy(request, up, grant.key, call))
         grant.inflight.add(work)
         try:
@@ -681,6 +698,8 @@ class Gateway:
             self.ledger.record(key, CallRecord(
                 path=call.api_path, status=call.status, latency_s=round(time.monotonic() - call.started, 6),
                 stream=call.stream, retries=call.retries, usage=usage, error=error))
+            if call.budget is not None and 200 <= call.status < 300:
+                call.budget.charge(usage)
 
     async def _send_with_retries(self, request: web.Request, up: Upstream, key: AttemptKey, call: _Call,
                                  body: bytes, injected: bool) -> _Answer | str:

@@ -2,7 +2,10 @@
 
 A script is a JSON list of entries ``{"match": "<substring of the FIRST user message>", "turns": [...]}``.
 The reply is ``turns[i]`` where ``i`` is the number of assistant messages already in the conversation
-(the last turn repeats once the script runs out). A turn is the reply text, or an object
+(the last turn repeats once the script runs out). An entry may also name ``system`` (a substring of the system
+text before the first user message) and ``tool`` (a tool the request offers): such an entry answers only that
+harness's conversations (the bundled scripts list theirs before the generic ones). A turn is the reply text, or
+an object
 ``{"content": "...", "reasoning": "...", "tool_calls": [{"name": "bash", "arguments": {"cmd": "ls"}}]}``
 (every key optional; ``arguments`` an object or a JSON string) for a reply that carries reasoning and/or
 calls tools; each protocol of the scripted server renders it in its native shape, and the tool-call ids
@@ -56,10 +59,18 @@ class ScriptTurn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class ScriptEntry(msgspec.Struct, frozen=True):
-    """One script entry. Unknown keys (comments, ids) are ignored."""
+    """One script entry. Unknown keys (comments, ids) are ignored. ``system`` (a substring of the system text)
+    and ``tool`` (the name of a tool the request offers) narrow it to one harness's conversations."""
 
     match: str
     turns: Annotated[tuple[str | ScriptTurn, ...], msgspec.Meta(min_length=1)]
+    system: str | None = None
+    tool: str | None = None
+
+    def fits(self, first_user: str, system: str, tools: frozenset[str]) -> bool:
+        """Whether this entry answers a conversation with this first user message, system text and tools."""
+        return (self.match in first_user and (self.system is None or self.system in system)
+                and (self.tool is None or self.tool in tools))
 
 
 class ScriptedToolCall(msgspec.Struct, frozen=True):
@@ -129,30 +140,34 @@ def load_script_file(path: str | Path, *, field: str = "script_file") -> tuple[S
 
 
 def bundled_entries(directory: Path = BUNDLED_SCRIPTS_DIR) -> tuple[ScriptEntry, ...]:
-    """Entries of every ``*.json`` script in the package's scripts folder, in file-name order."""
+    """Entries of every ``*.json`` script in the package's scripts folder, in file-name order, those narrowed to
+    a harness (``system`` / ``tool``) first: a harness's own script beats the generic one for the same task."""
     if not directory.is_dir():
         return ()
     out: list[ScriptEntry] = []
     for f in sorted(directory.glob("*.json")):
         out.extend(load_script_file(f, field="bundled"))
-    return tuple(out)
+    return (*(e for e in out if e.system is not None or e.tool is not None),
+            *(e for e in out if e.system is None and e.tool is None))
 
 
-def _make_matcher(entries: tuple[ScriptEntry, ...]) -> Callable[[str], ScriptEntry | None]:
-    # drop later duplicates of a match string: they can never win
-    seen: set[str] = set()
+def _make_matcher(entries: tuple[ScriptEntry, ...]) -> Callable[[str, str, frozenset[str]], ScriptEntry | None]:
+    # drop later duplicates: they can never win
+    seen: set[tuple[str, str | None, str | None]] = set()
     ordered: list[ScriptEntry] = []
     for e in entries:
-        if e.match not in seen:
-            seen.add(e.match)
+        key = (e.match, e.system, e.tool)
+        if key not in seen:
+            seen.add(key)
             ordered.append(e)
     frozen = tuple(ordered)
 
-    # a conversation keeps the same first user message on every turn, so the scan runs once per task
+    # a conversation keeps the same first user message, system text and tools on every turn, so the scan runs
+    # once per task
     @functools.lru_cache(maxsize=_MATCH_CACHE_SIZE)
-    def find(text: str) -> ScriptEntry | None:
+    def find(text: str, system: str, tools: frozenset[str]) -> ScriptEntry | None:
         for e in frozen:
-            if e.match in text:
+            if e.fits(text, system, tools):
                 return e
         return None
 
@@ -219,21 +234,24 @@ class ScriptedPolicy:
         self.entries: tuple[ScriptEntry, ...] = tuple(entries)
         self._find = _make_matcher(self.entries)
 
-    def match(self, first_user_message: str) -> ScriptEntry | None:
-        """The first entry whose ``match`` occurs in ``first_user_message``."""
-        return self._find(first_user_message)
+    def match(self, first_user_message: str, system: str = "",
+              tools: frozenset[str] = frozenset()) -> ScriptEntry | None:
+        """The first entry that fits the first user message, the system text and the offered tools' names."""
+        return self._find(first_user_message, system, tools)
 
     def reply_text(self, messages: Sequence[Any]) -> str:
         """The assistant reply to ``messages``."""
         return self.respond(messages).content
 
-    def respond(self, messages: Sequence[Any]) -> ScriptedReply:
+    def respond(self, messages: Sequence[Any], tools: frozenset[str] = frozenset()) -> ScriptedReply:
         """The reply with its token counts (chars // 4, at least 1). One pass over the messages.
 
-        ``messages`` are OpenAI chat messages; an assistant message (with or without tool calls) is one turn.
+        ``messages`` are OpenAI chat messages; an assistant message (with or without tool calls) is one turn;
+        ``tools``: the names of the tools the request offers.
         """
         first_user: str | None = None
         last_user = ""
+        system: list[str] = []
         assistants = 0
         chars = 0
         for m in messages:
@@ -249,11 +267,13 @@ class ScriptedPolicy:
                 last_user = text
                 if first_user is None:
                     first_user = text
+            elif role in ("system", "developer") and first_user is None:
+                system.append(text)
         turn: str | ScriptTurn
         if self.echo:
             turn = last_user
         else:
-            entry = self._find(first_user) if first_user is not None else None
+            entry = self._find(first_user, "\n".join(system), tools) if first_user is not None else None
             if entry is None:
                 turn = self.fallback
             else:
@@ -267,6 +287,18 @@ class ScriptedPolicy:
         out_chars = len(turn.content) + len(turn.reasoning or "") + sum(len(c.name) + len(c.arguments) for c in calls)
         return ScriptedReply(turn.content, max(1, chars // 4), max(1, out_chars // 4), reasoning=turn.reasoning,
                              tool_calls=calls, turn=assistants)
+
+
+def tool_names(tools: Sequence[Any] | None) -> frozenset[str]:
+    """The names of the tools a request offers, in any of the three protocols' shapes."""
+    names: set[str] = set()
+    for t in tools or ():
+        if isinstance(t, Mapping):
+            fn = t.get("function")
+            name = fn.get("name") if isinstance(fn, Mapping) else t.get("name")
+            if isinstance(name, str):
+                names.add(name)
+    return frozenset(names)
 
 
 class ScriptedClient:
@@ -284,7 +316,7 @@ class ScriptedClient:
         start = time.perf_counter()
         if self.policy.latency_s:
             await asyncio.sleep(self.policy.latency_s)
-        r = self.policy.respond(messages)
+        r = self.policy.respond(messages, tool_names(tools))
         self.calls += 1
         usage = Usage(prompt_tokens=r.prompt_tokens, completion_tokens=r.completion_tokens,
                       total_tokens=r.prompt_tokens + r.completion_tokens, calls=1)

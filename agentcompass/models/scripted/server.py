@@ -33,7 +33,7 @@ import msgspec
 
 from ..._errors import ConfigError
 from . import wire
-from .model import ScriptedPolicy
+from .model import ScriptedPolicy, tool_names
 
 _MAX_HEADER_BYTES = 64 * 1024
 _COMPLETION_PATHS = {"/v1/chat/completions": "openai-chat", "/chat/completions": "openai-chat",
@@ -399,7 +399,8 @@ class ScriptedServer:
             return await self._inject(fault, reader, writer, keep_alive, protocol=protocol, stream=stream)
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
-        r = self.policy.respond(messages)
+        tools = body.get("tools")
+        r = self.policy.respond(messages, tool_names(tools if isinstance(tools, list) else None))
         requested = body.get("model")
         model = requested if isinstance(requested, str) else self.model_id
         n = self._chat_requests

@@ -235,3 +235,56 @@ def test_params_meant_for_real_models_are_still_ignored() -> None:
     policy = ScriptedPolicy({"temperature": 0.2, "max_tokens": 5, "top_p": 1, "seed": 1, "stream": True,
                              "reasoning_effort": "low", "timeout": 3, "retries": 2})
     assert policy.entries  # the bundled scripts, as without those params
+
+
+NARROWED = [
+    {"match": "task one", "system": "reply in JSON", "turns": ["json"]},
+    {"match": "task one", "tool": "Bash", "turns": ["bash tool"]},
+    {"match": "task one", "turns": ["plain"]},
+]
+
+
+def _with(system: str) -> list[dict[str, str]]:
+    return [{"role": "system", "content": system}, {"role": "user", "content": "do task one"}]
+
+
+def test_an_entry_narrowed_to_a_harness_answers_only_its_conversations() -> None:
+    policy = ScriptedPolicy({"script": NARROWED, "bundled": False})
+    assert policy.respond(_with("you are an agent")).content == "plain"
+    assert policy.respond(_with("Always reply in JSON.")).content == "json"
+    assert policy.respond(_with("you are an agent"), frozenset({"Bash", "Read"})).content == "bash tool"
+    assert policy.respond(_with("you are an agent"), frozenset({"bash"})).content == "plain"  # names match exactly
+    # the system text is what comes before the first user message: a later system message narrows nothing
+    later = [*_with("agent"), {"role": "assistant", "content": "x"}, {"role": "system", "content": "reply in JSON"}]
+    assert policy.respond(later).content == "plain"
+
+
+async def test_the_client_and_the_server_narrow_by_the_tools_the_request_offers() -> None:
+    from tests.fixtures_scripted import running_scripted_server
+
+    client = ScriptedClient({"script": NARROWED, "bundled": False})
+    tools = [{"type": "function", "function": {"name": "Bash", "parameters": {"type": "object"}}}]
+    assert (await client.complete(_with("agent"), tools=tools)).content == "bash tool"
+    async with running_scripted_server({"script": NARROWED, "bundled": False}) as server:
+        import httpx
+
+        async with httpx.AsyncClient() as http:
+            body = {"model": "m", "max_tokens": 100, "messages": [{"role": "user", "content": "do task one"}],
+                    "tools": [{"name": "Bash", "input_schema": {"type": "object"}}]}
+            answer = (await http.post(f"{server.base_url}/messages", json=body, timeout=30,
+                                      headers={"anthropic-version": "2023-06-01"})).json()
+    assert answer["content"][0]["text"] == "bash tool"  # Anthropic's tool shape: {"name": ...}
+
+
+def test_the_bundled_harness_scripts_come_before_the_generic_ones_and_user_scripts_before_both() -> None:
+    entries = bundled_entries()
+    narrowed = [i for i, e in enumerate(entries) if e.system is not None or e.tool is not None]
+    assert narrowed and narrowed == list(range(len(narrowed)))  # all of them first
+    hello = "Task: files/hello_world\n\nCreate a file named hello.txt"
+    mini = [{"role": "system", "content": "Reply with one ```mswea_bash_command block."},
+            {"role": "user", "content": hello}]
+    policy = ScriptedPolicy({})
+    assert "mswea_bash_command" in policy.respond(mini).content  # mini-swe-agent's own script
+    assert "```bash" in policy.respond([{"role": "user", "content": hello}]).content  # shell_agent's
+    mine = ScriptedPolicy({"script": [{"match": "Task: files/hello_world", "turns": ["mine"]}]})
+    assert mine.respond(mini).content == "mine"  # a user's script wins over every bundled one

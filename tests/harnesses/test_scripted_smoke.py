@@ -1,0 +1,50 @@
+"""The smoke test of each harness: the bundled scripts of the built-in ``scripted`` model solve some tasks of each
+offline benchmark in each harness's own wire format and fail others for a visible reason (docs/harnesses.md,
+"Smoke test on the scripted model"). A harness that stops speaking its format, or stops running what the model
+asked, changes its row's solved tasks."""
+
+from __future__ import annotations
+
+import glob
+import json
+from pathlib import Path
+
+import pytest
+
+import agentcompass
+
+SAMPLES = {
+    "shell_tasks": ["files/hello_world", "answer/count_lines", "answer/sum_range", "files/mkdir_tree",
+                    "files/concat_parts"],
+    "humaneval": ["HumanEval/0", "HumanEval/2", "HumanEval/4", "HumanEval/5"],
+}
+#: (benchmark, harness) -> the sample's tasks solved; every other task of the sample fails
+ROWS = {
+    ("shell_tasks", "shell_agent"): ["answer/count_lines", "answer/sum_range", "files/hello_world", "files/mkdir_tree"],
+    ("shell_tasks", "openai_chat"): ["answer/count_lines", "answer/sum_range"],
+    ("shell_tasks", "mini_swe_agent"): ["answer/count_lines", "files/hello_world"],
+    ("shell_tasks", "terminus"): ["files/hello_world"],
+    ("shell_tasks", "claude_code"): ["answer/count_lines", "files/hello_world"],
+    ("shell_tasks", "codex"): ["answer/count_lines", "files/hello_world"],
+    ("humaneval", "shell_agent"): ["HumanEval/0", "HumanEval/2"],
+    ("humaneval", "openai_chat"): ["HumanEval/0", "HumanEval/2"],
+    ("humaneval", "mini_swe_agent"): ["HumanEval/0"],
+    ("humaneval", "terminus"): ["HumanEval/0"],
+    ("humaneval", "claude_code"): ["HumanEval/0", "HumanEval/2"],
+    ("humaneval", "codex"): ["HumanEval/0", "HumanEval/2"],
+}
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize(("benchmark", "harness"), sorted(ROWS))
+def test_each_harness_solves_some_tasks_of_each_offline_benchmark_on_the_scripted_model(
+        tmp_path: Path, benchmark: str, harness: str) -> None:
+    sample = SAMPLES[benchmark]
+    out = agentcompass.run_evaluation(benchmark, harness, "scripted", "local", benchmark_params={"sample_ids": sample},
+                                      results_dir=str(tmp_path), progress="none", task_concurrency=len(sample))
+    assert out.ok, out.error
+    details = [json.loads(Path(p).read_text()) for p in glob.glob(str(out.run_dir / "details" / "*.json"))]
+    solved = sorted(d["task_id"] for d in details if d["attempts"]["1"].get("correct"))
+    assert solved == ROWS[benchmark, harness]
+    assert 0 < out.metrics["pass@1"] < 1 and out.metrics["graded_tasks"] == len(sample)  # every task graded
+    assert out.counts.errors == 0  # failures are wrong answers or the harness's own limits, never an error
