@@ -52,3 +52,17 @@ def test_a_family_main_module_path_still_answers_its_names(old: str, name: str) 
     assert getattr(module, name).__module__.startswith(old + ".")
     with pytest.raises(AttributeError):
         module.__getattr__("no_such_name")  # type: ignore[operator]
+
+
+def test_every_ray_group_prefix_still_names_tests() -> None:
+    """The xdist group that keeps Ray clusters one at a time is chosen by node id prefix: a file moved without
+    its prefix silently runs its clusters alongside others (it did after the family move)."""
+    from tests.conftest import RAY_GROUP
+
+    files = [p for p in REPO.glob("tests/**/test_*.py") if p.is_file()]
+    for prefix in RAY_GROUP:
+        path, _, name = prefix.partition("::")
+        matches = [p for p in files if p.relative_to(REPO).as_posix().startswith(path)]
+        assert matches, f"RAY_GROUP prefix {prefix!r} names no test file"
+        if name:
+            assert any(f"def {name}" in m.read_text() for m in matches), f"{prefix!r} names no test"

@@ -17,6 +17,7 @@ from ...environments.conftest import containers_of
 from .conftest import needs_host_py311
 
 INSTANCES = load_local_instances()
+pytestmark = pytest.mark.xdist_group("swebench-local-images")  # with test_swebench_local_docker.py: one image build
 
 
 def _evaluate(tmp_path: Path, run_id: str, predictions: Path) -> tuple[int, Path]:

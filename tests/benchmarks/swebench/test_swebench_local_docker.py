@@ -22,6 +22,9 @@ from ...environments.conftest import containers_of
 from .conftest import needs_host_py311
 
 INSTANCES = load_local_instances()
+#: one worker runs the bundled instances' docker tests (here and test_swebench_evaluate_docker.py): the first
+#: builds their images, the others reuse them (cache_level instance) instead of building them again at once
+pytestmark = pytest.mark.xdist_group("swebench-local-images")
 
 
 def _apply_turn(patch: str) -> str:
