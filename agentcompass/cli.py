@@ -256,7 +256,7 @@ def _cmd_run(a: argparse.Namespace) -> int:
 def _cmd_evaluate(a: argparse.Namespace) -> int:
     from .api import run_evaluation
     from .benchmarks.selection import SELECTION_ALIASES, SELECTION_PARAM
-    from .harnesses.predictions import load_predictions
+    from .harnesses.predictions import load_predictions, model_names
 
     path = str(Path(a.predictions).expanduser().resolve())
     predictions = load_predictions(path)
@@ -264,7 +264,7 @@ def _cmd_evaluate(a: argparse.Namespace) -> int:
     bench_params = dict(kwargs.get("benchmark_params") or {})
     if not any(name in bench_params for name in (SELECTION_PARAM, *SELECTION_ALIASES)):
         bench_params[SELECTION_PARAM] = list(predictions)  # the file's instances, as the official harness runs
-    names = sorted({p.model_name_or_path for p in predictions.values() if p.model_name_or_path})
+    names = model_names(predictions)
     kwargs["benchmark_params"] = bench_params
     outcome = run_evaluation(**kwargs, harness="predictions", harness_params={"file": path},
                              model=names[0] if len(names) == 1 else "predictions")

@@ -95,10 +95,13 @@ class AttemptBudget:
 
     def check(self) -> None:
         """Raise ``LimitReached`` when no further model call may be made."""
-        why = self.admit()
-        if why is not None:
-            assert self.reached is not None
-            raise LimitReached(self.reached.kind, why)
+        if self.admit() is not None:
+            raise self.error()
+
+    def error(self) -> LimitReached:
+        """A fresh ``LimitReached`` for the limit that stopped the try (one per raise: tracebacks stay apart)."""
+        assert self.reached is not None
+        return LimitReached(self.reached.kind, str(self.reached))
 
     async def stopped(self) -> None:
         """Returns once a call has been refused."""

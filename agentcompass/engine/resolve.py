@@ -95,20 +95,17 @@ def check_pairing(bench_cls: type[Any], harness_cls: type[Any], spec: RunRequest
     a tool-calling harness the benchmark's tools, the predictions harness a benchmark that grades patches."""
     from ..benchmarks.base import Benchmark
 
-    if getattr(harness_cls, "needs_tools", False) and getattr(bench_cls, "tool_session", None) is \
-            Benchmark.tool_session:
+    if harness_cls.needs_tools and bench_cls.tool_session is Benchmark.tool_session:
         raise ConfigError(f"Invalid `harness`: {spec.harness.id!r} calls the benchmark's tools, and benchmark "
                           f"{spec.benchmark.id!r} offers none (it does not define tool_session). Use it on a "
                           "tool-use benchmark (bfcl, tau2, agentdojo, or a judged QA benchmark with search tools), "
                           "or another harness (shell_agent, openai_chat...).", field="harness")
-
-    if getattr(harness_cls, "oracle", False) and getattr(bench_cls, "reference_solution", None) is \
-            Benchmark.reference_solution:
+    if harness_cls.oracle and bench_cls.reference_solution is Benchmark.reference_solution:
         raise ConfigError(f"Invalid `harness`: {spec.harness.id!r} runs each task's reference solution, and "
                           f"benchmark {spec.benchmark.id!r} has none (it does not define reference_solution). "
                           "Use an agent harness, or a benchmark with solutions (e.g. task folders: task_dir).",
                           field="harness")
-    if getattr(harness_cls, "submits_patches", False) and not getattr(bench_cls, "grades_patch", False):
+    if harness_cls.submits_patches and not bench_cls.grades_patch:
         raise ConfigError(f"Invalid `harness`: {spec.harness.id!r} submits a predictions file's patches, and "
                           f"benchmark {spec.benchmark.id!r} does not grade a submitted patch. Benchmarks that do: "
                           "the SWE-bench family (swebench, swebench_verified, swebench_lite, swebench_jsonl, "

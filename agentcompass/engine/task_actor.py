@@ -94,6 +94,15 @@ class _TaskLogger(logging.Logger):
         return "(task)", 0, "(task)", None
 
 
+def _cut_short(ctx: RunContext, kind: ErrorKind, error: str) -> HarnessResult:
+    """The result of a harness the engine stopped (a timeout, a stall, a limit): the steps it streamed into
+    ``ctx`` so far, ``kind`` as their stop reason, and what it put in ``ctx.artifacts``."""
+    partial = ctx.trajectory
+    partial.finished_at = time.time()
+    partial.stop_reason = kind.value
+    return HarnessResult(error=error, error_kind=kind, trajectory=partial, artifacts=dict(ctx.artifacts))
+
+
 class AttemptRun:
     """One attempt of one task, run once: a one-shot coroutine (``run``), not an actor. It has no inbox and
     receives nothing: the request's RequestActor starts one per ``Grant`` as an asyncio task, stops it by
@@ -372,32 +381,20 @@ class AttemptRun:
             except Stalled:
                 # Not the agent's doing (a lost wakeup, a wedged sandbox): retryable; the steps so far are kept.
                 log.error("no progress for %gs: the attempt is stalled", rt.timeouts.stall)
-                partial = ctx.trajectory
-                partial.finished_at = time.time()
-                partial.stop_reason = "stalled"
                 error = (f"no progress (no step, no command or model call started or finished) for "
                          f"{rt.timeouts.stall:g}s (harness_params.stall_timeout)")
                 raise _Failure("run_error", ErrorKind.STALLED, error,
-                               HarnessResult(error=error, error_kind=ErrorKind.STALLED, trajectory=partial,
-                                             artifacts=dict(ctx.artifacts))) from None
+                               _cut_short(ctx, ErrorKind.STALLED, error)) from None
             except TimeoutError:
                 # Still graded: the agent's work so far may be enough; the steps it streamed into ctx are kept.
                 log.warning("agent timed out after %gs", agent_timeout)
-                partial = ctx.trajectory
-                partial.finished_at = time.time()
-                partial.stop_reason = "agent_timeout"
-                result = HarnessResult(error=f"agent timed out after {agent_timeout:g}s",
-                                       error_kind=ErrorKind.AGENT_TIMEOUT, trajectory=partial,
-                                       artifacts=dict(ctx.artifacts))
+                result = _cut_short(ctx, ErrorKind.AGENT_TIMEOUT, f"agent timed out after {agent_timeout:g}s")
             except LimitReached as exc:
                 # Graded, as a timeout is: the agent used its budget; the steps it streamed into ctx are kept.
                 log.warning("%s", exc)
-                partial = ctx.trajectory
-                partial.finished_at = time.time()
-                partial.stop_reason = exc.kind.value
-                result = HarnessResult(error=str(exc), error_kind=exc.kind, trajectory=partial,
-                                       artifacts=dict(ctx.artifacts))
-                meta["limits"] = {"tokens": budget.tokens, "messages": budget.messages} if budget else {}
+                result = _cut_short(ctx, exc.kind, str(exc))
+                if budget is not None:
+                    meta["limits"] = {"tokens": budget.tokens, "messages": budget.messages}
             except ModelError as exc:
                 if exc.retry_after:
                     meta["retry_after"] = exc.retry_after

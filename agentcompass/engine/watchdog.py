@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from ..interfaces import HarnessResult
 from ..records import Trajectory
-from .attempt_limits import AttemptBudget, LimitReached
+from .attempt_limits import AttemptBudget
 
 #: what a call in flight may overrun its own timeout by before the watchdog stops waiting for it.
 HOLD_GRACE_S = 60.0
@@ -110,11 +110,11 @@ class WatchedModel:
 
     async def complete(self, *args: Any, **kwargs: Any) -> Any:
         budget = self._budget
-        if budget is None:
-            return await self._activity.call(self._model.complete, *args, self_bounded=True, **kwargs)
-        budget.check()
+        if budget is not None:
+            budget.check()
         response = await self._activity.call(self._model.complete, *args, self_bounded=True, **kwargs)
-        budget.charge(getattr(response, "usage", None))
+        if budget is not None:
+            budget.charge(getattr(response, "usage", None))
         return response
 
     def __getattr__(self, name: str) -> Any:
@@ -139,7 +139,7 @@ async def run_watched(coro: Awaitable[HarnessResult], activity: Activity, trajec
             if budget is not None and budget.reached is not None:
                 if task.done():
                     _retrieve(task)
-                raise LimitReached(budget.reached.kind, str(budget.reached))
+                raise budget.error()
             if done:
                 return task.result()
             now = time.monotonic()

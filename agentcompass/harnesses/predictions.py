@@ -27,7 +27,7 @@ from ..interfaces import ComponentContext, Environment, HarnessResult, ModelClie
 from ..records import Trajectory
 from .base import Harness
 
-__all__ = ["MAX_PREDICTIONS_BYTES", "Prediction", "Predictions", "load_predictions"]
+__all__ = ["MAX_PREDICTIONS_BYTES", "Prediction", "Predictions", "load_predictions", "model_names"]
 
 #: the largest predictions file read (SWE-bench's full split of 2,294 patches is well under 100 MB)
 MAX_PREDICTIONS_BYTES = 512 << 20
@@ -133,13 +133,17 @@ def load_predictions(path: str | os.PathLike[str]) -> dict[str, Prediction]:
     return out
 
 
+def model_names(predictions: dict[str, Prediction]) -> list[str]:
+    """The distinct ``model_name_or_path`` values the predictions give, sorted."""
+    return sorted({p.model_name_or_path for p in predictions.values() if p.model_name_or_path})
+
+
 class Predictions(Harness):
     """Submits each task's prediction from a file (params: ``PredictionsParams``); no agent, no model call."""
 
     name: ClassVar[str] = "predictions"
     needs_environment: ClassVar[bool] = False
     calls_model: ClassVar[bool] = False
-    #: the engine pairs it only with benchmarks that grade a submitted patch (``Benchmark.grades_patch``)
     submits_patches: ClassVar[bool] = True
     Params: ClassVar[type[PredictionsParams]] = PredictionsParams
     params: PredictionsParams
@@ -150,8 +154,7 @@ class Predictions(Harness):
             raise ConfigError(f"{_WHERE}: `harness_params.file` is required: the predictions file to grade.",
                               field="harness_params.file")
         self.predictions = load_predictions(Path(self.params.file).expanduser())
-        names = sorted({p.model_name_or_path for p in self.predictions.values() if p.model_name_or_path})
-        self.model_names = names
+        self.model_names = model_names(self.predictions)
 
     def resolved_settings(self) -> dict[str, Any]:
         return {"predictions": len(self.predictions), "model_name_or_path": self.model_names}

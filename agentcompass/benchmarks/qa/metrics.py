@@ -67,17 +67,17 @@ class _Counts:
 
     def metrics(self) -> dict[str, Any]:
         graded = self.correct + self.incorrect + self.not_attempted
-        attempted = self.correct + self.incorrect
-        accuracy = self.correct / self.asked if self.asked else 0.0
-        given = self.correct / attempted if attempted else 0.0
         out: dict[str, Any] = {
             "correct": self.correct, "incorrect": self.incorrect, "not_attempted": self.not_attempted,
             "graded": graded, "ungraded": self.asked - graded, "eval_errors": self.eval_errors}
         if not self.asked:  # nothing was asked to be graded (e.g. harness none): no rate, rather than a 0
             return out
+        attempted = self.correct + self.incorrect
+        accuracy = self.correct / self.asked
+        given = self.correct / attempted if attempted else 0.0
         out |= {
             "accuracy": accuracy, "accuracy_of_graded": self.correct / graded if graded else 0.0,
-            "not_attempted_rate": self.not_attempted / self.asked if self.asked else 0.0,
+            "not_attempted_rate": self.not_attempted / self.asked,
             "correct_given_attempted": given,
             "f_score": 2 * accuracy * given / (accuracy + given) if accuracy + given else 0.0}
         if self.confidences:

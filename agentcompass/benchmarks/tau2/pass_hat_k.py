@@ -35,7 +35,7 @@ class _Sums:
             return {}
         out: dict[str, Any] = {"avg_reward": self.reward_sum / self.attempts if self.attempts else 0.0}
         for j, total in enumerate(self.pass_hat, 1):
-            out[f"pass^{j}"] = total / self.tasks if self.tasks else 0.0
+            out[f"pass^{j}"] = total / self.tasks
         return out
 
 

@@ -67,6 +67,11 @@ class ScriptEntry(msgspec.Struct, frozen=True):
     system: str | None = None
     tool: str | None = None
 
+    @property
+    def narrowed(self) -> bool:
+        """Whether it answers only one harness's conversations (it names ``system`` or ``tool``)."""
+        return self.system is not None or self.tool is not None
+
     def fits(self, first_user: str, system: str, tools: frozenset[str]) -> bool:
         """Whether this entry answers a conversation with this first user message, system text and tools."""
         return (self.match in first_user and (self.system is None or self.system in system)
@@ -147,8 +152,7 @@ def bundled_entries(directory: Path = BUNDLED_SCRIPTS_DIR) -> tuple[ScriptEntry,
     out: list[ScriptEntry] = []
     for f in sorted(directory.glob("*.json")):
         out.extend(load_script_file(f, field="bundled"))
-    return (*(e for e in out if e.system is not None or e.tool is not None),
-            *(e for e in out if e.system is None and e.tool is None))
+    return (*(e for e in out if e.narrowed), *(e for e in out if not e.narrowed))
 
 
 def _make_matcher(entries: tuple[ScriptEntry, ...]) -> Callable[[str, str, frozenset[str]], ScriptEntry | None]:
