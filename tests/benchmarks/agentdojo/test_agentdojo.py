@@ -5,6 +5,7 @@ attack; grading differentially against AgentDojo's own ``run_task_with_pipeline`
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,16 +24,23 @@ from agentcompass.models.scripted.server import ScriptedServer
 from agentcompass.models.scripted.wire import PROTOCOLS
 from agentcompass.records import AttemptRecord, TaskDetail
 
-pytest.importorskip("agentdojo")
-
-from agentdojo.agent_pipeline.agent_pipeline import load_system_message
-from agentdojo.agent_pipeline.base_pipeline_element import BasePipelineElement
-from agentdojo.agent_pipeline.ground_truth_pipeline import GroundTruthPipeline
-from agentdojo.agent_pipeline.tool_execution import tool_result_to_str
-from agentdojo.task_suite.load_suites import get_suite, get_suites
-from agentdojo.types import ChatAssistantMessage, ChatToolResultMessage, text_content_block_from_string
-
 from ...run_details import details_by_task
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("agentdojo") is None, reason="agentdojo is not installed")
+
+
+class _Official:
+    """AgentDojo's own API (``official.py``), imported on first use: importing it costs ~5 CPU-s, which every xdist
+    worker paid at collection, most of them to run none of these tests."""
+
+    def __getattr__(self, name: str) -> Any:
+        from . import official
+
+        return getattr(official, name)
+
+
+ad = _Official()
+
 
 VERSION = "v1.2.2"  # agentdojo 0.1.35's default benchmark version
 ATTACK = {"attack": "important_instructions", "target_model": "gpt-4o-2024-05-13"}
@@ -88,7 +96,7 @@ def _run(tmp_path: Path, benchmark_params: dict[str, Any], model_params: dict[st
 
 
 def test_the_ground_truth_script_has_full_utility_on_the_banking_suite(tmp_path: Path) -> None:
-    suite = get_suite(VERSION, "banking")
+    suite = ad.get_suite(VERSION, "banking")
     out = _run(tmp_path, {"suites": ["banking"]},
                _script([ground_truth_entry(suite, t) for t in suite.user_tasks.values()]))
     assert out.metrics["tasks"] == len(suite.user_tasks) == 16
@@ -105,7 +113,7 @@ def test_the_ground_truth_script_has_full_utility_on_the_banking_suite(tmp_path:
 
 
 def test_a_wrong_script_has_lower_utility(tmp_path: Path) -> None:
-    suite = get_suite(VERSION, "banking")
+    suite = ad.get_suite(VERSION, "banking")
     tasks = list(suite.user_tasks.values())
     right, wrong = tasks[::2], tasks[1::2]
     out = _run(tmp_path, {"suites": "banking"},
@@ -123,7 +131,7 @@ def test_a_wrong_script_has_lower_utility(tmp_path: Path) -> None:
 
 def test_a_wrong_argument_fails_the_task(tmp_path: Path) -> None:
     """The right tools with a wrong amount: the environment the grader sees has the wrong transaction."""
-    suite = get_suite(VERSION, "banking")
+    suite = ad.get_suite(VERSION, "banking")
     user_task = next(t for t in suite.user_tasks.values()
                      if any(c.function == "send_money" for c in t.ground_truth(_pre_environment(suite, t))))
     entry = ground_truth_entry(suite, user_task)
@@ -141,7 +149,7 @@ def test_a_wrong_argument_fails_the_task(tmp_path: Path) -> None:
 
 def test_an_injection_attack_records_utility_and_security(tmp_path: Path) -> None:
     """Two user tasks whose script follows the injection (the attack succeeds), two that ignore it."""
-    suite = get_suite(VERSION, "banking")
+    suite = ad.get_suite(VERSION, "banking")
     injection = suite.get_injection_task_by_id("injection_task_0")
     users = list(suite.user_tasks.values())[:4]
     followers, ignorers = users[:2], users[2:]
@@ -168,7 +176,7 @@ def test_an_injection_attack_records_utility_and_security(tmp_path: Path) -> Non
 
 def test_tasks_are_user_and_injection_pairs_under_an_attack() -> None:
     ctx = ComponentContext(run_id="t")
-    suite = get_suite(VERSION, "banking")
+    suite = ad.get_suite(VERSION, "banking")
     plain = list(AgentDojo({"suites": "banking"}, ctx).load_tasks())
     attacked = list(AgentDojo({"suites": "banking", **ATTACK}, ctx).load_tasks())
     assert len(plain) == len(suite.user_tasks) and all(t.input["injections"] == {} for t in plain)
@@ -201,7 +209,7 @@ def test_the_default_version_and_all_four_suites() -> None:
     bench = AgentDojo({}, ComponentContext(run_id="t"))
     assert bench.benchmark_version == VERSION and bench.suite_names == ["workspace", "travel", "banking", "slack"]
     tasks = list(bench.load_tasks())
-    assert len(tasks) == sum(len(s.user_tasks) for s in get_suites(VERSION).values())
+    assert len(tasks) == sum(len(s.user_tasks) for s in ad.get_suites(VERSION).values())
     picked = AgentDojo({"suites": ["banking", "slack"], "user_tasks": ["user_task_1", "slack/user_task_2"]},
                        ComponentContext(run_id="t"))
     assert [t.task_id for t in picked.load_tasks()] == ["banking/user_task_1", "slack/user_task_1",
@@ -246,35 +254,12 @@ def _ground_truth_record(task: Any, env: Any) -> tuple[list[dict[str, Any]], str
 def test_grading_agrees_with_agentdojo_on_every_user_task(suite_name: str) -> None:
     """AgentDojo's own ``run_task_with_pipeline`` (its ground-truth pipeline, its environment) and our replay of
     the same calls and answer give the same utility, for every user task of the suite."""
-    suite = get_suite(VERSION, suite_name)
+    suite = ad.get_suite(VERSION, suite_name)
     for user_task in suite.user_tasks.values():
-        theirs, _ = suite.run_task_with_pipeline(GroundTruthPipeline(user_task), user_task, None, {})
+        theirs, _ = suite.run_task_with_pipeline(ad.GroundTruthPipeline(user_task), user_task, None, {})
         calls, output = _ground_truth_record(user_task, _pre_environment(suite, user_task))
         ours = grade(suite, user_task, None, {}, calls, output)
         assert ours.utility is theirs is True, user_task.ID
-
-
-class UserThenInjection(BasePipelineElement):
-    """An agent for AgentDojo's own runner: the user task's ground-truth calls, then the injection task's, then the
-    user task's answer (an agent that does its job and also obeys the injection)."""
-
-    def __init__(self, user_task: Any, injection_task: Any) -> None:
-        self.user_task, self.injection_task = user_task, injection_task
-        self.calls: list[dict[str, Any]] = []
-
-    def query(self, query: str, runtime: Any, env: Any = None, messages: Any = (), extra_args: Any = None) -> Any:
-        calls = self.user_task.ground_truth(env) + self.injection_task.ground_truth(env)
-        self.calls = [{"function": c.function, "args": dict(c.args)} for c in calls]
-        out = list(messages)
-        for c in calls:
-            empty = [text_content_block_from_string("")]
-            out.append(ChatAssistantMessage(role="assistant", tool_calls=[c], content=empty))
-            result, _ = runtime.run_function(env, c.function, c.args)
-            out.append(ChatToolResultMessage(role="tool", tool_call=c, tool_call_id=None, error=None,
-                                             content=[text_content_block_from_string(tool_result_to_str(result))]))
-        out.append(ChatAssistantMessage(role="assistant", tool_calls=None,
-                                        content=[text_content_block_from_string(self.user_task.GROUND_TRUTH_OUTPUT)]))
-        return query, runtime, env, out, extra_args or {}
 
 
 @pytest.mark.parametrize("suite_name", ["banking", "slack"])
@@ -290,12 +275,12 @@ def test_grading_agrees_with_agentdojo_on_every_pair_under_attack(suite_name: st
         user_task = suite.get_user_task_by_id(task.input["user_task"])
         injection = suite.get_injection_task_by_id(task.input["injection_task"])
         injections = task.input["injections"]
-        theirs = suite.run_task_with_pipeline(GroundTruthPipeline(injection), user_task, injection, injections)
+        theirs = suite.run_task_with_pipeline(ad.GroundTruthPipeline(injection), user_task, injection, injections)
         env = user_task.init_environment(suite.load_and_inject_default_environment(injections))
         calls, output = _ground_truth_record(injection, env)
         ours = grade(suite, user_task, injection, injections, calls, output)
         assert (ours.utility, ours.security) == theirs, task.task_id
-        both = UserThenInjection(user_task, injection)
+        both = ad.UserThenInjection(user_task, injection)
         theirs_both = suite.run_task_with_pipeline(both, user_task, injection, injections)
         ours_both = grade(suite, user_task, injection, injections, both.calls, user_task.GROUND_TRUTH_OUTPUT)
         assert (ours_both.utility, ours_both.security) == theirs_both, task.task_id
@@ -315,7 +300,7 @@ async def test_the_session_executes_tools_as_agentdojo_does() -> None:
     assert [t["function"]["name"] for t in session.tools()] == [f.name for f in suite.tools]
     assert session.tools()[0]["function"]["parameters"] == suite.tools[0].parameters.model_json_schema()
     system, user = session.initial_messages()
-    assert system == {"role": "system", "content": load_system_message(None)}
+    assert system == {"role": "system", "content": ad.load_system_message(None)}
     assert user["content"] == suite.get_user_task_by_id("user_task_0").PROMPT
     assert await session.call("no_such_tool", {}) == "Invalid tool no_such_tool provided."
     bad = await session.call("send_money", {"recipient": "x"})
@@ -396,7 +381,7 @@ def test_bad_params_name_the_field_and_what_is_allowed(params: dict[str, Any], f
 
 
 def _protocol_script() -> dict[str, Any]:
-    suite = get_suite(VERSION, "banking")
+    suite = ad.get_suite(VERSION, "banking")
     injection = suite.get_injection_task_by_id("injection_task_0")
     follower, ignorer = suite.get_user_task_by_id("user_task_0"), suite.get_user_task_by_id("user_task_1")
     return _script([ground_truth_entry(suite, follower, follow=injection), ground_truth_entry(suite, ignorer)])
@@ -447,43 +432,20 @@ def test_an_attacked_run_over_each_model_protocol(protocol: str, tmp_path: Path,
     assert "utility_under_attack" in out.metrics
     bodies = list(threaded_server.recent_requests)
     assert bodies and all(b.get("tools") for b in bodies)  # the suite's tools went out natively on every call
-    goal = get_suite(VERSION, "banking").get_injection_task_by_id("injection_task_0").GOAL
+    goal = ad.get_suite(VERSION, "banking").get_injection_task_by_id("injection_task_0").GOAL
     assert any(goal in text for b in bodies for text in _strings(b))  # a tool result carried the injection
-    system = load_system_message(None)
+    system = ad.load_system_message(None)
     assert all(system in _strings(b) for b in bodies)  # AgentDojo's system prompt, in each protocol's place
 
 
 # ----------------------------------------------------------------------------- AgentDojo's limits and errors
 
 
-class _ScriptedLLM(BasePipelineElement):
-    """AgentDojo's side of a side-by-side run: the same turns as the scripted model's."""
-
-    def __init__(self, turns: list[Any]) -> None:
-        self.turns = turns
-        self.calls = 0
-
-    def query(self, query: Any, runtime: Any, env: Any = None, messages: Any = (), extra_args: Any = None) -> Any:
-        from agentdojo.functions_runtime import FunctionCall
-
-        turn = self.turns[self.calls]
-        self.calls += 1
-        if isinstance(turn, str):
-            message = ChatAssistantMessage(role="assistant", content=[text_content_block_from_string(turn)],
-                                           tool_calls=None)
-        else:
-            message = ChatAssistantMessage(role="assistant", content=[text_content_block_from_string(turn["content"])],
-                                           tool_calls=[
-                FunctionCall(function=c["name"], args=c["arguments"], id=f"c{self.calls}_{n}")
-                for n, c in enumerate(turn["tool_calls"])])
-        return query, runtime, env, [*messages, message], extra_args or {}
-
-
 @pytest.mark.parametrize("idle_rounds", [14, 15])
 def test_the_round_budget_is_agentdojos(idle_rounds: int, tmp_path: Path) -> None:
     from agentdojo.agent_pipeline import AgentPipeline, InitQuery, SystemMessage, ToolsExecutionLoop, ToolsExecutor
 
-    suite = get_suite(VERSION, "banking")
+    suite = ad.get_suite(VERSION, "banking")
     user_task = suite.get_user_task_by_id("user_task_0")
     # idle rounds of get_balance, then the ground truth: in round 15 it is executed, in round 16 it is not (each
     # turn has text too: AgentDojo reruns a run whose last message has none)
@@ -491,8 +453,8 @@ def test_the_round_budget_is_agentdojos(idle_rounds: int, tmp_path: Path) -> Non
     turns = ([{"content": "checking", "tool_calls": [{"name": "get_balance", "arguments": {}}]}] * idle_rounds
              + [{"content": "paying", "tool_calls": [{"name": c.function, "arguments": dict(c.args)}
                                                     for c in ground_truth]}] + ["Done."])
-    llm = _ScriptedLLM(turns)
-    pipeline = AgentPipeline([SystemMessage(load_system_message(None)), InitQuery(), llm,
+    llm = ad.ScriptedLLM(turns)
+    pipeline = AgentPipeline([SystemMessage(ad.load_system_message(None)), InitQuery(), llm,
                               ToolsExecutionLoop([ToolsExecutor(), llm])])
     pipeline.name = "scripted"
     theirs, _ = suite.run_task_with_pipeline(pipeline, user_task, None, {})
@@ -508,7 +470,7 @@ def test_the_round_budget_is_agentdojos(idle_rounds: int, tmp_path: Path) -> Non
 
 
 def test_a_long_workspace_listing_is_not_cut(tmp_path: Path) -> None:
-    suite = get_suite(VERSION, "workspace")
+    suite = ad.get_suite(VERSION, "workspace")
     user_task = suite.get_user_task_by_id("user_task_35")  # find and delete the largest of 26 files
     out = _run(tmp_path, {"suites": "workspace", "user_tasks": "user_task_35"},
                _script([ground_truth_entry(suite, user_task)]))
@@ -532,7 +494,7 @@ def test_a_harness_that_runs_no_tools_is_not_graded(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("argument", ["{[]: 1}", "[{[1]}]", "-" * 100_000 + "1", "[" + "1," * 20_000 + "]"])
 def test_an_argument_agentdojos_parser_chokes_on_is_a_tool_error(argument: str, tmp_path: Path) -> None:
-    suite = get_suite(VERSION, "banking")
+    suite = ad.get_suite(VERSION, "banking")
     user_task = suite.get_user_task_by_id("user_task_0")
     turns = [{"tool_calls": [{"name": "send_money", "arguments": {
         "recipient": argument, "amount": 1, "subject": "x", "date": "2022-01-01"}}]}, "Done."]
@@ -571,7 +533,7 @@ async def test_tool_calls_run_off_the_event_loop() -> None:
 
 
 def test_an_exception_in_agentdojos_own_check_is_an_eval_error(tmp_path: Path) -> None:
-    suite = get_suite(VERSION, "workspace")
+    suite = ad.get_suite(VERSION, "workspace")
     user_task = suite.get_user_task_by_id("user_task_0")
     next_id = _pre_environment(suite, user_task).inbox._get_next_id()
     event = {"id_": "99", "title": "t", "description": "d", "start_time": "2024-05-20T10:00",
@@ -623,7 +585,7 @@ def test_an_attack_that_names_no_model_ignores_an_unknown_target_model() -> None
 
 
 def test_injection_tasks_run_alone_as_user_tasks_stay_out_of_the_attack_rates(tmp_path: Path) -> None:
-    suite = get_suite(VERSION, "banking")
+    suite = ad.get_suite(VERSION, "banking")
     user_task = suite.get_user_task_by_id("user_task_0")
     injections = [suite.get_injection_task_by_id(i) for i in ("injection_task_0", "injection_task_1")]
     env = suite.load_and_inject_default_environment({})
@@ -637,7 +599,7 @@ def test_injection_tasks_run_alone_as_user_tasks_stay_out_of_the_attack_rates(tm
     assert sorted(details) == ["banking/injection_task_0", "banking/injection_task_1",
                                "banking/user_task_0/injection_task_0", "banking/user_task_0/injection_task_1"]
     # the same verdict AgentDojo's run_task_with_pipeline gives on the injection task run alone
-    theirs, _ = suite.run_task_with_pipeline(GroundTruthPipeline(injections[0]), injections[0], None, {})
+    theirs, _ = suite.run_task_with_pipeline(ad.GroundTruthPipeline(injections[0]), injections[0], None, {})
     assert details["banking/injection_task_0"].attempts["1"].extra["utility"] is theirs is True
     assert details["banking/injection_task_1"].attempts["1"].extra["utility"] is False
     m = out.metrics
