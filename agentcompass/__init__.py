@@ -1,7 +1,8 @@
 """AgentCompass: evaluate LLM agents -- benchmark x harness x environment x model -- fast and crash-safe.
 
-Public API: ``run_evaluation``, ``launch``, ``async_launch``, ``OrchestrationSpec``, ``RunRequestSpec``; the
-component bases ``Benchmark``, ``Harness``, ``EnvironmentProvider`` (with ``ProviderCapabilities``).
+Public API: ``run_evaluation``, ``launch``, ``async_launch``, ``rescore``, ``OrchestrationSpec``,
+``RunRequestSpec``; the component bases ``Benchmark``, ``Harness``, ``EnvironmentProvider`` (with
+``ProviderCapabilities``).
 Heavy modules are imported lazily so ``import agentcompass`` stays cheap.
 """
 
@@ -15,6 +16,9 @@ _LAZY = {
     "run_evaluation": "agentcompass.api",
     "launch": "agentcompass.api",
     "async_launch": "agentcompass.api",
+    "rescore": "agentcompass.rescore",
+    "async_rescore": "agentcompass.rescore",
+    "RescoreResult": "agentcompass.rescore",
     "OrchestrationSpec": "agentcompass.specs",
     "RunRequestSpec": "agentcompass.specs",
     "ComponentSpec": "agentcompass.specs",
@@ -47,6 +51,7 @@ if TYPE_CHECKING:
     from .harnesses.base import Harness  # noqa: F401
     from .records import ProgressEvent  # noqa: F401
     from .registry import Registries  # noqa: F401
+    from .rescore import RescoreResult, async_rescore, rescore  # noqa: F401
     from .results import EvaluationResult, LaunchResult, RequestOutcome  # noqa: F401
     from .specs import ComponentSpec, ModelSpec, OrchestrationSpec, RunRequestSpec  # noqa: F401
 

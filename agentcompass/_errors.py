@@ -39,14 +39,16 @@ class EnvironmentError_(AgentCompassError):
 
 
 class ModelError(AgentCompassError):
-    """A model call failed. ``kind``, an ``ErrorKind``, classifies it (rate limit, server error, auth...)."""
+    """A model call failed. ``kind``, an ``ErrorKind``, classifies it (rate limit, server error, auth...);
+    ``unresponsive``: the endpoint answered neither the call nor a probe (retried less, ``models/retry.py``)."""
 
     def __init__(self, message: str, *, kind: ErrorKind = ErrorKind.MODEL_ERROR, status: int | None = None,
-                 retry_after: float | None = None) -> None:
+                 retry_after: float | None = None, unresponsive: bool = False) -> None:
         super().__init__(message)
         self.kind = ErrorKind.of(kind)
         self.status = status
         self.retry_after = retry_after
+        self.unresponsive = unresponsive
 
 
 class EvalError(AgentCompassError):

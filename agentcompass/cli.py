@@ -139,6 +139,49 @@ def _add_evaluate_parser(sub: Any) -> None:
                 _add_option(p, opt)
 
 
+def _add_rescore_parser(sub: Any) -> None:
+    from .run_options import OPTIONS_BY_NAME
+
+    p = sub.add_parser("rescore", help="grade a finished run again (same or another grader), keeping the run",
+                       description="Grade the recorded attempts of a finished run again, with its grader or another "
+                                   "(--benchmark-params, e.g. another judge_model or grading_version): no agent runs, "
+                                   "no model under test is called. The run is not changed: the regrading is a run "
+                                   "under RUN_DIR/rescore/, the new summary RUN_DIR/summary.<rescore id>.json.")
+    p.add_argument("run_dir", help="the finished run's directory")
+    p.add_argument("--rescore-id", help="the re-score's name (default rescore-1, rescore-2, ...)")
+    p.add_argument("--benchmark-params", help="JSON object: benchmark params over the run's (e.g. judge_model)")
+    p.add_argument("--env", dest="environment", help="the environment of the verifier (default: the run's)")
+    p.add_argument("--env-params", dest="environment_params", help="JSON object: that environment's params")
+    _add_option(p, OPTIONS_BY_NAME["task_concurrency"], " (default: the run's)", default=None)
+    _add_option(p, OPTIONS_BY_NAME["data_dir"], " (default: the run's)", default=None)
+    _add_option(p, OPTIONS_BY_NAME["progress"])
+
+
+def _cmd_rescore(a: argparse.Namespace) -> int:
+    from .rescore import rescore
+
+    result = rescore(a.run_dir, benchmark_params=_json_obj("--benchmark-params", a.benchmark_params),
+                     environment=a.environment,
+                     environment_params=_json_obj("--env-params", a.environment_params),
+                     rescore_id=a.rescore_id, task_concurrency=a.task_concurrency, progress=a.progress,
+                     data_dir=a.data_dir)
+    if not result.ok:
+        print(f"rescore {result.rescore_id} {result.status}: {result.error}", file=sys.stderr)
+        if result.regrade_run_dir:
+            print(f"  regrading run: {result.regrade_run_dir}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"rescore {result.rescore_id}: {result.summary}")
+    for key in sorted(set(result.metrics_before) | set(result.metrics)):
+        before, after = result.metrics_before.get(key), result.metrics.get(key)
+        mark = "" if before == after else "   (changed)"
+        print(f"  {key}: {before} -> {after}{mark}")
+    print(f"  tasks whose verdict changed: {len(result.changed)}"
+          + (f" ({', '.join(result.changed[:10])}{', ...' if len(result.changed) > 10 else ''})" if result.changed
+             else ""))
+    print(f"  regrading run: {result.regrade_run_dir}")
+    return EXIT_OK
+
+
 def _add_results_parsers(sub: Any) -> None:
     p = sub.add_parser("report", help="write a static report of a run (html, md or json)")
     p.add_argument("run_dir")
@@ -174,6 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _add_run_parser(sub)
     _add_evaluate_parser(sub)
+    _add_rescore_parser(sub)
     p = sub.add_parser("launch", help="run an OrchestrationSpec from a YAML or JSON file")
     p.add_argument("spec", help="the OrchestrationSpec file (.json: JSON, else YAML)")
     _add_option(p, OPTIONS_BY_NAME["progress"], " (default: the spec file's progress)", default=None)
@@ -526,8 +570,9 @@ def main(argv: list[str] | None = None) -> int:
 
         return build_base_main(argv[2:])
     args = build_parser().parse_args(argv)
-    handlers = {"run": _cmd_run, "evaluate": _cmd_evaluate, "launch": _cmd_launch, "list": _cmd_list, "show": _cmd_show,
-                "cleanup": _cmd_cleanup, "view": _cmd_view, "report": _cmd_report, "compare": _cmd_compare}
+    handlers = {"run": _cmd_run, "evaluate": _cmd_evaluate, "rescore": _cmd_rescore, "launch": _cmd_launch,
+                "list": _cmd_list, "show": _cmd_show, "cleanup": _cmd_cleanup, "view": _cmd_view,
+                "report": _cmd_report, "compare": _cmd_compare}
     try:
         return handlers[args.command](args)
     except AgentCompassError as exc:

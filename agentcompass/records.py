@@ -268,6 +268,17 @@ class ModelLimitChanged(_Event, tag="model_limit_changed"):
     reason: str
 
 
+class ModelCallsWaiting(_Event, tag="model_calls_waiting"):
+    """Model calls at ``endpoint`` have had no answer for a while (the oldest for ``oldest_s``), reported every
+    few seconds while it lasts; ``calls`` 0 once none waits that long any more. ``queued``: calls waiting for a
+    slot of the endpoint's concurrency limit."""
+
+    endpoint: str
+    calls: int
+    oldest_s: float
+    queued: int = 0
+
+
 class AttemptFinished(_Event, tag="attempt_finished"):
     """An attempt finished (after all its tries)."""
 
@@ -356,5 +367,5 @@ class ImageRemoved(_Event, tag="image_removed"):
 
 
 ProgressEvent = RequestStarted | AttemptStarted | EnvOpened | TryRetrying | ModelRetrying | ModelLimitChanged \
-    | AttemptFinished | TaskFinished | RequestFinished | DependencyInstalling | DependencyInstalled | DataDownload \
-    | ImagePull | ImageRemoved
+    | ModelCallsWaiting | AttemptFinished | TaskFinished | RequestFinished | DependencyInstalling \
+    | DependencyInstalled | DataDownload | ImagePull | ImageRemoved

@@ -69,6 +69,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "openhands": "agentcompass.harnesses.openhands.harness:OpenHands",
         "oracle": "agentcompass.harnesses.oracle:Oracle",
         "predictions": "agentcompass.harnesses.predictions:Predictions",
+        "recorded": "agentcompass.harnesses.recorded:Recorded",
         "claude_code": "agentcompass.harnesses.installed.claude_code:ClaudeCode",
         "codex": "agentcompass.harnesses.installed.codex:Codex",
         "tool_agent": "agentcompass.harnesses.tool_agent:ToolAgent",

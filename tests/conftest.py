@@ -100,6 +100,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # ended by Ray 60 s after that cluster's head stopped: it took an xdist worker down mid-run twice on a loaded
     # machine (the driver log: "Failed to connect to GCS within 60 seconds"), and the session then hung.
     os.environ.setdefault(GCS_RECONNECT_ENV, str(GCS_RECONNECT_S))
+    config.pluginmanager.register(GroupSuffix(), "agentcompass-xdist-group-suffix")
 
 
 #: tests (node id prefixes) that start Ray clusters: run in xdist group ``ray``, one at a time on one worker (the
@@ -128,11 +129,38 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.docker)  # so `-m "not docker"` can leave the daemon's tests out
         if item.nodeid.startswith(RAY_GROUP):
             item.add_marker(pytest.mark.xdist_group("ray"))
-    # the slow tests first: the workers then end together instead of one finishing a long test while the
-    # others idle. The Ray group keeps its place: started with the session's start-up load (every worker
-    # collecting, venvs and images building) its local clusters lost their driver (a worker crash, seen once)
-    items.sort(key=lambda item: 0 if item.get_closest_marker("slow") and not item.nodeid.startswith(RAY_GROUP)
-               else 1)
+    # the Ray group first (its tests run one after another on one worker: the longest chain of the session),
+    # then the other slow tests: the workers then end together instead of one finishing a long test while the
+    # others idle. (A driver that lost its head under the start-up load was ended by Ray: the session now gives
+    # drivers a year of GCS reconnect patience, pytest_configure.)
+    items.sort(key=lambda item: 0 if item.nodeid.startswith(RAY_GROUP) else 1 if item.get_closest_marker("slow")
+               else 2)
+
+
+def group_names(item: pytest.Item) -> list[str]:
+    """The ``xdist_group`` names of ``item``, sorted, as xdist joins them."""
+    return sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                   for m in item.iter_markers("xdist_group")})
+
+
+class GroupSuffix:
+    """``--dist loadgroup`` on pytest >= 9.2: xdist 3.8 tells the controller a test's group by appending
+    ``@group`` to its node id through the old ``_nodeid`` field, which pytest 9.2's structured ids no longer read,
+    so every group was silently ignored (pytest-dev/pytest-xdist#1386): the Ray tests ran on several workers at
+    once. The suffix is set on the structured id here, after xdist's own hook (a no-op where that one worked)."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        if not getattr(config.option, "loadgroup", False):
+            return
+        try:
+            from _pytest.nodes import NodeId  # type: ignore[attr-defined]
+        except ImportError:  # an older pytest: xdist's own suffix took effect
+            return
+        for item in items:
+            names = group_names(item)
+            if names and not item.nodeid.endswith(f"@{'_'.join(names)}"):
+                item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(names)}")  # type: ignore[attr-defined]
 
 
 def _preinstall_bfcl_eval(items: list[pytest.Item]) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -66,3 +68,14 @@ def test_every_ray_group_prefix_still_names_tests() -> None:
         assert matches, f"RAY_GROUP prefix {prefix!r} names no test file"
         if name:
             assert any(f"def {name}" in m.read_text() for m in matches), f"{prefix!r} names no test"
+
+
+def test_an_xdist_group_keeps_its_tests_on_one_worker() -> None:
+    """``--dist loadgroup`` runs a group's tests on one worker: with pytest 9.2 and xdist 3.8 it silently did not
+    (pytest-dev/pytest-xdist#1386; tests/conftest.py's GroupSuffix), and the Ray group's clusters ran at once."""
+    res = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-v", "-p",
+                          "no:cacheprovider", "tests/environments/ray/test_ray_placement.py"],
+                         cwd=REPO, capture_output=True, text=True, timeout=300)
+    ran = re.findall(r"^\[(gw\d+)\] .*PASSED (\S+)", res.stdout, re.M)
+    assert res.returncode == 0 and len(ran) >= 3, res.stdout[-3000:]
+    assert len({worker for worker, _ in ran}) == 1 and all(nodeid.endswith("@ray") for _, nodeid in ran), ran

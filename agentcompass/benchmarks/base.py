@@ -59,6 +59,10 @@ class Benchmark(abc.ABC):
     #: True when ``evaluate`` grades the patch a harness submits (``HarnessResult.patch``) without an agent
     #: environment, so a predictions file can be graded (harness ``predictions``, ``agentcompass evaluate``).
     grades_patch: ClassVar[bool] = False
+    #: True when ``evaluate`` needs only what an attempt's record keeps (its final answer, its patch, its
+    #: trajectory), not what ``collect`` takes out of the agent's environment: a finished run can then be graded
+    #: again (``agentcompass rescore``, harness ``recorded``).
+    rescorable: ClassVar[bool] = False
     #: where the tasks came from (e.g. a Hub dataset's resolved commit), recorded in params.json.
     source: Any = None
 

@@ -15,8 +15,9 @@ from ..params import DEFAULT_SELECTION_PARAMS
 #: benchmark declares its own in ``selection_params``).
 SELECTION_PARAMS = frozenset(DEFAULT_SELECTION_PARAMS)
 #: model params that change how a call is made, paced, retried or billed, never what the model answers.
-OPERATIONAL_MODEL_PARAMS = frozenset({"timeout", "connect_timeout", "total_timeout", "max_connections", "retries",
-                                      "retry_backoff", "retry_max_wait", "price_per_million", "max_concurrency"})
+OPERATIONAL_MODEL_PARAMS = frozenset({"timeout", "connect_timeout", "total_timeout", "probe_after", "probe_timeout",
+                                      "max_connections", "retries", "retry_backoff", "retry_max_wait",
+                                      "price_per_million", "max_concurrency"})
 #: environment params that change where or how patiently an environment is opened, not what runs in it.
 OPERATIONAL_ENV_PARAMS = frozenset({"base_dir", "open_timeout", "close_timeout", "cache_level", "min_free_disk",
                                     "max_concurrent_pulls", "prefetch_images", "disk_wait_timeout", "pull_timeout",

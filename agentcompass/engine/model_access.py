@@ -43,6 +43,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("agentcompass.engine.model_access")
 
 #: model params for the engine only, never sent upstream.
+#: a model call with no answer for this long (a quarter of its ``timeout`` when that is shorter) shows in progress
+MODEL_WAIT_REPORT_S = 30.0
+#: the longest gap between two looks at the waiting calls
+MODEL_WAIT_CHECK_S = 10.0
 MAX_CONCURRENCY_PARAM = "max_concurrency"
 ENGINE_MODEL_PARAMS = frozenset({PRICE_PARAM, MAX_CONCURRENCY_PARAM})
 #: an envelope outlives its try's agent phase by this much at most (the gateway revokes it when the try ends).
@@ -80,6 +84,32 @@ def try_usage(harness: Usage | None, gateway: GatewayUsage | None, price: PriceT
     if price is not None:
         total.cost = price.cost(total)
     return total
+
+
+def wait_report_after(model_params: Mapping[str, Any]) -> float:
+    """Seconds without an answer after which a model call shows in progress: ``MODEL_WAIT_REPORT_S``, or a
+    quarter of the model's ``timeout`` param when that is shorter."""
+    timeout = model_params.get("timeout")
+    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or not 0 < timeout < float("inf"):
+        timeout = 600.0  # the clients' default (a bad value is refused when the client is built)
+    return min(MODEL_WAIT_REPORT_S, float(timeout) / 4)
+
+
+async def report_waiting_calls(limiter: AdaptiveLimiter, after_s: float,
+                               report: Callable[[int, float, int], None]) -> None:
+    """Until cancelled: ``report(calls, oldest_s, queued)`` every ``min(MODEL_WAIT_CHECK_S, after_s / 2)`` s while
+    calls at ``limiter``'s endpoint have waited ``after_s`` or more for an answer, and ``report(0, 0.0, 0)`` once
+    when none does any more. A hanging endpoint then shows as waiting calls, not only as running tasks."""
+    reported = False
+    while True:
+        await asyncio.sleep(min(MODEL_WAIT_CHECK_S, after_s / 2))
+        calls, oldest = limiter.slow_calls(after_s)
+        if calls:
+            report(calls, round(oldest, 1), limiter.waiting)
+            reported = True
+        elif reported:
+            report(0, 0.0, 0)
+            reported = False
 
 
 class ModelServices:
@@ -221,6 +251,7 @@ async def open_model_access(services: ModelServices, rt: RequestRuntime, model: 
         raise ConfigError(f'network_policy "model": environment {rt.provider.name!r} cannot route its sandboxes '
                           "to the model gateway.", field="environment_params.network_policy")
     from ..models.clients.http import client_params
+    from ..models.clients.liveness import DEFAULT_PROBE_AFTER_S, DEFAULT_PROBE_TIMEOUT_S
     from ..models.gateway.server import Upstream
     from ..models.retry import RetryPolicy, split_retry_params
 
@@ -234,7 +265,9 @@ async def open_model_access(services: ModelServices, rt: RequestRuntime, model: 
         api_protocol=model.api_protocol, limiter=limiter, policy=policy, timeout_s=timeout,
         connect_timeout_s=p.connect_timeout if p.connect_timeout is not None else min(timeout, 30.0),
         total_timeout_s=p.total_timeout, extra_headers=dict(p.extra_headers or {}),
-        max_response_bytes=p.max_response_bytes))
+        max_response_bytes=p.max_response_bytes,
+        probe_after_s=p.probe_after if p.probe_after is not None else DEFAULT_PROBE_AFTER_S,
+        probe_timeout_s=p.probe_timeout if p.probe_timeout is not None else DEFAULT_PROBE_TIMEOUT_S))
     sandbox_base: str | None = None
     if sandboxed and mode == "model":
         port = int(gw.base_url.rsplit(":", 1)[1])

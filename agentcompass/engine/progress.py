@@ -22,6 +22,7 @@ from ..records import (
     DependencyInstalled,
     DependencyInstalling,
     ImagePull,
+    ModelCallsWaiting,
     ModelLimitChanged,
     ModelRetrying,
     ProgressEvent,
@@ -36,6 +37,16 @@ log = logging.getLogger("agentcompass.progress")
 
 #: ImagePull statuses after which the image is no longer being fetched
 _PULL_ENDED = ("done", "present", "failed", "cancelled")
+
+
+def _duration(seconds: float) -> str:
+    """``45s``, ``4m10s``, ``1h02m``."""
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
 def _mb(n: float) -> str:
@@ -60,7 +71,7 @@ class RequestStats:
     """Live counters of one request, fed by events."""
 
     __slots__ = ("correct", "done", "engine_errors", "errors", "finished_at", "model_limits", "model_retries",
-                 "name", "retries", "running", "started_at", "status", "total")
+                 "model_waiting", "name", "retries", "running", "started_at", "status", "total")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -74,6 +85,8 @@ class RequestStats:
         self.model_retries = 0
         #: the adaptive concurrency limit of each model endpoint this request uses
         self.model_limits: dict[str, int] = {}
+        #: (calls, oldest_s) of the model calls that have waited long for an answer; None: none has
+        self.model_waiting: tuple[int, float] | None = None
         self.status = "starting"
         self.started_at = time.monotonic()
         self.finished_at: float | None = None
@@ -94,6 +107,8 @@ class RequestStats:
             self.model_retries += 1
         elif isinstance(ev, ModelLimitChanged):
             self.model_limits[ev.endpoint] = ev.limit
+        elif isinstance(ev, ModelCallsWaiting):
+            self.model_waiting = (ev.calls, ev.oldest_s) if ev.calls else None
         elif isinstance(ev, TaskFinished):
             self.done += 1
             if ev.correct:
@@ -104,6 +119,7 @@ class RequestStats:
         elif isinstance(ev, RequestFinished):
             self.status = ev.status
             self.running = 0
+            self.model_waiting = None
             self.finished_at = time.monotonic()
         elif isinstance(ev, DependencyInstalling):
             self.status = f"installing {ev.package}"
@@ -130,15 +146,23 @@ class RequestStats:
             return f"{self.status} ({self.engine_errors} engine error{'s' if self.engine_errors > 1 else ''})"
         return self.status
 
+    def waiting_text(self) -> str:
+        """``N model calls waiting, oldest Xs`` while calls wait long for an answer, else ``""``."""
+        if self.model_waiting is None:
+            return ""
+        calls, oldest = self.model_waiting
+        return f"{calls} model call{'s' if calls != 1 else ''} waiting, oldest {_duration(oldest)}"
+
     def line(self) -> str:
         eta = self.eta_s()
         eta_s = f" eta {eta:.0f}s" if eta is not None else ""
         queued = max(0, self.total - self.done - self.running)
         limit = f" model limit {self.limit_text()}," if self.model_limits else ""
+        waiting = f" {self.waiting_text()}," if self.model_waiting else ""
         return (f"[{self.name}] {self.status_text()}: {self.done}/{self.total} done, {self.running} running,"
                 f" {queued} queued,"
                 f" {self.correct} correct, {self.errors} errors, {self.retries} retries,"
-                f" {self.model_retries} model retries,{limit}"
+                f" {self.model_retries} model retries,{limit}{waiting}"
                 f" {self.rate():.1f} tasks/s{eta_s}")
 
 
@@ -312,12 +336,13 @@ class RichDisplay(Display):
                           str(st.retries), str(st.model_retries), st.limit_text(), f"{st.rate():.1f}",
                           f"{eta:.0f}s" if eta is not None else "-")
         pulls = list(self.pulls.values())
-        if not pulls:
+        waits = [f"[{st.name}] {st.waiting_text()}" for st in self.stats.values() if st.model_waiting]
+        if not pulls and not waits:
             return table
         from rich.console import Group
         from rich.text import Text
 
-        return Group(table, *(Text(pull_line(ev)) for ev in pulls[:20]))
+        return Group(table, *(Text(w) for w in waits), *(Text(pull_line(ev)) for ev in pulls[:20]))
 
     def start(self) -> None:
         self._live.start()

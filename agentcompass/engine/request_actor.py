@@ -29,6 +29,7 @@ from ..models.adaptive import AdaptiveLimiter
 from ..records import (
     AttemptFinished,
     AttemptRecord,
+    ModelCallsWaiting,
     RequestFinished,
     RequestStarted,
     RunInfo,
@@ -56,7 +57,7 @@ from .messages import (
     Submit,
     WorkItem,
 )
-from .model_access import open_model_access
+from .model_access import open_model_access, report_waiting_calls, wait_report_after
 from .request_builder import RequestBuilder, component_settings
 from .resolve import ResolvedRequest, parse_network_policy
 from .reuse import THIS_RUN, plan_reuse
@@ -118,6 +119,9 @@ class RequestActor:
         self.images: RequestImages | None = None
         #: the running attempt runners (one asyncio task per granted attempt)
         self._runners: set[asyncio.Task[None]] = set()
+        #: reports the model calls waiting long for an answer (``report_waiting_calls``) while attempts run
+        self._waiting_watch: asyncio.Task[None] | None = None
+        self._calls_waiting = 0  # what the last report said
         #: the tries of attempts that reported ``AttemptInterrupted``, by (task id, attempt)
         self._interrupted: dict[tuple[str, int], list[TryRecord]] = {}
         self._lane_open = False
@@ -227,6 +231,9 @@ class RequestActor:
         if access is not None:
             self.rt = dataclasses.replace(self.rt, model_access=access)
         rt = self.rt
+        if self.limiter is not None:
+            self._waiting_watch = asyncio.get_running_loop().create_task(report_waiting_calls(
+                self.limiter, wait_report_after(self.model_spec.params), self._report_waiting))
         self.account.counts.total = len(tasks)
         to_run, reused = self._apply_reuse(tasks)
         if self.images is not None and (rt.harness.needs_environment or rt.harness.evaluates):
@@ -253,6 +260,12 @@ class RequestActor:
                 outstanding += 1
         while outstanding:
             outstanding -= await self._receive()
+
+    def _report_waiting(self, calls: int, oldest_s: float, queued: int) -> None:
+        assert self.rt is not None and self.limiter is not None
+        self._calls_waiting = calls
+        self.rt.emit(ModelCallsWaiting(ts=time.time(), request=self.name, run_id=self.run_id,
+                                       endpoint=self.limiter.endpoint, calls=calls, oldest_s=oldest_s, queued=queued))
 
     async def _receive(self) -> int:
         """Handle the next message on the inbox; 1 when it reported an attempt, else 0."""
@@ -399,6 +412,10 @@ class RequestActor:
         self.in_flight.clear()
 
     async def _finish(self, status: RunStatus, error: BaseException | None) -> RequestOutcome:
+        if self._waiting_watch is not None:
+            self._waiting_watch.cancel()  # it only sleeps and emits: it ends at once, before RequestFinished
+            if self._calls_waiting:  # nothing waits once the request ends: the last report says so
+                self._report_waiting(0, 0.0, 0)
         finished = time.time()
         acc = self.account
         metrics: dict[str, Any] = {}

@@ -110,6 +110,16 @@ def check_pairing(bench_cls: type[Any], harness_cls: type[Any], spec: RunRequest
                           f"benchmark {spec.benchmark.id!r} does not grade a submitted patch. Benchmarks that do: "
                           "the SWE-bench family (swebench, swebench_verified, swebench_lite, swebench_jsonl, "
                           "swebench_local, swebench_multilingual, swebench_pro).", field="harness")
+    if harness_cls.regrades and not bench_cls.rescorable:
+        raise not_rescorable(spec.benchmark.id)
+
+
+def not_rescorable(benchmark: str) -> ConfigError:
+    """The error for re-scoring a run of ``benchmark``, whose grading needs the agent's environment."""
+    return ConfigError(f"Invalid `benchmark`: {benchmark!r} cannot grade a finished run again: its grading reads the "
+                       "agent's environment (what it left in its workspace), which a run does not keep. Benchmarks "
+                       "that can: the SWE-bench family (graded from the recorded patch) and the judged QA benchmarks "
+                       "(from the recorded answer).", field="benchmark")
 
 
 def resolve(spec: RunRequestSpec, reg: Registries) -> ResolvedRequest:

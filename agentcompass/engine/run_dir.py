@@ -105,6 +105,16 @@ def _unwritable(results_dir: str, where: Path, exc: OSError | None) -> None:
                       field="results_dir") from None
 
 
+def summary_bytes(summary: Summary) -> bytes:
+    """The bytes of ``summary.json`` (indented JSON), also of a re-scored summary (``rescored_summary_path``)."""
+    return msgspec.json.format(_encoder.encode(summary), indent=2)
+
+
+def rescored_summary_path(run_dir: Path, rescore_id: str) -> Path:
+    """Where ``agentcompass rescore`` writes the summary of re-score ``rescore_id``: beside ``summary.json``."""
+    return run_dir / f"summary.{rescore_id}.json"
+
+
 def write_atomic(path: Path, data: bytes) -> None:
     """Write via a temp file in the same directory and rename: readers and a SIGKILL see old or new."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -207,7 +217,7 @@ class RunDir:
         self._write(self.path / "run_info.json", _encoder.encode(info))  # compact: small enough to fit at the end
 
     def write_summary(self, summary: Summary) -> None:
-        self._write(self.path / "summary.json", msgspec.json.format(_encoder.encode(summary), indent=2))
+        self._write(self.path / "summary.json", summary_bytes(summary))
 
     def detail_path(self, task_id: str) -> Path:
         return self.details / f"{safe_name(task_id)}.json"

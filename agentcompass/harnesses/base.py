@@ -39,6 +39,9 @@ class Harness(abc.ABC):
     #: when True the harness submits patches it did not make (``predictions``): refused before any task on a
     #: benchmark that does not grade a submitted patch (``Benchmark.grades_patch``).
     submits_patches: ClassVar[bool] = False
+    #: when True the harness gives back a finished run's recorded attempts (``recorded``, for ``rescore``): refused
+    #: before any task on a benchmark whose grading needs the agent's environment (``Benchmark.rescorable``).
+    regrades: ClassVar[bool] = False
     #: when False the harness never calls a model (e.g. ``none``, ``oracle``, ``predictions``): a model named
     #: without ``base_url`` then only labels the run (e.g. a predictions file's ``model_name_or_path``).
     calls_model: ClassVar[bool] = True

@@ -52,12 +52,14 @@ def outcome_of(kind: str | None) -> Outcome:
 class Ticket:
     """One granted slot: remembers the epoch it was granted in and whether the limiter was saturated."""
 
-    __slots__ = ("busy", "epoch", "released")
+    __slots__ = ("busy", "epoch", "granted_at", "released")
 
-    def __init__(self, epoch: int, busy: bool) -> None:
+    def __init__(self, epoch: int, busy: bool, granted_at: float = 0.0) -> None:
         self.epoch = epoch
         self.busy = busy
         self.released = False
+        #: the limiter's clock when the slot was granted: how long its call has been waiting for an answer
+        self.granted_at = granted_at
 
 
 class AdaptiveLimiter:
@@ -81,6 +83,7 @@ class AdaptiveLimiter:
         self._floor = 1  # the lowest the current 429 episode may take the limit (half the limit before it)
         self._acks = 0
         self._waiters: deque[asyncio.Future[Ticket]] = deque()
+        self._held: set[Ticket] = set()  # granted, not released: the calls waiting on the endpoint
         self._wake_handle: asyncio.TimerHandle | None = None
         self._on_change = on_change
         self._clock = clock
@@ -93,6 +96,12 @@ class AdaptiveLimiter:
     def waiting(self) -> int:
         """Calls waiting for a slot."""
         return len(self._waiters)
+
+    def slow_calls(self, after_s: float) -> tuple[int, float]:
+        """(calls holding a slot that have waited ``after_s`` or more for their answer, the longest wait)."""
+        now = self._clock()
+        waits = [now - t.granted_at for t in self._held]
+        return sum(w >= after_s for w in waits), max(waits, default=0.0)
 
     # ------------------------------------------------------------------ slots
 
@@ -118,6 +127,7 @@ class AdaptiveLimiter:
         if ticket.released:
             return
         ticket.released = True
+        self._held.discard(ticket)
         self.in_flight -= 1
         now = self._clock()
         if retry_after is not None and retry_after > 0:
@@ -157,7 +167,9 @@ class AdaptiveLimiter:
     def _grant(self) -> Ticket:
         self.in_flight += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
-        return Ticket(self._epoch, busy=self.in_flight >= self.limit or bool(self._waiters))
+        ticket = Ticket(self._epoch, busy=self.in_flight >= self.limit or bool(self._waiters), granted_at=self._clock())
+        self._held.add(ticket)
+        return ticket
 
     def _on_success(self, ticket: Ticket) -> None:
         if not ticket.busy or self.limit >= self.max_limit:

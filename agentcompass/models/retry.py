@@ -68,6 +68,9 @@ class RetryPolicy:
     backoff: float = 0.5
     max_wait: float = 30.0
     bad_response_retries: int = 2
+    #: retries of a call whose endpoint answered neither it nor a probe (``clients/liveness.py``): each try of
+    #: a dead endpoint costs ``probe_after + probe_timeout``, so it fails within minutes, not six more times
+    unresponsive_retries: int = 1
     max_backoff: float = DEFAULT_MAX_BACKOFF_S
 
     def wait_s(self, failures: int, retry_after: float | None, rng: random.Random) -> float:
@@ -82,9 +85,10 @@ class RetryPolicy:
         """A server's Retry-After as the endpoint's limiter may honour it: at most ``max_backoff``."""
         return None if retry_after is None else min(retry_after, self.max_backoff)
 
-    def allows(self, kind: str, failures: int, bad_responses: int) -> bool:
-        """Whether a call that has failed ``failures`` times (the last with ``kind``) may try again."""
-        if kind not in TRANSIENT_MODEL_KINDS or failures > self.retries:
+    def allows(self, kind: str, failures: int, bad_responses: int, unresponsive: int = 0) -> bool:
+        """Whether a call that has failed ``failures`` times (the last with ``kind``; ``bad_responses`` and
+        ``unresponsive`` of them of those sorts) may try again."""
+        if kind not in TRANSIENT_MODEL_KINDS or failures > self.retries or unresponsive > self.unresponsive_retries:
             return False
         return kind != ErrorKind.MODEL_BAD_RESPONSE or bad_responses <= self.bad_response_retries
 
@@ -147,7 +151,7 @@ class RetryingModelClient:
         policy = self.policy
         if not RETRY_PARAMS.isdisjoint(params):
             policy, params = split_retry_params(params, policy, model_id=self.model_id)
-        failures = bad_responses = 0
+        failures = bad_responses = unresponsive = 0
         while True:
             ticket = await self.limiter.acquire() if self.limiter is not None else None
             try:
@@ -159,7 +163,8 @@ class RetryingModelClient:
                 failures += 1
                 if exc.kind == ErrorKind.MODEL_BAD_RESPONSE:
                     bad_responses += 1
-                if not policy.allows(exc.kind, failures, bad_responses):
+                unresponsive += exc.unresponsive
+                if not policy.allows(exc.kind, failures, bad_responses, unresponsive):
                     if failures > 1:
                         exc.add_note(f"Gave up after {failures} tries of model {self.model_id!r}.")
                     raise

@@ -136,6 +136,7 @@ class JudgedQA(Benchmark):
     """The judge-graded QA family (see the module doc). Subclasses implement ``load_items`` and ``grader_for``."""
 
     Params: ClassVar[type[JudgedQAParams]] = JudgedQAParams
+    rescorable: ClassVar[bool] = True  # graded from the recorded final answer alone
     params: JudgedQAParams
     #: the params that pick tasks (changing them never changes what a task is).
     selection_params: ClassVar[tuple[str, ...]] = ("sample_ids", "limit")

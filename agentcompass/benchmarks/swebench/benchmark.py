@@ -152,6 +152,7 @@ class SWEBench(Benchmark):
     version: ClassVar[str] = "2"
     name: ClassVar[str] = "swebench"
     grades_patch: ClassVar[bool] = True  # submitted_patch: the harness's patch when there is no agent environment
+    rescorable: ClassVar[bool] = True  # the graded patch is in every attempt's record (extra.model_patch)
     #: the params a subclass accepts
     Params: ClassVar[type[SWEBenchCommonParams]] = SWEBenchParams
     params: SWEBenchCommonParams

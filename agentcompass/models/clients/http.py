@@ -21,7 +21,7 @@ import email.utils
 import math
 import ssl
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar
 
@@ -35,15 +35,19 @@ from ...common.http_status import RETRY_AFTER_KINDS, model_error_kind
 from ...interfaces import ModelResponse
 from ...params import as_params
 from .deadline import KEEPALIVE_EVENTS, Deadline, default_total_timeout
+from .liveness import DEFAULT_PROBE_AFTER_S, DEFAULT_PROBE_TIMEOUT_S, Liveness, Unresponsive, probed
 from .sse import sse_events
 
 #: params that configure the client itself and never reach the request body.
 RESERVED_PARAMS = frozenset({"timeout", "connect_timeout", "total_timeout", "max_connections", "extra_headers",
-                             "return_raw", "max_response_bytes"})
+                             "return_raw", "max_response_bytes", "probe_after", "probe_timeout"})
 #: the most bytes of one model answer (decoded body) the client reads; more is ``model_response_too_large``.
 DEFAULT_MAX_RESPONSE_BYTES = 32 << 20
 MAX_RESPONSE_BYTES_CAP = 1 << 30
 
+
+#: what one exchange gives: (response, body) of a JSON call, or (None, b"", the parsed answer) of a stream
+_Exchanged = tuple[httpx.Response | None, bytes, ModelResponse | None]
 
 #: ``stream`` picks SSE over JSON; ``extra_body`` (a dict) is merged into the body last.
 BODY_CONTROL_PARAMS = frozenset({"stream", "extra_body"})
@@ -59,6 +63,9 @@ class HttpClientParams(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     timeout: Seconds | None = None
     connect_timeout: Seconds | None = None
     total_timeout: Seconds | None = None
+    #: a call without an answer this long probes the endpoint (``liveness.py``); above ``timeout``: never
+    probe_after: Seconds | None = None
+    probe_timeout: Seconds | None = None
     max_connections: Count | None = None
     extra_headers: dict[str, str] | None = None
     return_raw: bool = False
@@ -186,6 +193,8 @@ class HttpModelClient:
         self.params = {k: v for k, v in params.items() if k not in _CLIENT_KEYS and k not in self.client_set}
         self.max_connections = conns
         self.timeout = httpx.Timeout(connect=connect, read=timeout, write=timeout, pool=timeout)
+        self.probe_after = p.probe_after if p.probe_after is not None else DEFAULT_PROBE_AFTER_S
+        self.probe_timeout = p.probe_timeout if p.probe_timeout is not None else DEFAULT_PROBE_TIMEOUT_S
         try:
             url = httpx.URL(self.base_url)
         except httpx.InvalidURL as exc:
@@ -213,6 +222,8 @@ class HttpModelClient:
                 limits=httpx.Limits(max_connections=size, max_keepalive_connections=size)), size)
             for size in (conns // n + (1 if i < conns % n else 0) for i in range(n))
         ]
+        #: the probe of a call that has had no answer for ``probe_after`` seconds (``liveness.py``)
+        self.liveness = Liveness(self.url, verify=verify, trust_env=not local, fresh_s=self.probe_after / 2)
 
     # ------------------------------------------------------------------ protocol hooks
 
@@ -311,17 +322,13 @@ class HttpModelClient:
                 raise ModelError(f"Model {self.model_id!r}: no free connection within {self.timeout.pool:g}s "
                                  f"(max_connections={self.max_connections}).",
                                  kind=ErrorKind.MODEL_CONNECTION_ERROR) from None
-            deadline = Deadline(stall, total)
             try:
-                async with deadline.scope:
-                    if stream:
-                        result = await self._post_stream(shard.http, payload, call_headers, timeout, raw, deadline)
-                    else:
-                        resp, answer = await self._post_json(shard.http, payload, call_headers, timeout)
-            except TimeoutError:
-                if not deadline.scope.expired():
-                    raise
-                raise self._deadline_error(deadline, stream) from None
+                exchange = self._exchange(shard.http, payload, call_headers, timeout, raw, Deadline(stall, total),
+                                          stream)
+                if self.probe_after < stall:
+                    resp, answer, result = await self._probed(exchange)
+                else:
+                    resp, answer, result = await exchange
             finally:
                 shard.sem.release()
         except httpx.TimeoutException as exc:
@@ -339,14 +346,41 @@ class HttpModelClient:
         finally:
             shard.load -= 1
 
-        if not stream:
+        if resp is not None:
             if resp.status_code >= 300:
                 raise self._status_error(resp, answer)
             result = self._parse_json(answer, resp.status_code, raw)
+        assert result is not None  # a stream's exchange parsed it
         result.latency_s = time.perf_counter() - start
         if raw is not None:
             result.raw = raw[0] if not stream else raw
         return result
+
+    async def _exchange(self, http: httpx.AsyncClient, payload: bytes, headers: Any, timeout: Any,
+                        raw: list[Any] | None, deadline: Deadline, stream: bool) -> _Exchanged:
+        """One POST under ``deadline``: (response, body) of a JSON call, or the parsed stream."""
+        try:
+            async with deadline.scope:
+                if stream:
+                    return None, b"", await self._post_stream(http, payload, headers, timeout, raw, deadline)
+                resp, answer = await self._post_json(http, payload, headers, timeout)
+                return resp, answer, None
+        except TimeoutError:
+            if not deadline.scope.expired():
+                raise
+            raise self._deadline_error(deadline, stream) from None
+
+    async def _probed(self, exchange: Coroutine[Any, Any, _Exchanged]) -> _Exchanged:
+        """``exchange``, ended as an unresponsive ``model_connection_error`` when the endpoint answers neither it
+        nor a probe (``liveness.py``)."""
+        try:
+            return await probed(exchange, self.liveness, self.probe_after, self.probe_timeout)
+        except Unresponsive:
+            raise ModelError(self.redact(
+                f"Model {self.model_id!r} at {self.url}: no answer in {self.probe_after:g}s, and the endpoint did "
+                f"not answer a probe (GET, any status) within {self.probe_timeout:g}s either: nothing is answering "
+                "there (model params `probe_after`, `probe_timeout`)."),
+                kind=ErrorKind.MODEL_CONNECTION_ERROR, unresponsive=True) from None
 
     def _parse_json(self, body: bytes, status: int, raw: list[Any] | None) -> ModelResponse:
         result = self.parse_body(body, status)
@@ -448,7 +482,7 @@ class HttpModelClient:
 
     async def aclose(self) -> None:
         """Close every connection (idempotent)."""
-        await asyncio.gather(*(sh.http.aclose() for sh in self._shards))
+        await asyncio.gather(self.liveness.aclose(), *(sh.http.aclose() for sh in self._shards))
 
 
 def decode_as(data: bytes | Any, type_: Any, client: HttpModelClient, status: int = 200,

@@ -77,6 +77,7 @@ from ...records import Usage
 from ..adaptive import AdaptiveLimiter, Outcome, Ticket, outcome_of
 from ..clients.deadline import Deadline, default_total_timeout
 from ..clients.http import DEFAULT_MAX_RESPONSE_BYTES
+from ..clients.liveness import DEFAULT_PROBE_AFTER_S, DEFAULT_PROBE_TIMEOUT_S, Liveness, Unresponsive, probed
 from ..clients.openai_chat import parse_retry_after
 from ..retry import RetryPolicy
 from .body_budget import PROCESS_BODY_BUDGET, BodyLease, ByteBudget
@@ -212,6 +213,10 @@ class Upstream:
     http: httpx.AsyncClient | None = None
     #: the most bytes of one answer relayed; past it the connection is cut (the caller sees a broken body).
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    #: a try unanswered this long probes the endpoint (``clients/liveness.py``); at or above ``timeout_s``: never
+    probe_after_s: float = DEFAULT_PROBE_AFTER_S
+    probe_timeout_s: float = DEFAULT_PROBE_TIMEOUT_S
+    liveness: Liveness | None = None
 
     def url(self, api_path: str) -> str:
         """The upstream URL of ``api_path`` (the part below ``/v1``)."""
@@ -402,7 +407,8 @@ class Gateway:
                 async with asyncio.timeout(15):
                     await runner.cleanup()
         ups, self._upstreams = list(self._upstreams.values()), {}
-        await asyncio.gather(*(u.http.aclose() for u in ups if u.http is not None), return_exceptions=True)
+        await asyncio.gather(*(u.http.aclose() for u in ups if u.http is not None),
+                             *(u.liveness.aclose() for u in ups if u.liveness is not None), return_exceptions=True)
         self._listeners.clear()
 
     # ------------------------------------------------------------------ upstreams and grants
@@ -416,6 +422,9 @@ class Gateway:
             up.http = httpx.AsyncClient(
                 timeout=httpx.Timeout(up.timeout_s, connect=up.connect_timeout_s), trust_env=not local,
                 limits=httpx.Limits(max_connections=size, max_keepalive_connections=size))
+        if up.liveness is None:
+            local = httpx.URL(up.base_url).host in ("127.0.0.1", "localhost", "::1")
+            up.liveness = Liveness(up.base_url, verify=True, trust_env=not local, fresh_s=up.probe_after_s / 2)
         self._upstreams[up.request] = up
         held = {up.api_key, *(v for k, v in up.extra_headers.items() if _SECRET_HEADER.search(k))}
         if not held <= self._secrets:
@@ -427,6 +436,8 @@ class Gateway:
         for key in [k for k in self._grants if k.request == request]:
             self._revoke(key)
         up = self._upstreams.pop(request, None)
+        if up is not None and up.liveness is not None:
+            await up.liveness.aclose()
         if up is not None and up.http is not None:
             await up.http.aclose()
 
@@ -704,8 +715,8 @@ class Gateway:
     async def _send_with_retries(self, request: web.Request, up: Upstream, key: AttemptKey, call: _Call,
                                  body: bytes, injected: bool) -> _Answer | str:
         """The first answer worth passing on (holding its limiter slot), or why there is none."""
-        assert up.http is not None
-        failures = 0
+        assert up.http is not None and up.liveness is not None
+        failures = unresponsive = 0
         while True:
             try:
                 async with asyncio.timeout(up.timeout_s):
@@ -716,7 +727,17 @@ class Gateway:
             deadline = up.deadline()
             try:
                 async with deadline.scope:
-                    resp = await up.http.send(self._upstream_request(request, up, call, body), stream=True)
+                    sent = up.http.send(self._upstream_request(request, up, call, body), stream=True)
+                    if up.probe_after_s < up.timeout_s:
+                        resp = await probed(sent, up.liveness, up.probe_after_s, up.probe_timeout_s)
+                    else:
+                        resp = await sent
+            except Unresponsive:
+                up.limiter.release(ticket, "error")
+                unresponsive += 1
+                kind = ErrorKind.MODEL_CONNECTION_ERROR
+                last = (f"the model endpoint answered neither the call in {up.probe_after_s:g}s nor a probe in "
+                        f"{up.probe_timeout_s:g}s")
             except TimeoutError:
                 up.limiter.release(ticket, "error")
                 if not deadline.scope.expired():
@@ -755,7 +776,7 @@ class Gateway:
                 await resp.aclose()
                 last = f"HTTP {resp.status_code}"
             failures += 1
-            if not up.policy.allows(kind, failures, 0):
+            if not up.policy.allows(kind, failures, 0, unresponsive):
                 return f"{last[0].upper()}{last[1:]} after {failures} tries."
             call.retries = failures
             wait = up.policy.wait_s(failures, retry_after, self._rng)
