@@ -111,15 +111,15 @@ RAY_GROUP = ("tests/environments/ray/", "tests/standins/test_second_node.py",
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """Workers for ``-n auto``: 3 x cores, at most cores + 4 (``PYTEST_XDIST_AUTO_NUM_WORKERS`` overrides).
+    """Workers for ``-n auto``: 2 x cores, at most cores + 4 (``PYTEST_XDIST_AUTO_NUM_WORKERS`` overrides).
 
-    Many tests wait on containers, processes and servers, and a loaded machine shares its cores per runnable
-    thread: with 2 x cores workers, half of them waiting left most of a 2-core machine under ``stress-ng --cpu 2``
-    to the other job (the suite took 1.45x its unloaded time there)."""
+    Many tests wait on containers, processes and servers, so more workers than cores; 3 x cores was tried on a
+    2-core machine under ``stress-ng --cpu 2``: slower (2123 s against 1608-1722 s) and five tests with deadlines
+    of a second or less missed them."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return int(os.environ["PYTEST_XDIST_AUTO_NUM_WORKERS"])
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(2, min(3 * cores, cores + 4))
+    return max(2, min(2 * cores, cores + 4))
 
 
 @pytest.hookimpl(tryfirst=True)
