@@ -12,22 +12,8 @@ import pytest
 
 import agentcompass
 from agentcompass.cli import EXIT_BAD_INPUT, EXIT_OK, main
+from tests.benchmarks.qa.test_judged_qa import AGENT, IDS, quoted
 from tests.run_details import details_by_task
-
-AGENT = [
-    {"match": "chemical symbol of the element gold", "turns": ["The symbol is Au."]},
-    {"match": "capital city of Australia", "turns": ["Sydney"]},
-    {"match": "Berlin Wall fall", "turns": ["I don't know."]},
-    {"match": "Which of these is a noble gas", "turns": ["Argon is inert.\nAnswer: B"]},
-    {"match": "Explain why the sky appears blue", "turns": [
-        "Rayleigh scattering by air molecules, much stronger for short wavelengths."]},
-]
-IDS = ["qa-local-01", "qa-local-03", "qa-local-05", "qa-local-13", "qa-local-16"]
-
-
-def quoted(answer: str) -> str:
-    return f"\n{answer}\nEND ANSWER-"
-
 
 JUDGE = {"id": "scripted", "params": {"bundled": False, "fallback": "garbage", "script": [
     {"match": quoted("The symbol is Au."), "turns": ["A"]},

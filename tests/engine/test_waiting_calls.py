@@ -4,12 +4,12 @@ tasks; the report clears once the calls are answered."""
 from __future__ import annotations
 
 import io
-import subprocess
 from pathlib import Path
 
 import agentcompass
 from agentcompass.engine.model_access import MODEL_WAIT_REPORT_S, wait_report_after
 from agentcompass.engine.progress import PlainDisplay, RequestStats
+from agentcompass.models.scripted.server import stop_process
 from agentcompass.records import ModelCallsWaiting, ProgressEvent, RequestStarted
 from tests.conftest import start_server_process
 
@@ -25,11 +25,7 @@ def test_calls_an_endpoint_answers_slowly_are_reported_waiting_then_cleared(tmp_
             benchmark_params={"sample_ids": ["files/hello_world"]}, results_dir=str(tmp_path), progress="none",
             on_progress=events.append)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc)
     assert out.status == "completed" and out.counts.errors == 0, out.errors_by_kind
     waiting = [e for e in events if isinstance(e, ModelCallsWaiting)]
     reports = [e for e in waiting if e.calls]
