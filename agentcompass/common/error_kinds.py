@@ -39,6 +39,7 @@ class ErrorKind(StrEnum):
     COST_LIMIT = "cost_limit"
     TOKEN_LIMIT = "token_limit"  # harness_params.token_limit (engine/attempt_limits.py)
     MESSAGE_LIMIT = "message_limit"  # harness_params.message_limit
+    WORKING_LIMIT = "working_limit"  # harness_params.working_limit
     FORMAT_ERROR_LIMIT = "format_error_limit"
     AGENT_ERROR = "agent_error"
     AGENT_TRANSCRIPT_INVALID = "agent_transcript_invalid"

@@ -61,6 +61,7 @@ POLICIES: dict[ErrorKind, FailurePolicy] = {
     ErrorKind.COST_LIMIT: _GRADED,
     ErrorKind.TOKEN_LIMIT: _GRADED,
     ErrorKind.MESSAGE_LIMIT: _GRADED,
+    ErrorKind.WORKING_LIMIT: _GRADED,
     ErrorKind.FORMAT_ERROR_LIMIT: _GRADED,
     # an installed agent's program (harnesses/installed/agent.py) exited non-zero, or wrote no transcript we can read:
     # its work in the environment is still graded

@@ -57,9 +57,17 @@ class ResolvedRequest:
     #: the model params the engine keeps (price, concurrency) and the model spec with the client's params only
     model_engine_params: EngineModelParams
     model_spec: ModelSpec
-    #: each attempt's limits on model use (``token_limit`` / ``message_limit``, taken out of the harness params)
+    #: each attempt's limits (``token_limit``, ``message_limit``, ``cost_limit``, ``working_limit``)
     limits: AttemptLimits
     retry_patterns: tuple[re.Pattern[str], ...]
+
+
+def _declared(component_cls: type[Any]) -> frozenset[str]:
+    """The names of the params a component's ``Params`` struct declares (none without one)."""
+    params = getattr(component_cls, "Params", None)
+    if isinstance(params, type) and issubclass(params, msgspec.Struct):
+        return frozenset(f.name for f in msgspec.structs.fields(params))
+    return frozenset()
 
 
 def _pop_float(params: dict[str, Any], key: str, default: float, field: str) -> float:
@@ -152,13 +160,13 @@ def resolve(spec: RunRequestSpec, reg: Registries) -> ResolvedRequest:
         stall=_pop_float(harness_params, "stall_timeout", 900.0, "harness_params"),
         verify=_pop_float(bench_params, "verify_timeout", 1800.0, "benchmark_params"),
     )
-    limits = parse_limits(harness_params)
     net = {k: parse_network_policy(env_params.pop(k), k) for k in _NET_KEYS if k in env_params}
     network = NetworkPhases(baseline=net.get("network_policy", NetworkPolicy()),
                             run=net.get("run_network_policy"), verifier=net.get("verifier_network_policy"))
 
     # price_per_million / max_concurrency are the engine's: they never reach the client or the upstream
     engine_params = split_engine_params(spec.model.params)
+    limits = parse_limits(harness_params, price=engine_params.price, harness_keys=_declared(harness_cls))
     if provider_cls.capabilities.phase_timeouts:
         env_params.update(env_timeouts)
     has_images = provider_cls.capabilities.images

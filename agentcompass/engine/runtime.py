@@ -113,5 +113,5 @@ class RequestRuntime:
     analyzers: tuple[Any, ...] = ()
     #: the request's handle on the launch's image cache (providers with images), asked before each open.
     images: RequestImages | None = None
-    #: each attempt's limits on model use (``harness_params.token_limit`` / ``message_limit``)
+    #: each attempt's limits (``harness_params.token_limit`` / ``message_limit`` / ``cost_limit`` / ``working_limit``)
     limits: AttemptLimits = field(default_factory=AttemptLimits)

@@ -336,7 +336,7 @@ class AttemptRun:
         rt = self.rt
         env: Environment | None = None
         # this try's access to the model through the gateway (env vars with an envelope / route token)
-        budget = AttemptBudget(rt.limits) if rt.limits else None  # counts this try's model use, both routes
+        budget = AttemptBudget(rt.limits, rt.price) if rt.limits else None  # this try's model use, both routes
         grant = (rt.model_access.open(task.task_id, attempt, try_no, budget=budget)
                  if rt.model_access is not None else None)
         try:
@@ -372,6 +372,8 @@ class AttemptRun:
                 meta["agent_timeout_s"] = agent_timeout
                 meta["agent_timeout_from"] = "task"
             t0 = time.monotonic()
+            if budget is not None:
+                budget.start()
             activity = Activity()  # stamped by every env/model call of the harness; read by the watchdog
             watched_env = WatchedEnvironment(env, activity) if env is not None else None
             try:
@@ -393,8 +395,6 @@ class AttemptRun:
                 # Graded, as a timeout is: the agent used its budget; the steps it streamed into ctx are kept.
                 log.warning("%s", exc)
                 result = _cut_short(ctx, exc.kind, str(exc))
-                if budget is not None:
-                    meta["limits"] = {"tokens": budget.tokens, "messages": budget.messages}
             except ModelError as exc:
                 if exc.retry_after:
                     meta["retry_after"] = exc.retry_after
@@ -406,6 +406,8 @@ class AttemptRun:
                 raise _Failure("run_error", kind_of(exc, ErrorKind.HARNESS_CRASH), describe(exc)) from None
             finally:
                 meta["agent_s"] = round(time.monotonic() - t0, 6)
+                if budget is not None:  # what the try used of its limits
+                    meta["limits"] = budget.counts()
                 if ctx.tools is not None:
                     await _close_tools(ctx.tools, log)
             if result.error_kind and not policy(result.error_kind).grade:

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from ..interfaces import HarnessResult
+from ..models.waiting import counting_waits
 from ..records import Trajectory
 from .attempt_limits import AttemptBudget
 
@@ -27,6 +28,8 @@ from .attempt_limits import AttemptBudget
 HOLD_GRACE_S = 60.0
 #: how long a cancelled harness gets to unwind before the attempt moves on without it.
 CANCEL_GRACE_S = 10.0
+#: how often the working time is looked at again while a model call waits (it stands still meanwhile)
+WORKING_RECHECK_S = 0.5
 
 T = TypeVar("T")
 
@@ -110,9 +113,11 @@ class WatchedModel:
 
     async def complete(self, *args: Any, **kwargs: Any) -> Any:
         budget = self._budget
-        if budget is not None:
-            budget.check()
-        response = await self._activity.call(self._model.complete, *args, self_bounded=True, **kwargs)
+        if budget is None:
+            return await self._activity.call(self._model.complete, *args, self_bounded=True, **kwargs)
+        budget.check()
+        with counting_waits(budget.wait_clock):  # the client's waits for a slot or a retry are not working time
+            response = await self._activity.call(self._model.complete, *args, self_bounded=True, **kwargs)
         if budget is not None:
             budget.charge(getattr(response, "usage", None))
         return response
@@ -135,7 +140,14 @@ async def run_watched(coro: Awaitable[HarnessResult], activity: Activity, trajec
     try:
         while True:
             wake = min(deadline, activity.stall_at(stall_s))
+            working_left = budget.working_left() if budget is not None else None
+            if working_left is not None and budget is not None:
+                # while a model call waits for a slot the working time stands still: look again a little later
+                pause = max(working_left, WORKING_RECHECK_S) if budget.wait_clock.busy else working_left
+                wake = min(wake, time.monotonic() + pause)
             done, _ = await asyncio.wait(watched, timeout=max(0.0, wake - time.monotonic()))
+            if budget is not None and budget.reached is None:
+                budget.working_left()
             if budget is not None and budget.reached is not None:
                 if task.done():
                     _retrieve(task)

@@ -31,6 +31,7 @@ from contextlib import asynccontextmanager
 from typing import Literal
 
 from ..common.error_kinds import ErrorKind
+from .waiting import waiting
 
 DEFAULT_INITIAL_LIMIT = 4
 #: a Retry-After pause never exceeds this (a broken header must not stall a run for hours).
@@ -113,7 +114,8 @@ class AdaptiveLimiter:
         self._waiters.append(fut)
         self._schedule_wake()
         try:
-            return await fut
+            with waiting():  # not the try's working time (harness_params.working_limit)
+                return await fut
         except asyncio.CancelledError:
             if fut.done() and not fut.cancelled():
                 self.release(fut.result(), "error")  # granted as we were cancelled: give it back

@@ -25,7 +25,6 @@ The reserved model params ``retries``, ``retry_backoff`` and ``retry_max_wait`` 
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 import random
@@ -44,6 +43,7 @@ from ..interfaces import ModelClient, ModelResponse
 from ..params import as_params
 from ..specs import DEFAULT_MAX_BACKOFF_S
 from .adaptive import AdaptiveLimiter, outcome_of
+from .waiting import pause
 
 #: ``on_retry(kind, backoff_s, try_no)``: called before each backoff sleep, in the caller's task (so
 #: context variables of the caller are visible); ``try_no`` is the try that just failed (1 = first call).
@@ -173,7 +173,7 @@ class RetryingModelClient:
                            exc.kind, wait)
                 if self.on_retry is not None:
                     self.on_retry(exc.kind, wait, failures)
-                await asyncio.sleep(wait)
+                await pause(wait)
                 continue
             finally:
                 if ticket is not None and self.limiter is not None:  # success, or cancelled / not a ModelError

@@ -27,6 +27,7 @@ import msgspec
 
 from ...records import Usage
 from ..clients.deadline import KEEPALIVE_EVENTS
+from ..waiting import WaitClock
 from .envelope import AttemptKey
 
 Protocol = Literal["chat", "responses", "messages", "other"]
@@ -181,6 +182,11 @@ class CallBudget(_Protocol):
 
     def charge(self, usage: Usage | None) -> None:
         """Count one answered call and its tokens."""
+        ...
+
+    @property
+    def wait_clock(self) -> WaitClock | None:
+        """Where the try's calls report their time waiting for a slot or a retry (None: not counted)."""
         ...
 
 

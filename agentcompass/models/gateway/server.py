@@ -80,6 +80,7 @@ from ..clients.http import DEFAULT_MAX_RESPONSE_BYTES
 from ..clients.liveness import DEFAULT_PROBE_AFTER_S, DEFAULT_PROBE_TIMEOUT_S, Liveness, Unresponsive, probed
 from ..clients.openai_chat import parse_retry_after
 from ..retry import RetryPolicy
+from ..waiting import counting_waits, pause
 from .body_budget import PROCESS_BODY_BUDGET, BodyLease, ByteBudget
 from .envelope import AttemptKey, EnvelopeError, EnvelopeSigner, is_envelope
 from .ledger import (
@@ -188,7 +189,7 @@ class GatewayStats:
     busy: int = 0
     #: calls over ``max_calls_per_grant`` (429)
     grant_busy: int = 0
-    #: model calls refused because their attempt had reached a limit (``token_limit`` / ``message_limit``)
+    #: model calls refused because their attempt had reached a limit (``harness_params.*_limit``)
     limit_refused: int = 0
     #: connections over ``max_connections``, answered 503 and closed at once
     refused_connections: int = 0
@@ -558,7 +559,8 @@ class Gateway:
                 return error_response(400, f"This attempt may make no more model calls: {refused}.",
                                       code="attempt_limit_reached")
             call.budget = grant.budget
-        work = asyncio.ensure_future(self._proxy(request, up, grant.key, call))
+        with counting_waits(grant.budget.wait_clock if grant.budget is not None else None):
+            work = asyncio.ensure_future(self._proxy(request, up, grant.key, call))  # inherits the clock
         grant.inflight.add(work)
         try:
             return await work
@@ -783,7 +785,7 @@ class Gateway:
             log.debug("gateway %s: try %d failed (%s); retrying in %.2fs", key.request, failures, last, wait)
             if self.on_retry is not None:
                 self.on_retry(key, kind, wait, failures)
-            await asyncio.sleep(wait)
+            await pause(wait)
 
     @staticmethod
     def _without_injection(body: bytes) -> bytes:

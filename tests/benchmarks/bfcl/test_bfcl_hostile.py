@@ -103,7 +103,8 @@ def test_multi_turn_deeply_nested_arguments_end_to_end_are_no_harness_crash(tmp_
 
 async def test_a_multi_turn_call_that_runs_away_is_killed_at_the_deadline_and_answered() -> None:
     entry, _ = _entry("multi_turn_base_0")
-    session = MultiTurnSession(entry, entry["function"], {}, call_timeout_s=1.0)
+    # a deadline a healthy call meets on a loaded machine too (the worker is a process of its own)
+    session = MultiTurnSession(entry, entry["function"], {}, call_timeout_s=8.0)
     try:
         await session.on_assistant(_assistant([("pwd", "{}")]))
         assert "workspace" in await session.call("pwd", {})
@@ -113,7 +114,7 @@ async def test_a_multi_turn_call_that_runs_away_is_killed_at_the_deadline_and_an
         os.kill(worker.pid, signal.SIGSTOP)
         await session.on_assistant(_assistant([("ls", "{}")]))
         async with loop_ticks() as ticks:
-            with pytest.raises(ToolError, match="took over 1s; the question ends here"):
+            with pytest.raises(ToolError, match="took over 8s; the question ends here"):
                 await session.call("ls", {})
         assert ticks.count > 0  # the loop ran other work while the call was waited for
         assert session.finished() and session.record()["timed_out"] is True
