@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -22,6 +24,8 @@ from ..faults.test_engine_faults import _marked_processes
 REPO = Path(__file__).resolve().parents[2]
 STALLER = "tests.engine.components:StallingHarness"
 PIDS_CGROUP = Path("/sys/fs/cgroup/pids")
+DUMPING_CLI = ("import faulthandler, signal, sys; faulthandler.register(signal.SIGUSR1, all_threads=True); "
+               "from agentcompass.cli import main; sys.exit(main())")
 
 
 @pytest.mark.parametrize("mode", ["wakeup", "exec"])
@@ -64,7 +68,9 @@ def test_spawn_failures_under_process_table_pressure_end_classified_never_hang(t
     envs.mkdir()
     try:
         (cg / "pids.max").write_text("12\n")
-        cmd = [sys.executable, "-m", "agentcompass.cli", "run", "shell_tasks", "shell_agent", "scripted",
+        # the CLI with a thread dump on SIGUSR1 (faulthandler: no thread or fork needed), sent before the hang
+        # guard kills it: a hang then shows where the engine's threads were
+        cmd = [sys.executable, "-c", DUMPING_CLI, "run", "shell_tasks", "shell_agent", "scripted",
                "--benchmark-params", json.dumps({"categories": ["files", "python"]}),
                "--env-params", json.dumps({"base_dir": str(envs)}), "--task-concurrency", "16",
                "--max-retries", "1", "--run-id", "pressure", "--results-dir", str(tmp_path / "r"),
@@ -77,11 +83,13 @@ def test_spawn_failures_under_process_table_pressure_end_classified_never_hang(t
             # sleeping 1+2+4+8 s, so one command can take ~15 s, and far longer on a loaded machine.
             stdout, stderr = proc.communicate(timeout=480)
         except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGUSR1)
+            time.sleep(3)
             proc.kill()
             _, err = proc.communicate()
             # run.log has every task's INFO lines with times: whether it was still moving (starved, slow) or not
             run_log = b"".join(p.read_bytes()[-6000:] for p in (tmp_path / "r").rglob("run.log"))
-            pytest.fail(f"the run hung under process-table pressure; its last log lines:\n{err[-2000:]}\n"
+            pytest.fail(f"the run hung under process-table pressure; its stderr and threads:\n{err[-12000:]}\n"
                         f"run.log:\n{run_log.decode(errors='replace')}")
     finally:
         for pid in (cg / "cgroup.procs").read_text().split():
