@@ -42,6 +42,8 @@ class DaemonThreadPool(concurrent.futures.ThreadPoolExecutor):
         self._idle = threading.Semaphore(0)
         self._lock = threading.Lock()
         self._workers: list[threading.Thread] = []
+        #: calls queued when no thread could be started: the next worker to finish takes one, so it is not idle
+        self._unclaimed = 0
         self._closed = False
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[T]:
@@ -58,6 +60,10 @@ class DaemonThreadPool(concurrent.futures.ThreadPoolExecutor):
                     if not self._workers:
                         fut.cancel()
                         raise
+                    # That worker must not count itself idle after its call: it is taken by this one. (It did,
+                    # and the extra idle count outlived it: with every worker retired, a later call found "an
+                    # idle worker", started none and waited forever.)
+                    self._unclaimed += 1
                 else:
                     self._workers.append(t)
             return fut
@@ -68,7 +74,9 @@ class DaemonThreadPool(concurrent.futures.ThreadPoolExecutor):
                 item = self._queue.get(timeout=self._idle_s)
             except queue.Empty:
                 with self._lock:
-                    if self._idle.acquire(blocking=False):  # still counted idle, so nobody is relying on us
+                    # still counted idle, so nobody is relying on us (and nothing queued: ``submit`` queues under
+                    # the lock, so a call can never be left with no worker)
+                    if self._queue.empty() and self._idle.acquire(blocking=False):
                         self._workers.remove(threading.current_thread())
                         return
                 continue
@@ -83,7 +91,11 @@ class DaemonThreadPool(concurrent.futures.ThreadPoolExecutor):
                 else:
                     fut.set_result(result)
             del item, fut, fn, args, kwargs
-            self._idle.release()
+            with self._lock:
+                if self._unclaimed:
+                    self._unclaimed -= 1
+                else:
+                    self._idle.release()
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         with self._lock:
