@@ -1,7 +1,7 @@
 """The smoke test of each harness: the bundled scripts of the built-in ``scripted`` model solve some tasks of each
-offline benchmark in each harness's own wire format and fail others for a visible reason (docs/harnesses.md,
-"Smoke test on the scripted model"). A harness that stops speaking its format, or stops running what the model
-asked, changes its row's solved tasks."""
+offline benchmark in each harness's own wire format (the tool-use ones in ``tool_agent``'s native tool calls) and
+fail others for a visible reason (docs/harnesses.md, "Smoke test on the scripted model"). A harness that stops
+speaking its format, or stops running what the model asked, changes its row's solved tasks."""
 
 from __future__ import annotations
 
@@ -17,7 +17,12 @@ SAMPLES = {
     "shell_tasks": ["files/hello_world", "answer/count_lines", "answer/sum_range", "files/mkdir_tree",
                     "files/concat_parts"],
     "humaneval": ["HumanEval/0", "HumanEval/2", "HumanEval/4", "HumanEval/5"],
+    "agentdojo": ["banking/user_task_0", "banking/user_task_1", "banking/user_task_3", "banking/user_task_4"],
+    "tau2": ["airline/0", "airline/5", "airline/10", "airline/19"],
+    "bfcl": ["simple_python_0", "simple_python_1", "simple_python_2", "simple_python_3"],
 }
+#: benchmark params beyond the sample: tau2's simulated customer is the scripted model too
+PARAMS = {"tau2": {"user_model": {"id": "scripted"}}}
 #: (benchmark, harness) -> the sample's tasks solved; every other task of the sample fails
 ROWS = {
     ("shell_tasks", "shell_agent"): ["answer/count_lines", "answer/sum_range", "files/hello_world", "files/mkdir_tree"],
@@ -32,6 +37,9 @@ ROWS = {
     ("humaneval", "terminus"): ["HumanEval/0"],
     ("humaneval", "claude_code"): ["HumanEval/0", "HumanEval/2"],
     ("humaneval", "codex"): ["HumanEval/0", "HumanEval/2"],
+    ("agentdojo", "tool_agent"): ["banking/user_task_0", "banking/user_task_1"],
+    ("tau2", "tool_agent"): ["airline/0", "airline/19"],
+    ("bfcl", "tool_agent"): ["simple_python_0", "simple_python_1"],
 }
 
 
@@ -40,7 +48,8 @@ ROWS = {
 def test_each_harness_solves_some_tasks_of_each_offline_benchmark_on_the_scripted_model(
         tmp_path: Path, benchmark: str, harness: str) -> None:
     sample = SAMPLES[benchmark]
-    out = agentcompass.run_evaluation(benchmark, harness, "scripted", "local", benchmark_params={"sample_ids": sample},
+    out = agentcompass.run_evaluation(benchmark, harness, "scripted", "local",
+                                      benchmark_params={"sample_ids": sample, **PARAMS.get(benchmark, {})},
                                       results_dir=str(tmp_path), progress="none", task_concurrency=len(sample))
     assert out.ok, out.error
     details = [json.loads(Path(p).read_text()) for p in glob.glob(str(out.run_dir / "details" / "*.json"))]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -36,6 +37,8 @@ _ours = False  # this process called ray.init (so it disconnects at the end)
 #: to the ``ray.init`` of a cluster we join, unless the user set it.
 GCS_RECONNECT_ENV = "RAY_gcs_rpc_server_reconnect_timeout_s"
 GCS_RECONNECT_S = 365 * 24 * 3600
+#: how long a cluster address gets to accept a TCP connection on its GCS port before it is refused
+REACH_TIMEOUT_S = 4.0
 
 
 class ClusterNode(msgspec.Struct, frozen=True):
@@ -121,6 +124,8 @@ def _connect(address: str | None, local_cpus: int | None, cancelled: threading.E
             if target == "local":
                 kwargs["num_cpus"] = local_cpus if local_cpus is not None else os.cpu_count() or 1
                 log.info("no Ray address given (address param, RAY_ADDRESS): starting a local Ray cluster")
+            if target not in ("local", "auto"):
+                _check_reachable(target, "environment.params.address" if address else "RAY_ADDRESS")
             _enable_token_auth_if_token_found(target)
             patient = target != "local" and GCS_RECONNECT_ENV not in os.environ
             if patient:  # read by Ray's config when it connects; a local cluster's own processes never see it
@@ -149,6 +154,30 @@ def _connect(address: str | None, local_cpus: int | None, cancelled: threading.E
             raise EnvironmentError_("connecting to the Ray cluster was cancelled")
         _users += 1
         return str(ray.get_runtime_context().gcs_address)
+
+
+def _gcs_endpoint(target: str) -> tuple[str, int] | None:
+    """``host:port`` (``[v6]:port`` too) of a GCS address; None for a form Ray resolves itself."""
+    host, sep, port = target.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return None
+    return host.strip("[]"), int(port)
+
+
+def _check_reachable(target: str, field: str) -> None:
+    """Refuse, within ``REACH_TIMEOUT_S``, a cluster address nothing answers at (Ray itself retries for ~20 s
+    and then says little): a TCP connect to its GCS port."""
+    endpoint = _gcs_endpoint(target)
+    if endpoint is None:
+        return
+    try:
+        with socket.create_connection(endpoint, timeout=REACH_TIMEOUT_S):
+            pass
+    except OSError as exc:
+        why = "no answer" if isinstance(exc, TimeoutError) else (exc.strerror or type(exc).__name__)
+        raise EnvironmentError_(f"cannot reach the Ray cluster at {target} ({field}): {why} within "
+                                f"{REACH_TIMEOUT_S:g}s on its GCS port; is the head running (`ray start --head`) "
+                                "and the port open from here?") from None
 
 
 def _shutdown_quietly(ray: Any) -> None:

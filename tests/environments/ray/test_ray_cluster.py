@@ -1,16 +1,17 @@
 """The coordinator's connection to a Ray cluster: where an auth token is found, token mode applied even after Ray
-was used in the process; Ray Client is refused."""
+was used in the process; Ray Client is refused, and an address nothing answers at within seconds."""
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from agentcompass._errors import ConfigError
+from agentcompass._errors import ConfigError, EnvironmentError_
 from agentcompass.environments.ray import cluster as ray_cluster
 
 
@@ -38,6 +39,25 @@ async def test_a_ray_client_address_in_ray_address_is_refused_naming_it(monkeypa
     assert info.value.field == "RAY_ADDRESS" and not ray.is_initialized()
 
 
+
+
+@pytest.mark.parametrize("given", ["param", "env"])
+async def test_an_address_nothing_answers_at_is_refused_at_once_naming_it(
+        monkeypatch: pytest.MonkeyPatch, given: str) -> None:
+    import ray
+
+    with socket.socket() as s:  # a port of this host nobody listens on
+        s.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{s.getsockname()[1]}"
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    if given == "env":
+        monkeypatch.setenv("RAY_ADDRESS", address)
+    with pytest.raises(EnvironmentError_) as info:
+        await ray_cluster.connect(address if given == "param" else None, timeout_s=60)
+    # refused by the engine's own check of the GCS port (Ray's connect retried ~20 s and said little)
+    field = "environment.params.address" if given == "param" else "RAY_ADDRESS"
+    assert f"cannot reach the Ray cluster at {address} ({field})" in str(info.value)
+    assert not ray.is_initialized()
 
 _REFRESH_PROBE = """
 import os, sys
