@@ -38,6 +38,17 @@ def run_script(script: str, *args: str, timeout: float = 900) -> tuple[str, dict
     return proc.stdout, values
 
 
+def test_gateway_measures_direct_and_through_the_gateway_and_holds_streams(tmp_path: Path) -> None:
+    out, values = run_script("gateway.py", "--tiny", "--results-dir", str(tmp_path), timeout=300)
+    assert values["failed_calls"] == "0" and values["streams_cut"] == "0" and values["streams"] == "20"
+    assert float(values["throughput_ratio"]) > 0 and float(values["kb_per_stream"]) >= 0
+    report = json.loads(Path(values["json"]).read_text())
+    assert {(r["level"], r["body"]) for r in report["rows"]} == {(1, "json"), (1, "sse"), (4, "json"), (4, "sse")}
+    for row in report["rows"]:  # each side made every call it was given
+        assert all(row[side]["calls"] == 20 for side in ("direct", "gateway", "gateway_envelope"))
+    assert "target added p50 <= 1 ms" in out and "target <= 100 KB RSS per held stream" in out
+
+
 def test_engine_overhead_runs_every_task_and_reports_throughput_memory_and_import_time(tmp_path: Path) -> None:
     _, values = run_script("engine_overhead.py", "--tasks", "200", "--concurrency", "50", "--http-tasks", "100",
                            "--import-repeats", "2", "--results-dir", str(tmp_path))

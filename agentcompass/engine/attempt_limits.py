@@ -26,15 +26,13 @@ from ..models.pricing import PriceTable
 from ..models.waiting import WaitClock
 from ..records import Usage
 
-__all__ = ["LIMIT_KEYS", "AttemptBudget", "AttemptLimits", "LimitReached", "parse_limits"]
+__all__ = ["AttemptBudget", "AttemptLimits", "LimitReached", "parse_limits"]
 
 #: the largest count accepted (a bigger number is a typo, not a budget)
 MAX_LIMIT = 10**12
 #: the largest cost and working time accepted
 MAX_COST = 1e9
 MAX_WORKING_S = 30 * 86400.0
-#: the engine's keys in ``harness_params``
-LIMIT_KEYS = ("token_limit", "message_limit", "cost_limit", "working_limit")
 
 
 class AttemptLimits(msgspec.Struct, frozen=True):
