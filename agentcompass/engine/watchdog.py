@@ -145,7 +145,8 @@ async def run_watched(coro: Awaitable[HarnessResult], activity: Activity, trajec
                 # while a model call waits for a slot the working time stands still: look again a little later
                 pause = max(working_left, WORKING_RECHECK_S) if budget.wait_clock.busy else working_left
                 wake = min(wake, time.monotonic() + pause)
-            done, _ = await asyncio.wait(watched, timeout=max(0.0, wake - time.monotonic()))
+            done, _ = await asyncio.wait(watched, timeout=max(0.0, wake - time.monotonic()),
+                                         return_when=asyncio.FIRST_COMPLETED)
             if budget is not None and budget.reached is None:
                 budget.working_left()
             if budget is not None and budget.reached is not None:

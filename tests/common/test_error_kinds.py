@@ -26,7 +26,7 @@ KINDS_ON_DISK = {
     "format_error_limit", "agent_error", "agent_transcript_invalid", "transcript_limit", "agent_unavailable",
     "agent_stuck", "agent_exit", "harness_crash", "prepare_error", "setup_error", "setup_timeout", "eval_error",
     "eval_timeout", "judge_unparsable", "judge_timeout", "judge_auth", "judge_unavailable", "stalled", "cancelled",
-    "run_timeout", "engine_error", "token_limit", "message_limit",
+    "run_timeout", "engine_error", "token_limit", "message_limit", "working_limit",
 }
 
 

@@ -62,6 +62,17 @@ def test_a_message_limit_allows_exactly_that_many_model_calls(tmp_path: Path) ->
     assert attempt.trajectory.stop_reason == "message_limit"
 
 
+def test_an_attempt_whose_limits_are_not_reached_ends_when_its_agent_does(tmp_path: Path) -> None:
+    # the watchdog waited for the harness AND the limit (asyncio.wait's default: all completed), so an attempt
+    # with a limit it never reached ended only at its stall or agent timeout (900 s by default)
+    out = _run(tmp_path, message_limit=10, token_limit=10**9)
+    attempt = _detail(out.run_dir).attempts["1"]
+    assert attempt.error_kind is None and attempt.correct is True
+    assert attempt.trajectory is not None and len(attempt.trajectory.steps) == 3
+    assert attempt.meta["limits"]["messages"] == 3
+    assert attempt.meta["agent_s"] < 300  # a hang guard: the three calls and commands take well under a second
+
+
 @pytest.mark.parametrize("value", [0, -1, 1.5, "10", True, 10**13])
 def test_a_limit_that_is_not_a_whole_number_in_range_is_refused_naming_the_field(tmp_path: Path, value: Any) -> None:
     with pytest.raises(ConfigError, match=r"harness_params\.token_limit.*whole number") as info:

@@ -1,15 +1,10 @@
 """ray_docker on one machine: a local Ray cluster (started by the provider) over the host's daemon. The two-node
-runs, with node loss, are in test_ray_docker_two_nodes.py.
-
-The tests that need the local cluster share one (``local_ray``: started by the provider's own connect, the path a
-run without an address takes); each run joins it as a user and leaves it running for the next. Starting one costs
-~10 CPU-s, and the module's tests started four."""
+runs, with node loss, are in test_ray_docker_two_nodes.py."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,19 +18,6 @@ from ...run_details import details_by_task
 from ..conftest import containers_of, networks_of
 
 SAMPLE = ["files/hello_world", "text/uppercase", "python/fizzbuzz", "text/reverse_lines"]
-
-
-@pytest.fixture(scope="module")
-def local_ray() -> Iterator[None]:
-    """One local Ray cluster of 2 CPUs for the module's tests (stopped after them, before the two-node tests
-    connect elsewhere)."""
-    from agentcompass.environments.ray import cluster as ray_cluster
-
-    asyncio.run(ray_cluster.connect(None, local_cpus=2))
-    try:
-        yield
-    finally:
-        asyncio.run(ray_cluster.disconnect())
 
 
 @pytest.mark.parametrize(("params", "field"), [
@@ -100,7 +82,7 @@ async def test_a_full_cluster_queues_opens_in_reserve_beyond_open_timeout_and_gi
 
 @pytest.mark.slow
 def test_shell_tasks_on_a_local_ray_cluster_grade_as_on_docker_and_name_the_node(
-        local_ray: None, base_image: str, docker_run_id: str, tmp_path: Path, scripted_url: str) -> None:
+        base_image: str, docker_run_id: str, tmp_path: Path, scripted_url: str) -> None:
     common = dict(model_base_url=scripted_url, benchmark_params={"sample_ids": SAMPLE, "k": 2},
                   task_concurrency=4, progress="none")
     out = agentcompass.run_evaluation(
@@ -125,7 +107,7 @@ def test_shell_tasks_on_a_local_ray_cluster_grade_as_on_docker_and_name_the_node
 
 @pytest.mark.slow
 def test_a_sandbox_on_a_node_calls_the_model_through_the_relayed_gateway(
-        local_ray: None, base_image: str, docker_run_id: str, tmp_path: Path, scripted_url: str) -> None:
+        base_image: str, docker_run_id: str, tmp_path: Path, scripted_url: str) -> None:
     out = agentcompass.run_evaluation(
         "shell_tasks", "tests.engine.gateway_components:GatewayCallHarness", "scripted", "ray_docker",
         model_base_url=scripted_url, harness_params={"prompt": "Task: files/hello_world\n"},
@@ -141,8 +123,7 @@ def test_a_sandbox_on_a_node_calls_the_model_through_the_relayed_gateway(
     assert containers_of(docker_run_id) == [] and networks_of(docker_run_id) == []
 
 
-async def test_a_node_declared_lost_fails_its_calls_at_once_and_its_late_answer_is_dropped(
-        local_ray: None, tmp_path: Path) -> None:
+async def test_a_node_declared_lost_fails_its_calls_at_once_and_its_late_answer_is_dropped(tmp_path: Path) -> None:
     import ray
 
     from agentcompass.environments.ray import cluster as ray_cluster
@@ -197,8 +178,7 @@ async def test_a_node_declared_lost_fails_its_calls_at_once_and_its_late_answer_
         await ray_cluster.disconnect()
 
 
-async def test_a_cancelled_command_on_a_node_is_killed_in_its_container(
-        local_ray: None, base_image: str, docker_run_id: str) -> None:
+async def test_a_cancelled_command_on_a_node_is_killed_in_its_container(base_image: str, docker_run_id: str) -> None:
     from agentcompass.interfaces import EnvOpenSpec
 
     provider = RayDockerProvider({"local_cpus": 1, "image": base_image, "prestart": 0},

@@ -145,7 +145,7 @@ async def test_the_agents_command_timeout_is_clamped_to_the_cap(local_env: Envir
 async def test_timeout_kills_the_bridge_and_keeps_the_steps(local_env: Environment) -> None:
     turns = [call("terminal", command="echo started > started.txt"), call("terminal", command="sleep 300")]
     # room for a slow start: the bridge imports the SDK first (over 60 s on a loaded 2-core machine once)
-    result, _ = await run_direct(local_env, turns, timeout=150)
+    result, _ = await run_direct(local_env, turns, timeout=150, command_timeout=600)  # the sleep outlasts the run
 
     assert result.error_kind == "agent_timeout" and result.trajectory.stop_reason == "agent_timeout"
     assert (await local_env.read_file(f"{local_env.workdir}/started.txt")).decode() == "started\n"
@@ -218,7 +218,8 @@ async def test_the_engines_agent_timeout_keeps_the_steps_and_kills_the_bridge(tm
     async with running_scripted_server({"bundled": False, "script": [{"match": "", "turns": turns}]}) as server:
         spec = OrchestrationSpec(requests=[RunRequestSpec(
             benchmark=ComponentSpec("shell_tasks", {"sample_ids": ["files/hello_world"]}),
-            harness=ComponentSpec("openhands", {"max_iterations": 10, "agent_timeout": 150}),  # a slow start too
+            harness=ComponentSpec("openhands", {"max_iterations": 10, "agent_timeout": 150,  # a slow start too
+                                                  "command_timeout": 600}),  # the sleep outlasts the run
             model=ModelSpec("scripted", base_url=server.base_url), auto_install_dependencies=True,
             name="oh", results_dir=str(tmp_path))], progress="none")
         outcome = (await agentcompass.async_launch(spec))["oh"]
