@@ -193,7 +193,7 @@ async def test_an_agent_process_is_stopped_at_its_working_limit_through_the_gate
             "benchmark": {"id": "shell_tasks", "params": {"sample_ids": [TASK]}},
             "harness": {"id": HTTP_HARNESS, "params": {"calls": 6, "working_limit": 1}},
             "model": {"id": "scripted", "base_url": server.base_url, "api_key": "sk-test"},
-            "results_dir": str(tmp_path)}], "progress": "none"})
+            "wrap_api_key": True, "results_dir": str(tmp_path)}], "progress": "none"})
         answered = len(server.recent_requests)
     out = result.outcomes[0]
     assert out.status == "completed" and out.run_dir is not None, out.error
