@@ -81,16 +81,20 @@ def test_a_limit_that_is_not_a_whole_number_in_range_is_refused_naming_the_field
     assert not list(tmp_path.rglob("details"))  # refused before anything ran
 
 
-async def test_an_agent_calling_through_the_gateway_gets_no_call_past_its_message_limit(tmp_path: Path) -> None:
-    script = [{"match": "capital of France", "turns": ["Paris."]}]
-    async with running_scripted_server({"script": script}) as server:
+async def _through_gateway(tmp_path: Path, server_params: dict[str, Any], **limits: Any) -> tuple[Any, int]:
+    """An agent process making six model calls through the gateway under ``limits``: (outcome, calls answered)."""
+    async with running_scripted_server(server_params) as server:
         result = await agentcompass.async_launch({"requests": [{
             "benchmark": {"id": "shell_tasks", "params": {"sample_ids": [TASK]}},
-            "harness": {"id": HTTP_HARNESS, "params": {"calls": 6, "message_limit": 2}},
+            "harness": {"id": HTTP_HARNESS, "params": {"calls": 6, **limits}},
             "model": {"id": "scripted", "base_url": server.base_url, "api_key": "sk-test"},
             "wrap_api_key": True, "results_dir": str(tmp_path)}], "progress": "none"})
-        answered = len(server.recent_requests)
-    out = result.outcomes[0]
+        return result.outcomes[0], len(server.recent_requests)
+
+
+async def test_an_agent_calling_through_the_gateway_gets_no_call_past_its_message_limit(tmp_path: Path) -> None:
+    script = [{"match": "capital of France", "turns": ["Paris."]}]
+    out, answered = await _through_gateway(tmp_path, {"script": script}, message_limit=2)
     assert out.status == "completed", out.error
     attempt = _detail(out.run_dir).attempts["1"]
     assert attempt.error_kind == "message_limit", (attempt.status, attempt.error)
@@ -188,14 +192,8 @@ def test_a_cost_limit_mini_swe_agent_declares_too_is_enforced_by_both() -> None:
 
 
 async def test_an_agent_process_is_stopped_at_its_working_limit_through_the_gateway(tmp_path: Path) -> None:
-    async with running_scripted_server({"script": [{"match": "", "turns": ["Paris."]}], "latency_s": 0.8}) as server:
-        result = await agentcompass.async_launch({"requests": [{
-            "benchmark": {"id": "shell_tasks", "params": {"sample_ids": [TASK]}},
-            "harness": {"id": HTTP_HARNESS, "params": {"calls": 6, "working_limit": 1}},
-            "model": {"id": "scripted", "base_url": server.base_url, "api_key": "sk-test"},
-            "wrap_api_key": True, "results_dir": str(tmp_path)}], "progress": "none"})
-        answered = len(server.recent_requests)
-    out = result.outcomes[0]
+    server = {"script": [{"match": "", "turns": ["Paris."]}], "latency_s": 0.8}
+    out, answered = await _through_gateway(tmp_path, server, working_limit=1)
     assert out.status == "completed" and out.run_dir is not None, out.error
     attempt = _detail(out.run_dir).attempts["1"]
     assert attempt.error_kind == "working_limit", (attempt.status, attempt.error)
