@@ -118,8 +118,7 @@ class WatchedModel:
         budget.check()
         with counting_waits(budget.wait_clock):  # the client's waits for a slot or a retry are not working time
             response = await self._activity.call(self._model.complete, *args, self_bounded=True, **kwargs)
-        if budget is not None:
-            budget.charge(getattr(response, "usage", None))
+        budget.charge(getattr(response, "usage", None))
         return response
 
     def __getattr__(self, name: str) -> Any:

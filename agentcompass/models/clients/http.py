@@ -88,8 +88,8 @@ _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 ERROR_SNIPPET = 300
 # httpcore's pool scans every queued request against every connection on each event, so its cost grows
 # with (requests x connections): measured ~4x less CPU for 300 concurrent calls with pools of 8 behind
-# semaphores than with one pool of 300. Requests go to the least-loaded shard.
-_SHARD_CONNECTIONS = 8
+# semaphores than with one pool of 300. Requests go to the least-loaded shard. (The gateway's upstreams too.)
+POOL_CONNECTIONS = 8
 
 class _Shard:
     """One httpx pool and the semaphore that keeps requests from queueing inside it."""
@@ -215,7 +215,7 @@ class HttpModelClient:
         # endpoint never needs one. A local endpoint must never go through an environment proxy.
         verify: ssl.SSLContext | bool = (False if local and url.scheme == "http"
                                          else httpx.create_ssl_context(trust_env=not local))
-        n = -(-conns // _SHARD_CONNECTIONS)
+        n = -(-conns // POOL_CONNECTIONS)
         self._shards = [
             _Shard(httpx.AsyncClient(
                 headers=headers, timeout=self.timeout, verify=verify, trust_env=not local,

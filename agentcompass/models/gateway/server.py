@@ -76,7 +76,7 @@ from ...engine.redact import Redactor
 from ...records import Usage
 from ..adaptive import AdaptiveLimiter, Outcome, Ticket, outcome_of
 from ..clients.deadline import Deadline, default_total_timeout
-from ..clients.http import DEFAULT_MAX_RESPONSE_BYTES
+from ..clients.http import DEFAULT_MAX_RESPONSE_BYTES, POOL_CONNECTIONS
 from ..clients.liveness import DEFAULT_PROBE_AFTER_S, DEFAULT_PROBE_TIMEOUT_S, Liveness, Unresponsive, probed
 from ..clients.openai_chat import parse_retry_after
 from ..retry import RetryPolicy
@@ -112,8 +112,6 @@ _ERROR_BODY_CAP = 64 * 1024
 _MAX_EVENT_BYTES = 4 * 1024 * 1024
 #: how long the error event that ends a cut stream may take to reach the client
 _CUT_WRITE_S = 5.0
-#: connections kept per httpx pool of an upstream (see ``add_upstream``)
-POOL_CONNECTIONS = 8
 _ENC = msgspec.json.Encoder()
 _DEC = msgspec.json.Decoder()
 #: one segment of a model id in ``GET /v1/models/<id>`` (ids like ``org/name:tag@rev`` have several)
@@ -214,8 +212,8 @@ class Upstream:
     total_timeout_s: float | None = None
     extra_headers: dict[str, str] = field(default_factory=dict)
     http: httpx.AsyncClient | None = None
-    #: every pool of the upstream (``http`` is the first): ``add_upstream`` makes one per ``POOL_CONNECTIONS``
-    #: of its limiter, and each try takes the next
+    #: every pool of the upstream (``http`` is the first; ``add_upstream`` sets them): one per
+    #: ``POOL_CONNECTIONS`` of its limiter, and each try takes the next
     pools: list[httpx.AsyncClient] = field(default_factory=list)
     _next: int = 0
     #: the most bytes of one answer relayed; past it the connection is cut (the caller sees a broken body).
@@ -227,9 +225,6 @@ class Upstream:
 
     def pool(self) -> httpx.AsyncClient:
         """The pool the next try goes through (round robin)."""
-        assert self.http is not None
-        if len(self.pools) < 2:
-            return self.http
         self._next = (self._next + 1) % len(self.pools)
         return self.pools[self._next]
 
@@ -422,7 +417,7 @@ class Gateway:
                 async with asyncio.timeout(15):
                     await runner.cleanup()
         ups, self._upstreams = list(self._upstreams.values()), {}
-        await asyncio.gather(*(pool.aclose() for u in ups for pool in u.pools or ([u.http] if u.http else [])),
+        await asyncio.gather(*(pool.aclose() for u in ups for pool in u.pools),
                              *(u.liveness.aclose() for u in ups if u.liveness is not None), return_exceptions=True)
         self._listeners.clear()
 
@@ -461,7 +456,7 @@ class Gateway:
         if up is not None and up.liveness is not None:
             await up.liveness.aclose()
         if up is not None:
-            await asyncio.gather(*(pool.aclose() for pool in up.pools or ([up.http] if up.http else [])))
+            await asyncio.gather(*(pool.aclose() for pool in up.pools))
 
     def open_grant(self, key: AttemptKey, *, run_id: str = "", envelope_ttl_s: float | None = None,
                    budget: CallBudget | None = None) -> Grant:

@@ -7,8 +7,8 @@ import asyncio
 
 import httpx
 
+from agentcompass.models.clients.http import POOL_CONNECTIONS
 from agentcompass.models.clients.openai_chat import OpenAIChatClient
-from agentcompass.models.gateway.server import POOL_CONNECTIONS
 from tests.fixtures_scripted import running_scripted_server
 
 from ..gateway_helpers import KEY, running_gateway
