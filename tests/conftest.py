@@ -1,9 +1,10 @@
 """Shared fixtures and session hooks.
 
 - A scripted model server in a subprocess (for sync tests that call launch()).
-- The Docker base images the selected tests need are built once, before the first test runs, outside every
-  per-test timeout (a fresh machine's debootstrap build takes minutes). Under pytest-xdist every worker runs
-  this hook; a host file lock in ``build_base_image`` makes one of them build and the others reuse the image.
+- The Docker base images the selected tests need are built once, in a background thread of each worker while
+  the tests that need no image run (those are scheduled first), outside every per-test timeout: a test that
+  needs one waits for the build with its timeout paused (a fresh machine's debootstrap build takes minutes). A
+  host file lock in ``build_base_image`` makes one worker build and the others reuse the image.
 - Docker tests are marked ``docker`` and spread over the workers like the rest: each labels what it creates with
   a run id of its own, and the few that orphan containers on purpose check what happens to them, never that no
   other process's start-up sweep got there first. The tests of Ray clusters and of the second Docker node share
@@ -18,8 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,8 +42,10 @@ DOCKER_FIXTURES = {"docker_available", "second_docker_node", *IMAGE_FIXTURES}
 #: steps are bounded inside ``build_base_image``)
 PREBUILD_TIMEOUT_S = 3600.0
 
-#: images built (or found current) before the session: name -> tag, or the error that stopped the build
+#: images built (or found current) by the session's background build: name -> tag, or the error that stopped it
 PREBUILT: dict[str, str | BaseException] = {}
+#: set when the background build of the images the session needs has ended (None: no build was started)
+_PREBUILD_DONE: threading.Event | None = None
 
 
 def start_server_process(*extra: str) -> tuple[subprocess.Popen[str], str]:
@@ -133,8 +138,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # then the other slow tests: the workers then end together instead of one finishing a long test while the
     # others idle. (A driver that lost its head under the start-up load was ended by Ray: the session now gives
     # drivers a year of GCS reconnect patience, pytest_configure.)
-    items.sort(key=lambda item: 0 if item.nodeid.startswith(RAY_GROUP) else 1 if item.get_closest_marker("slow")
-               else 2)
+    # Within each, the tests that need no base image come first: they run while the images build in the
+    # background (a fresh machine's debootstrap took 133 s under load, which every worker once spent waiting).
+    items.sort(key=lambda item: (0 if item.nodeid.startswith(RAY_GROUP) else 1 if item.get_closest_marker("slow")
+                                 else 2, bool(images_needed([item]))))
 
 
 def group_names(item: pytest.Item) -> list[str]:
@@ -191,23 +198,54 @@ def _preinstall_swebench5(items: list[pytest.Item]) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Build the images the selected tests need, before any test (and its timeout) starts."""
+    """Install the packages the bfcl and differential tests need; start building the images the selected tests
+    need, in the background (``pytest_runtest_setup`` makes a test that needs one wait for it)."""
     if not session.config.option.collectonly:
         _preinstall_bfcl_eval(session.items)
         _preinstall_swebench5(session.items)
     if session.config.option.collectonly or not os.path.exists(DOCKER_SOCKET):
         return  # without a daemon the docker fixtures skip (or fail, in CI) on their own
+    needed = sorted(images_needed(session.items), key=lambda n: n != "base")  # the slow one first
+    if needed:
+        global _PREBUILD_DONE
+        _PREBUILD_DONE = threading.Event()
+        threading.Thread(target=_prebuild, args=(needed, _PREBUILD_DONE), name="prebuild-images",
+                         daemon=True).start()
+
+
+def _prebuild(names: list[str], done: threading.Event) -> None:
+    """Build (or find current) the base images ``names``: in a thread, while the tests that need no image run."""
     from agentcompass.environments.docker.images import build_base_image
 
-    for name in sorted(images_needed(session.items), key=lambda n: n != "base"):  # the slow one first
-        tag, method = image_spec(name)
-        started = time.monotonic()
-        try:
-            PREBUILT[name] = asyncio.run(asyncio.wait_for(build_base_image(tag, method=method),  # type: ignore[arg-type]
-                                                          PREBUILD_TIMEOUT_S))
-        except Exception as exc:  # reported by the fixture of every test that needs it
-            PREBUILT[name] = exc
-        took = time.monotonic() - started
-        if took > 5:
-            print(f"\nDocker image {tag} for the docker tests ready in {took:.0f}s "
-                  "(built here, or by another worker)", file=sys.stderr)
+    try:
+        for name in names:
+            tag, method = image_spec(name)
+            started = time.monotonic()
+            try:
+                PREBUILT[name] = asyncio.run(asyncio.wait_for(build_base_image(tag, method=method),  # type: ignore[arg-type]
+                                                              PREBUILD_TIMEOUT_S))
+            except Exception as exc:  # reported by the fixture of every test that needs it
+                PREBUILT[name] = exc
+            took = time.monotonic() - started
+            if took > 5:
+                print(f"\nDocker image {tag} for the docker tests ready in {took:.0f}s "
+                      "(built here, or by another worker)", file=sys.stderr)
+    finally:
+        done.set()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test that needs a base image waits for the background build before its fixtures, outside its timeout:
+    pytest-timeout's alarm (armed for setup, call and teardown) is stopped for the wait and re-armed with what
+    was left of it, so a slow build on a loaded machine never eats a test's budget."""
+    done = _PREBUILD_DONE
+    if done is None or done.is_set() or not images_needed([item]):
+        return
+    on_main = threading.current_thread() is threading.main_thread()
+    left = signal.setitimer(signal.ITIMER_REAL, 0)[0] if on_main else 0.0
+    try:
+        done.wait(PREBUILD_TIMEOUT_S)
+    finally:
+        if left > 0:
+            signal.setitimer(signal.ITIMER_REAL, left)

@@ -57,3 +57,27 @@ def test_each_harness_solves_some_tasks_of_each_offline_benchmark_on_the_scripte
     assert solved == ROWS[benchmark, harness]
     assert 0 < out.metrics["pass@1"] < 1 and out.metrics["graded_tasks"] == len(sample)  # every task graded
     assert out.counts.errors == 0  # failures are wrong answers or the harness's own limits, never an error
+
+
+#: openhands on a smaller sample: each attempt starts its bridge, which imports the OpenHands SDK (~10 CPU-s)
+OPENHANDS_SAMPLES = {"shell_tasks": ["answer/count_lines", "answer/sum_range", "files/hello_world"],
+                     "humaneval": ["HumanEval/0", "HumanEval/4"]}
+OPENHANDS_SOLVED = {"shell_tasks": ["answer/count_lines", "files/hello_world"], "humaneval": ["HumanEval/0"]}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)  # the first openhands test to run installs its venv (from PyPI, then cached)
+@pytest.mark.parametrize("benchmark", sorted(OPENHANDS_SAMPLES))
+def test_openhands_solves_some_tasks_of_each_offline_benchmark_on_the_scripted_model(
+        tmp_path: Path, benchmark: str) -> None:
+    sample = OPENHANDS_SAMPLES[benchmark]
+    out = agentcompass.run_evaluation(benchmark, "openhands", "scripted", "local",
+                                      benchmark_params={"sample_ids": sample}, harness_params={"max_iterations": 10},
+                                      auto_install_dependencies=True, results_dir=str(tmp_path), progress="none",
+                                      task_concurrency=len(sample))
+    assert out.ok and out.run_dir is not None, out.error
+    details = [json.loads(Path(p).read_text()) for p in glob.glob(str(out.run_dir / "details" / "*.json"))]
+    solved = sorted(d["task_id"] for d in details if d["attempts"]["1"].get("correct"))
+    assert solved == OPENHANDS_SOLVED[benchmark]
+    assert 0 < out.metrics["pass@1"] < 1 and out.metrics["graded_tasks"] == len(sample)
+    assert out.counts.errors == 0

@@ -34,6 +34,8 @@ class _Official:
     worker paid at collection, most of them to run none of these tests."""
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # pytest's collector probes module globals (``__test__``, fixture markers, ...)
+            raise AttributeError(name)
         from . import official
 
         return getattr(official, name)

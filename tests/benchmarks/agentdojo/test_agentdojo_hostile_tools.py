@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,10 +18,8 @@ from agentcompass.records import AttemptRecord
 from ...run_details import details_by_task
 from ..tool_probe import Probe
 
-pytest.importorskip("agentdojo")
-
-from agentdojo.functions_runtime import FunctionsRuntime
-from agentdojo.task_suite.load_suites import get_suite
+# AgentDojo itself is imported in the tests (its suites cost ~3 CPU-s, which every xdist worker paid at collection)
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("agentdojo") is None, reason="agentdojo is not installed")
 
 VERSION = "v1.2.2"
 DEEP_ARRAY = "[" * 5000
@@ -29,6 +28,8 @@ SEND = {"recipient": "US122000000121212121212", "amount": 1, "subject": "x", "da
 
 
 def _script(turns: list[Any]) -> dict[str, Any]:
+    from agentdojo.task_suite.load_suites import get_suite
+
     prompt = get_suite(VERSION, "banking").get_user_task_by_id("user_task_0").PROMPT
     return {"bundled": False, "script": [{"match": prompt, "turns": turns}]}
 
@@ -53,6 +54,8 @@ def test_deeply_nested_arguments_are_an_error_the_agent_sees_and_the_try_is_grad
 @pytest.fixture
 def probe(monkeypatch: pytest.MonkeyPatch) -> Iterator[Probe]:
     """AgentDojo's ``FunctionsRuntime.run_function`` made to run away on its first call (until released)."""
+    from agentdojo.functions_runtime import FunctionsRuntime
+
     p = Probe()
     real = FunctionsRuntime.run_function
 
