@@ -17,6 +17,10 @@ from agentcompass.interfaces import ComponentContext
 from ...run_details import details_by_task
 from ..conftest import containers_of, networks_of
 
+#: a local cluster's start and its node actor's (a Python worker importing Ray and the package, then sweeping the
+#: daemon) took over the default 120 s once on a loaded machine, while every other worker's docker tests began at
+#: once: a hang guard, not a speed expectation
+JOIN = {"connect_timeout": 600.0}
 SAMPLE = ["files/hello_world", "text/uppercase", "python/fizzbuzz", "text/reverse_lines"]
 
 
@@ -87,7 +91,7 @@ def test_shell_tasks_on_a_local_ray_cluster_grade_as_on_docker_and_name_the_node
                   task_concurrency=4, progress="none")
     out = agentcompass.run_evaluation(
         "shell_tasks", "shell_agent", "scripted", "ray_docker",
-        environment_params={"network_policy": "model", "local_cpus": 2}, run_id=docker_run_id,
+        environment_params={"network_policy": "model", "local_cpus": 2, **JOIN}, run_id=docker_run_id,
         results_dir=str(tmp_path / "ray"), **common)  # type: ignore[arg-type]
     assert out.status == "completed" and out.counts.errors == 0, (out.error, out.errors_by_kind)
     ref = agentcompass.run_evaluation(
@@ -112,7 +116,7 @@ def test_a_sandbox_on_a_node_calls_the_model_through_the_relayed_gateway(
         "shell_tasks", "tests.engine.gateway_components:GatewayCallHarness", "scripted", "ray_docker",
         model_base_url=scripted_url, harness_params={"prompt": "Task: files/hello_world\n"},
         benchmark_params={"sample_ids": ["files/hello_world"]},
-        environment_params={"network_policy": "model", "local_cpus": 2}, run_id=docker_run_id,
+        environment_params={"network_policy": "model", "local_cpus": 2, **JOIN}, run_id=docker_run_id,
         results_dir=str(tmp_path), progress="none")
     assert out.ok, out.error
     assert out.run_dir is not None
@@ -144,7 +148,7 @@ async def test_a_node_declared_lost_fails_its_calls_at_once_and_its_late_answer_
                 await asyncio.sleep(0.05)
             return "ok", "late"
 
-    await ray_cluster.connect(None, local_cpus=1)
+    await ray_cluster.connect(None, local_cpus=1, timeout_s=JOIN["connect_timeout"])
     try:
         remote = ray.remote(SlowNode).options(num_cpus=0, max_restarts=0)  # type: ignore[attr-defined]
         handle = NodeHandle("n1", "id1", remote.remote(), NodeSlots("n1", capacity=1), facts=None)  # type: ignore[arg-type]
@@ -181,7 +185,7 @@ async def test_a_node_declared_lost_fails_its_calls_at_once_and_its_late_answer_
 async def test_a_cancelled_command_on_a_node_is_killed_in_its_container(base_image: str, docker_run_id: str) -> None:
     from agentcompass.interfaces import EnvOpenSpec
 
-    provider = RayDockerProvider({"local_cpus": 1, "image": base_image, "prestart": 0},
+    provider = RayDockerProvider({"local_cpus": 1, "image": base_image, "prestart": 0, **JOIN},
                                  ComponentContext(run_id=docker_run_id))
     try:
         await provider.start()
