@@ -140,8 +140,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # drivers a year of GCS reconnect patience, pytest_configure.)
     # Within each, the tests that need no base image come first: they run while the images build in the
     # background (a fresh machine's debootstrap took 133 s under load, which every worker once spent waiting).
-    items.sort(key=lambda item: (0 if item.nodeid.startswith(RAY_GROUP) else 1 if item.get_closest_marker("slow")
-                                 else 2, bool(images_needed([item]))))
+    items.sort(key=lambda item: (0, False) if item.nodeid.startswith(RAY_GROUP) else
+               (1 if item.get_closest_marker("slow") else 2, bool(images_needed([item]))))
 
 
 def group_names(item: pytest.Item) -> list[str]:
@@ -236,11 +236,13 @@ def _prebuild(names: list[str], done: threading.Event) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """A test that needs a base image waits for the background build before its fixtures, outside its timeout:
-    pytest-timeout's alarm (armed for setup, call and teardown) is stopped for the wait and re-armed with what
-    was left of it, so a slow build on a loaded machine never eats a test's budget."""
+    """A test that needs a base image (and every test of the Ray group) waits for the background build before its
+    fixtures, outside its timeout: pytest-timeout's alarm (armed for setup, call and teardown) is stopped for the
+    wait and re-armed with what was left of it, so a slow build on a loaded machine never eats a test's budget."""
     done = _PREBUILD_DONE
-    if done is None or done.is_set() or not images_needed([item]):
+    # the Ray group waits whole (its tests as they ran before the build moved to the background): twice a node
+    # actor of a local cluster did not come up when the group's tests had run during the build
+    if done is None or done.is_set() or not (images_needed([item]) or item.nodeid.startswith(RAY_GROUP)):
         return
     on_main = threading.current_thread() is threading.main_thread()
     left = signal.setitimer(signal.ITIMER_REAL, 0)[0] if on_main else 0.0
