@@ -16,9 +16,9 @@ _LAZY = {
     "run_evaluation": "agentcompass.api",
     "launch": "agentcompass.api",
     "async_launch": "agentcompass.api",
-    "rescore": "agentcompass.rescore",
-    "async_rescore": "agentcompass.rescore",
-    "RescoreResult": "agentcompass.rescore",
+    "rescore": "agentcompass.rescoring",
+    "async_rescore": "agentcompass.rescoring",
+    "RescoreResult": "agentcompass.rescoring",
     "OrchestrationSpec": "agentcompass.specs",
     "RunRequestSpec": "agentcompass.specs",
     "ComponentSpec": "agentcompass.specs",
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from .harnesses.base import Harness  # noqa: F401
     from .records import ProgressEvent  # noqa: F401
     from .registry import Registries  # noqa: F401
-    from .rescore import RescoreResult, async_rescore, rescore  # noqa: F401
+    from .rescoring import RescoreResult, async_rescore, rescore  # noqa: F401
     from .results import EvaluationResult, LaunchResult, RequestOutcome  # noqa: F401
     from .specs import ComponentSpec, ModelSpec, OrchestrationSpec, RunRequestSpec  # noqa: F401
 

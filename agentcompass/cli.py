@@ -158,7 +158,7 @@ def _add_rescore_parser(sub: Any) -> None:
 
 
 def _cmd_rescore(a: argparse.Namespace) -> int:
-    from .rescore import rescore
+    from .rescoring import rescore
 
     result = rescore(a.run_dir, benchmark_params=_json_obj("--benchmark-params", a.benchmark_params),
                      environment=a.environment,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -136,3 +138,14 @@ def test_a_judge_key_the_run_kept_masked_must_be_given_again(tmp_path: Path) -> 
     again = agentcompass.rescore(out.run_dir, benchmark_params={"judge_model": judge}, progress="none")
     assert again.ok and Path(again.summary or "").read_bytes() == (Path(out.run_dir) / "summary.json").read_bytes()
     assert not any(b"sk-judge-secret-123" in p.read_bytes() for p in Path(out.run_dir).rglob("*") if p.is_file())
+
+
+def test_the_sdk_function_stays_the_function_whatever_was_imported_first() -> None:
+    """``agentcompass.rescore`` is the function even after its module was imported by name (as the CLI does): a
+    module of the same name became the package's attribute and shadowed it (``'module' object is not callable``,
+    seen in a CI run whose test order put the CLI's import first)."""
+    code = ("import importlib, agentcompass\n"
+            "importlib.import_module(agentcompass._LAZY['rescore'])\n"  # its module first, as the CLI's command does
+            "assert callable(agentcompass.rescore) and callable(agentcompass.async_rescore), agentcompass.rescore\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
