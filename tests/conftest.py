@@ -2,7 +2,7 @@
 
 - A scripted model server in a subprocess (for sync tests that call launch()).
 - The Docker base images the selected tests need are built once, in a background thread of each worker while
-  the tests that need no image run (those are scheduled first), outside every per-test timeout: a test that
+  the tests that need no image run, outside every per-test timeout: a test that
   needs one waits for the build with its timeout paused (a fresh machine's debootstrap build takes minutes). A
   host file lock in ``build_base_image`` makes one worker build and the others reuse the image.
 - Docker tests are marked ``docker`` and spread over the workers like the rest: each labels what it creates with
@@ -105,6 +105,9 @@ def pytest_configure(config: pytest.Config) -> None:
     # ended by Ray 60 s after that cluster's head stopped: it took an xdist worker down mid-run twice on a loaded
     # machine (the driver log: "Failed to connect to GCS within 60 seconds"), and the session then hung.
     os.environ.setdefault(GCS_RECONNECT_ENV, str(GCS_RECONNECT_S))
+    # A local cluster's worker that has not registered within Ray's 60 s is killed and started again: on a loaded
+    # 2-core machine a node actor's worker (importing Ray and the package) then never came up (three runs)
+    os.environ.setdefault("RAY_worker_register_timeout_seconds", "600")
     config.pluginmanager.register(GroupSuffix(), "agentcompass-xdist-group-suffix")
 
 
@@ -138,10 +141,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # then the other slow tests: the workers then end together instead of one finishing a long test while the
     # others idle. (A driver that lost its head under the start-up load was ended by Ray: the session now gives
     # drivers a year of GCS reconnect patience, pytest_configure.)
-    # Within each, the tests that need no base image come first: they run while the images build in the
-    # background (a fresh machine's debootstrap took 133 s under load, which every worker once spent waiting).
-    items.sort(key=lambda item: (0, False) if item.nodeid.startswith(RAY_GROUP) else
-               (1 if item.get_closest_marker("slow") else 2, bool(images_needed([item]))))
+    # (Putting the tests that need no base image first, to run while the images build, made the CPU-heavy local
+    # tests run at once beside the Ray group's local clusters; three loaded runs then lost a node actor's start.)
+    items.sort(key=lambda item: 0 if item.nodeid.startswith(RAY_GROUP) else 1 if item.get_closest_marker("slow")
+               else 2)
 
 
 def group_names(item: pytest.Item) -> list[str]:
