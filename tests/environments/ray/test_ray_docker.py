@@ -1,10 +1,13 @@
-"""ray_docker on one machine: a local Ray cluster (started by the provider) over the host's daemon. The two-node
+"""ray_docker on one machine: a local Ray cluster (one for the module; the providers join it as the connection's
+counted users) over the host's daemon. The two-node
 runs, with node loss, are in test_ray_docker_two_nodes.py."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +25,22 @@ from ..conftest import containers_of, networks_of
 #: once: a hang guard, not a speed expectation
 JOIN = {"connect_timeout": 600.0}
 SAMPLE = ["files/hello_world", "text/uppercase", "python/fizzbuzz", "text/reverse_lines"]
+
+
+@pytest.fixture(scope="module")
+def local_cluster() -> Iterator[str]:
+    """One local Ray cluster for this module's tests (each start costs ~11 CPU-s, and on a loaded machine the
+    starts were where a node actor failed to come up): the providers' own ``connect`` joins it as a counted user
+    of this process's connection, and the last ``disconnect`` (this fixture's) stops it."""
+    from agentcompass.environments.ray import cluster as ray_cluster
+
+    # in this (the session's main) thread: Ray's driver outlives the thread that connected it only if that thread
+    # lives on (connected in an event loop's executor thread, the cluster's node list hung once that loop closed)
+    address = ray_cluster._connect(None, 2, threading.Event())
+    try:
+        yield address
+    finally:
+        ray_cluster._disconnect()
 
 
 @pytest.mark.parametrize(("params", "field"), [
@@ -86,7 +105,7 @@ async def test_a_full_cluster_queues_opens_in_reserve_beyond_open_timeout_and_gi
 
 @pytest.mark.slow
 def test_shell_tasks_on_a_local_ray_cluster_grade_as_on_docker_and_name_the_node(
-        base_image: str, docker_run_id: str, tmp_path: Path, scripted_url: str) -> None:
+        local_cluster: str, base_image: str, docker_run_id: str, tmp_path: Path, scripted_url: str) -> None:
     common = dict(model_base_url=scripted_url, benchmark_params={"sample_ids": SAMPLE, "k": 2},
                   task_concurrency=4, progress="none")
     out = agentcompass.run_evaluation(
@@ -111,7 +130,7 @@ def test_shell_tasks_on_a_local_ray_cluster_grade_as_on_docker_and_name_the_node
 
 @pytest.mark.slow
 def test_a_sandbox_on_a_node_calls_the_model_through_the_relayed_gateway(
-        base_image: str, docker_run_id: str, tmp_path: Path, scripted_url: str) -> None:
+        local_cluster: str, base_image: str, docker_run_id: str, tmp_path: Path, scripted_url: str) -> None:
     out = agentcompass.run_evaluation(
         "shell_tasks", "tests.engine.gateway_components:GatewayCallHarness", "scripted", "ray_docker",
         model_base_url=scripted_url, harness_params={"prompt": "Task: files/hello_world\n"},
@@ -127,7 +146,8 @@ def test_a_sandbox_on_a_node_calls_the_model_through_the_relayed_gateway(
     assert containers_of(docker_run_id) == [] and networks_of(docker_run_id) == []
 
 
-async def test_a_node_declared_lost_fails_its_calls_at_once_and_its_late_answer_is_dropped(tmp_path: Path) -> None:
+async def test_a_node_declared_lost_fails_its_calls_at_once_and_its_late_answer_is_dropped(local_cluster: str,
+                                                                                          tmp_path: Path) -> None:
     import ray
 
     from agentcompass.environments.ray import cluster as ray_cluster
@@ -182,7 +202,8 @@ async def test_a_node_declared_lost_fails_its_calls_at_once_and_its_late_answer_
         await ray_cluster.disconnect()
 
 
-async def test_a_cancelled_command_on_a_node_is_killed_in_its_container(base_image: str, docker_run_id: str) -> None:
+async def test_a_cancelled_command_on_a_node_is_killed_in_its_container(local_cluster: str, base_image: str,
+                                                                         docker_run_id: str) -> None:
     from agentcompass.interfaces import EnvOpenSpec
 
     provider = RayDockerProvider({"local_cpus": 1, "image": base_image, "prestart": 0, **JOIN},
