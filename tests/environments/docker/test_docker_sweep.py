@@ -130,12 +130,25 @@ async def _dead_owners_network_with(docker: aiodocker.Docker, run_id: str, image
     the sweep cannot judge (no host label: foreign, left alone)."""
     dead = {LABEL_RUN_ID: run_id, LABEL_HOST: host_id(), LABEL_PID: "999999999"}
     name = f"agentcompass-test-{run_id[-12:]}"
-    await docker.networks.create({"Name": name, "Labels": dead})
-    stranger = await docker.containers.create({
-        "Image": image, "Entrypoint": ["sleep", "600"],
-        "Labels": dead if container_dead_too else {LABEL_RUN_ID: run_id}, "HostConfig": {"NetworkMode": name}})
-    await stranger.start()
-    return name, stranger
+    # a docker provider starting in another test worker sweeps dead owners host-wide: it may remove the network
+    # before the container is attached to it (a loaded CI run: 404 "network ... not found"); then set it up again
+    for _ in range(10):
+        await docker.networks.create({"Name": name, "Labels": dead})
+        stranger = None
+        try:
+            stranger = await docker.containers.create({
+                "Image": image, "Entrypoint": ["sleep", "600"],
+                "Labels": dead if container_dead_too else {LABEL_RUN_ID: run_id},
+                "HostConfig": {"NetworkMode": name}})
+            await stranger.start()
+        except aiodocker.DockerError as exc:
+            if stranger is not None:
+                await stranger.delete(force=True)
+            if exc.status != 404:
+                raise
+            continue
+        return name, stranger
+    raise AssertionError(f"network {name} was removed by another sweep ten times before a container joined it")
 
 
 async def _removed_by_us_or_it(container: Any) -> None:

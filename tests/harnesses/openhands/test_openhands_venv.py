@@ -29,6 +29,7 @@ async def test_the_venv_is_built_once_and_a_failed_build_leaves_nothing(tmp_path
             index.add_wheel(name, version, {module: "OK = True\n"})
         monkeypatch.setenv("PIP_INDEX_URL", index.url)
         monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")
+        monkeypatch.setenv("PIP_COMPILE", "0")  # as CI sets it: the venv's bytecode is compiled all the same
         python = sys.executable
         with pytest.raises(EnvironmentError_) as err:  # openhands-tools is not on the index yet
             await venv.ensure_venv(python, root, VERSION, auto_install=True, timeout_s=240)
@@ -41,6 +42,10 @@ async def test_the_venv_is_built_once_and_a_failed_build_leaves_nothing(tmp_path
                                        for _ in range(2)))
         assert built == [venv.venv_python(root)] * 2 and venv.is_ready(root)
         assert index.downloads["openhands-sdk"] == 2 and index.downloads["openhands-tools"] == 1
+    # the bridge runs with PYTHONDONTWRITEBYTECODE: what it imports is compiled once, here
+    for module in ("openhands/sdk/__init__.py", "openhands/tools/__init__.py", "libtmux/__init__.py"):
+        [source] = root.glob(f"lib/python*/site-packages/{module}")
+        assert list((source.parent / "__pycache__").glob("__init__.*.pyc")), module
     probe = await asyncio.create_subprocess_exec(str(built[0]), "-c", "import openhands.sdk, openhands.tools, "
                                                  "binaryornot, libtmux; print('ok')", stdout=asyncio.subprocess.PIPE)
     out, _ = await probe.communicate()
