@@ -1,7 +1,7 @@
 """ray_docker over two nodes on one machine: a Ray head on the host (the host's Docker daemon) and a Ray worker
 node inside a second Docker daemon's network namespace (tests/standins/second_node.py, ray_cluster.py).
 
-One run of 10 shell_tasks with k=2 under the ``model`` network policy; the worker node's raylet is SIGKILLed
+One run of 20 shell_tasks with k=2 under the ``model`` network policy; the worker node's raylet is SIGKILLed
 mid-run. The run completes on the head node with the lost attempts retried, each task committed once, and the
 metrics equal a single-daemon ``docker`` run. When the worker node comes back, the sweep of its new node actor
 leaves no labelled container or network on either daemon."""
@@ -27,7 +27,7 @@ from tests.standins.second_node import SecondNode
 
 from ..conftest import containers_of, networks_of
 
-TASKS = 10
+TASKS = 20
 K = 2
 
 
