@@ -120,8 +120,12 @@ DOCKER_HARNESSES = ("claude_code", "codex", "mini_swe_agent", "openhands", "shel
 
 def _docker_marks(bench: str, harness: str) -> list[pytest.MarkDecorator]:
     marks = [pytest.mark.slow] if harness == "openhands" else []  # its bridge: ~5 CPU-s per attempt
-    if bench == "swebench_local":  # one worker builds the bundled instances' images, the others reuse them
-        marks += [needs_host_py311, pytest.mark.xdist_group("swebench-local-images")]
+    if bench == "swebench_local":
+        marks.append(needs_host_py311)
+        # one worker builds the bundled instances' images, the others reuse them; not openhands, whose venv the
+        # first of its tests installs (~3 min on a loaded CI machine): that would lengthen the group's one worker
+        if harness != "openhands":
+            marks.append(pytest.mark.xdist_group("swebench-local-images"))
     return marks
 
 
