@@ -5,8 +5,6 @@ speaking its format, or stops running what the model asked, changes its row's so
 
 from __future__ import annotations
 
-import glob
-import json
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,7 @@ from tests.environments.conftest import (  # noqa: F401 - fixtures used by name
 )
 
 from ..benchmarks.swebench.conftest import needs_host_py311
+from ..run_details import details_by_task
 
 SAMPLES = {
     "shell_tasks": ["files/hello_world", "answer/count_lines", "answer/sum_range", "files/mkdir_tree",
@@ -63,8 +62,7 @@ def test_each_harness_solves_some_tasks_of_each_offline_benchmark_on_the_scripte
                                       benchmark_params={"sample_ids": sample, **PARAMS.get(benchmark, {})},
                                       results_dir=str(tmp_path), progress="none", task_concurrency=len(sample))
     assert out.ok and out.run_dir is not None, out.error
-    details = [json.loads(Path(p).read_text()) for p in glob.glob(str(out.run_dir / "details" / "*.json"))]
-    solved = sorted(d["task_id"] for d in details if d["attempts"]["1"].get("correct"))
+    solved = sorted(tid for tid, d in details_by_task(out.run_dir).items() if d.attempts["1"].correct)
     assert solved == ROWS[benchmark, harness]
     assert 0 < out.metrics["pass@1"] < 1 and out.metrics["graded_tasks"] == len(sample)  # every task graded
     assert out.counts.errors == 0  # failures are wrong answers or the harness's own limits, never an error
@@ -87,8 +85,7 @@ def test_openhands_solves_some_tasks_of_each_offline_benchmark_on_the_scripted_m
                                       auto_install_dependencies=True, results_dir=str(tmp_path), progress="none",
                                       task_concurrency=len(sample))
     assert out.ok and out.run_dir is not None, out.error
-    details = [json.loads(Path(p).read_text()) for p in glob.glob(str(out.run_dir / "details" / "*.json"))]
-    solved = sorted(d["task_id"] for d in details if d["attempts"]["1"].get("correct"))
+    solved = sorted(tid for tid, d in details_by_task(out.run_dir).items() if d.attempts["1"].correct)
     assert solved == OPENHANDS_SOLVED[benchmark]
     assert 0 < out.metrics["pass@1"] < 1 and out.metrics["graded_tasks"] == len(sample)
     assert out.counts.errors == 0
@@ -102,9 +99,8 @@ def test_qa_local_graded_by_the_scripted_judge_gets_the_judges_own_verdicts(tmp_
                                       benchmark_params={"sample_ids": sample, "judge_model": {"id": "scripted"}},
                                       results_dir=str(tmp_path), progress="none", task_concurrency=len(sample))
     assert out.ok and out.run_dir is not None and out.counts.errors == 0, out.error
-    details = {json.loads(Path(p).read_text())["task_id"]: json.loads(Path(p).read_text())["attempts"]["1"]
-               for p in glob.glob(str(out.run_dir / "details" / "*.json"))}
-    grades = {tid: (a["extra"]["scoring"]["method"], a["extra"]["grade"]) for tid, a in details.items()}
+    attempts = {tid: d.attempts["1"] for tid, d in details_by_task(out.run_dir).items()}
+    grades = {tid: (a.extra["scoring"]["method"], a.extra["grade"]) for tid, a in attempts.items()}
     assert grades == {"qa-local-01": ("judge", "correct"), "qa-local-03": ("judge", "correct"),
                       "qa-local-04": ("judge", "incorrect"), "qa-local-13": ("judge", "correct"),
                       "qa-local-14": ("judge", "not_attempted")}
@@ -145,12 +141,11 @@ def test_each_harness_solves_one_task_of_each_docker_benchmark_on_the_scripted_m
                                       environment_params={"cache_level": "instance"}, results_dir=str(tmp_path),
                                       progress="none", task_concurrency=2, auto_install_dependencies=True)
     assert out.ok and out.run_dir is not None, out.error
-    details = {json.loads(Path(p).read_text())["task_id"]: json.loads(Path(p).read_text())["attempts"]["1"]
-               for p in glob.glob(str(out.run_dir / "details" / "*.json"))}
-    assert details[solved_id]["correct"] is True, details[solved_id]
-    failed = details[failed_id]
+    attempts = {tid: d.attempts["1"] for tid, d in details_by_task(out.run_dir).items()}
+    assert attempts[solved_id].correct is True, attempts[solved_id]
+    failed = attempts[failed_id]
     # swebench_local's second instance is unscripted: an empty patch, or the harness's own format limit
-    assert failed["correct"] is False and failed.get("error_kind") in (None, "format_error_limit"), failed
+    assert failed.correct is False and failed.error_kind in (None, "format_error_limit"), failed
     if benchmark == "task_dir_local":  # word-stats: three of its four fields right, wrong on purpose
-        assert failed["score"] == 0.75
+        assert failed.score == 0.75
     assert out.metrics["pass@1"] == 0.5 and out.counts.errors == 0
