@@ -21,7 +21,8 @@ OPERATIONAL_MODEL_PARAMS = frozenset({"timeout", "connect_timeout", "total_timeo
 #: environment params that change where or how patiently an environment is opened, not what runs in it.
 OPERATIONAL_ENV_PARAMS = frozenset({"base_dir", "open_timeout", "close_timeout", "cache_level", "min_free_disk",
                                     "max_concurrent_pulls", "prefetch_images", "disk_wait_timeout", "pull_timeout",
-                                    "pull_inactivity_timeout", "pull_retries", "prestart"})
+                                    "pull_inactivity_timeout", "pull_retries", "prestart",
+                                    "relay_max_connections"})
 #: harness params that only bound how long the engine waits for a stuck attempt (a stalled try is never reused).
 OPERATIONAL_HARNESS_PARAMS = frozenset({"stall_timeout"})
 _encoder = msgspec.json.Encoder(order="sorted")

@@ -61,6 +61,8 @@ PROXY_ALIAS = "ac-egress-proxy"
 PROXY_PORT = _egress_proxy.LISTEN_PORT
 _INHIBIT_IPV4 = "com.docker.network.bridge.inhibit_ipv4"
 _CONNECT_TIMEOUT_S = 10.0
+#: connections a host-side model relay pipes at once (each holds two of the engine's descriptors)
+RELAY_MAX_CONNECTIONS = 1024
 _READY_TIMEOUT_S = 20.0
 #: where the per-environment ``model`` networks take their subnets from, and how big each is
 MODEL_SUBNET_POOL = ipaddress.IPv4Network("10.213.0.0/16")
@@ -114,14 +116,32 @@ def _is_local_address(ip: str) -> bool:
 
 
 class TcpRelay:
-    """A host-side TCP relay: every connection to ``listen_host:port`` is piped to ``target``."""
+    """A host-side TCP relay: every connection to ``listen_host:port`` is piped to ``target``.
 
-    def __init__(self, listen_host: str, target_host: str, target_port: int) -> None:
+    It runs on the engine's event loop and each relayed connection holds two of the engine's file descriptors, so
+    at most ``max_connections`` are relayed at once: one over the cap is closed as soon as it is accepted, before
+    any connection to ``target`` is made, and counted in ``refused`` (whatever opens connections to it, a sandbox
+    or anything else that reaches ``listen_host``, cannot exhaust the engine's descriptors)."""
+
+    def __init__(self, listen_host: str, target_host: str, target_port: int, *,
+                 max_connections: int = RELAY_MAX_CONNECTIONS) -> None:
+        if max_connections < 1:
+            raise ValueError(f"max_connections must be at least 1, not {max_connections}")
         self.listen_host = listen_host
         self.target = (target_host, target_port)
         self.port = 0
+        self.max_connections = max_connections
+        #: connections closed at accept because ``max_connections`` were open
+        self.refused = 0
+        #: the most connections relayed at once so far
+        self.peak = 0
         self._server: asyncio.Server | None = None
         self._conns: set[asyncio.Task[None]] = set()
+
+    @property
+    def open_connections(self) -> int:
+        """Connections being relayed now."""
+        return len(self._conns)
 
     async def start(self) -> int:
         """Listen on an ephemeral port; returns it."""
@@ -130,9 +150,17 @@ class TcpRelay:
         return self.port
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self._conns) >= self.max_connections:
+            self.refused += 1
+            if self.refused == 1 or self.refused % 1000 == 0:
+                log.warning("model relay to %s:%d: %d connections open, the cap; closed %d over it so far",
+                            *self.target, len(self._conns), self.refused)
+            writer.transport.abort()  # no FIN handshake to wait for: the descriptor is freed now
+            return
         task = asyncio.current_task()
         assert task is not None
         self._conns.add(task)
+        self.peak = max(self.peak, len(self._conns))
         try:
             try:
                 async with asyncio.timeout(_CONNECT_TIMEOUT_S):
@@ -214,8 +242,9 @@ class DockerNetworks:
 
     def __init__(self, docker: aiodocker.Docker, *, labels: dict[str, str], forwarder_image: str,
                  ensure_image: Callable[[str], Awaitable[str]], daemon_timeout: float = 30.0,
-                 close_timeout: float = 30.0) -> None:
+                 close_timeout: float = 30.0, relay_max_connections: int = RELAY_MAX_CONNECTIONS) -> None:
         self._docker = docker
+        self._relay_max_connections = relay_max_connections
         self._labels = dict(labels)
         self._forwarder_image = forwarder_image
         self._ensure_image = ensure_image
@@ -606,7 +635,7 @@ class DockerNetworks:
         if not _is_local_address(gateway):
             raise EnvironmentError_(f"the docker bridge gateway {gateway} is not an address of this machine; "
                                     "network mode 'model' needs the daemon on this host")
-        relay = TcpRelay(gateway, model_host, model_port)
+        relay = TcpRelay(gateway, model_host, model_port, max_connections=self._relay_max_connections)
         await relay.start()
         suffix = uuid.uuid4().hex[:12]
         # the alias follows from the endpoint: every daemon routing to it gives its sandboxes the same address

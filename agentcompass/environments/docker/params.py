@@ -60,6 +60,9 @@ class DockerParams(ArchiveParams, frozen=True):
     build_timeout: Seconds = 1800.0
     output_limit_bytes: Annotated[int, msgspec.Meta(ge=64)] = 1 << 20
     forwarder_image: NonEmpty | None = None
+    #: connections the host-side model relay (``model``/``allowlist`` policies; ``ray_docker``: the relay the
+    #: nodes reach the coordinator's gateway through) pipes at once; more are closed as they arrive
+    relay_max_connections: Annotated[int, msgspec.Meta(ge=1, le=65536)] = 1024
     disk_limit: Size | None = None
     tmpfs: dict[MountPoint, Size] | None = None
     #: containers started ahead of need per container shape (0: none); see docker_prestart

@@ -139,7 +139,8 @@ class DockerProvider(ProviderImages, EnvironmentProvider):
             self._networks = DockerNetworks(
                 self.docker, labels=run_labels(self.ctx.run_id, self._owner),
                 forwarder_image=self.forwarder_image, ensure_image=self.ensure_image,
-                daemon_timeout=self.daemon_timeout, close_timeout=self.close_timeout)
+                daemon_timeout=self.daemon_timeout, close_timeout=self.close_timeout,
+                relay_max_connections=self.params.relay_max_connections)
         return self._networks
 
     @property

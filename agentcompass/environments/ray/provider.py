@@ -461,7 +461,8 @@ class RayDockerProvider(EnvironmentProvider):
             if _is_loopback(model_host):
                 from ..docker.network import TcpRelay
 
-                relay = TcpRelay(self._gateway_host(), model_host, model_port)
+                relay = TcpRelay(self._gateway_host(), model_host, model_port,
+                                 max_connections=self.params.relay_max_connections)
                 await relay.start()
                 self._relay = relay
                 target = (self._gateway_host(), relay.port)
