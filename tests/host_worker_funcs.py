@@ -35,3 +35,16 @@ def die() -> None:
 
 def environment() -> dict[str, str]:
     return dict(os.environ)
+
+
+def pid() -> int:
+    """The worker's process id: which worker served a call."""
+    return os.getpid()
+
+
+def nap(seconds: float) -> int:
+    """Sleeps, then its pid: calls that overlap."""
+    import time
+
+    time.sleep(seconds)
+    return os.getpid()

@@ -134,5 +134,10 @@ class Benchmark(abc.ABC):
         engine masks them everywhere. Default: none."""
         return ()
 
+    async def aclose(self) -> None:
+        """Release what the benchmark held for the request (worker processes, clients); the engine calls it once
+        when the request ends, however it ended. Default: nothing."""
+        return None  # a hook with nothing to do by default
+
 
 __all__ = ["DIMENSIONS", "Benchmark"]

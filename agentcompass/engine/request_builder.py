@@ -130,6 +130,7 @@ class RequestBuilder:
         try:
             bench_p = svc.registries["benchmark"].convert_params(bench_cls, bench_params, spec.benchmark.id)
             benchmark = await asyncio.to_thread(bench_cls, bench_p, ctx)
+            self._closers.append(benchmark.aclose)
             ctx.k = count(benchmark.k or 1, "benchmark_params.k", maximum=MAX_K)  # what the others are built with
             harness_p = svc.registries["harness"].convert_params(harness_cls, harness_params, spec.harness.id)
             harness = await asyncio.to_thread(harness_cls, harness_p, ctx)

@@ -341,3 +341,28 @@ class TypoKindHarness(Harness):
     async def run(self, task: PreparedTask, env: Environment | None, model: ModelClient, ctx: RunContext,
                   log: logging.Logger) -> HarnessResult:
         return HarnessResult(error="ran out of time", error_kind="agnet_timeout")  # type: ignore[arg-type]
+
+
+class ClosingBenchmark(BrokenCollectBenchmark):
+    """``shell_tasks`` that writes each ``evaluate`` and ``aclose`` it gets to the file ``record`` (a param taken
+    out before ``shell_tasks`` sees the rest); ``fail_evaluate`` makes every ``evaluate`` raise."""
+
+    def __init__(self, params: dict[str, Any], ctx: ComponentContext) -> None:
+        params = dict(params)
+        self.record = Path(params.pop("record"))
+        self.fail_evaluate = bool(params.pop("fail_evaluate", False))
+        super().__init__(params, ctx)
+
+    async def collect(self, task: PreparedTask, env: Environment, result: HarnessResult) -> dict[str, Any]:
+        return await self.inner.collect(task, env, result)
+
+    async def evaluate(self, ctx: Any) -> Any:
+        with self.record.open("a") as f:
+            f.write("evaluate\n")
+        if self.fail_evaluate:
+            raise RuntimeError("grader broke")
+        return await self.inner.evaluate(ctx)
+
+    async def aclose(self) -> None:
+        with self.record.open("a") as f:
+            f.write("aclose\n")

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import msgspec
+import pytest
 
 import agentcompass
 from agentcompass.records import TaskDetail
@@ -69,3 +70,15 @@ def test_a_harness_error_kind_no_error_kind_declares_is_an_engine_error(tmp_path
     (path,) = (out.run_dir / "details").glob("files_hello_world*.json")
     a = msgspec.json.decode(path.read_bytes(), type=TaskDetail).attempts["1"]
     assert a.error_kind == "engine_error" and a.error is not None and "unknown error kind 'agnet_timeout'" in a.error
+
+
+@pytest.mark.parametrize("fail_evaluate", [False, True], ids=["completed", "evaluate-raises"])
+def test_the_engine_closes_the_benchmark_once_when_the_request_ends(tmp_path: Path, fail_evaluate: bool) -> None:
+    # Benchmark.aclose: where a benchmark lets go of what it held for the run (BFCL's grading workers)
+    record = tmp_path / "calls.txt"
+    out = agentcompass.run_evaluation("tests.engine.components:ClosingBenchmark", "shell_agent", "scripted",
+                                      benchmark_params={**SAMPLES, "record": str(record),
+                                                        "fail_evaluate": fail_evaluate},
+                                      results_dir=str(tmp_path / "runs"), progress="none")
+    assert out.status == ("failed" if fail_evaluate else "completed")
+    assert record.read_text().splitlines() == ["evaluate"] * 3 + ["aclose"]

@@ -26,7 +26,7 @@ import msgspec
 
 from ..._errors import ConfigError, EvalError
 from ..._validate import Attempts, Count, Seconds
-from ...host_worker import run_in_worker
+from ...host_worker import WorkerPool
 from ...interfaces import ComponentContext, EvalContext, EvalResult, PreparedTask, RunContext, TaskSpec
 from ...tools import RECORD_KEY, ToolSession
 from ..base import Benchmark
@@ -172,6 +172,8 @@ class BFCL(Benchmark):
         #: seconds re-executing one multi-turn question for grading may take (an eval_error beyond), and checking a
         #: single-turn answer (graded incorrect beyond)
         self.grade_timeout_s = GRADE_TIMEOUT_S
+        #: single-turn answers are checked in reused workers (the check is a pure function of its arguments)
+        self.checkers = WorkerPool("bfcl grading")
         self.package = ensure_bfcl_eval(auto_install=ctx.auto_install_dependencies, field="benchmark",
                                         cancelled=ctx.cancelled)
         self.data = data_dir(self.package)
@@ -239,9 +241,9 @@ class BFCL(Benchmark):
             answer = model_answer(record.get("answer"))
             try:
                 # in a killable process: the answer is the model's and the checker's converters are regexes
-                verdict = await run_in_worker(f"{check_answer.__module__}:check_answer", entry["function"], answer,
-                                              task.ground_truth, category, timeout_s=self.grade_timeout_s,
-                                              name=f"bfcl grading {task.task_id}")
+                verdict = await self.checkers.call(f"{check_answer.__module__}:check_answer", entry["function"],
+                                                   answer, task.ground_truth, category,
+                                                   timeout_s=self.grade_timeout_s)
             except TimeoutError:
                 verdict = {"valid": False, "error_type": "ast_checker:timeout", "error": [
                     f"checking the answer took over {self.grade_timeout_s:g}s (the answer makes the checker run "
@@ -249,6 +251,11 @@ class BFCL(Benchmark):
             verdict = {**verdict, "answer": answer}
         valid = bool(verdict["valid"])
         return EvalResult(correct=valid, score=1.0 if valid else 0.0, extra={"bfcl": _jsonable(verdict)})
+
+
+    async def aclose(self) -> None:
+        """Stop the idle grading workers."""
+        await self.checkers.aclose()
 
 
 def _jsonable(value: Any) -> Any:
