@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from agentcompass._errors import ConfigError
+from agentcompass.environments.docker import images
 from agentcompass.environments.docker.images import (
     LABEL_RECIPE,
     apt_mirror,
@@ -33,6 +34,22 @@ def test_base_image_has_the_promised_tools(base_image: str) -> None:
     assert out.strip().endswith("ok")
     config = json.loads(docker_cli("image", "inspect", base_image))[0]["Config"]
     assert any(e.startswith("PATH=/usr/local/sbin") for e in config["Env"])
+
+
+def test_the_base_image_tells_dpkg_not_to_fsync_as_debians_own_images_do(base_image: str) -> None:
+    path, text = images.DPKG_SETTINGS
+    out = docker_cli("run", "--rm", "--network", "none", base_image, "cat", f"/{path}")
+    assert out == text and "force-unsafe-io" in out.splitlines()
+    # dpkg reads every file of dpkg.cfg.d: the option is in effect for each package a derived image installs
+    listed = docker_cli("run", "--rm", "--network", "none", base_image, "bash", "-c",
+                        "grep -rlx force-unsafe-io /etc/dpkg/dpkg.cfg.d/")
+    assert listed.split() == [f"/{path}"]
+
+
+def test_the_dpkg_settings_are_part_of_the_base_images_recipe(monkeypatch: pytest.MonkeyPatch) -> None:
+    before = recipe_hash("debootstrap")
+    monkeypatch.setattr(images, "DPKG_SETTINGS", (images.DPKG_SETTINGS[0], "force-confold\n"))
+    assert recipe_hash("debootstrap") != before  # another setting is another image, rebuilt under its own tag
 
 
 def _image(ref: str) -> dict[str, Any]:
