@@ -252,7 +252,6 @@ class BFCL(Benchmark):
         valid = bool(verdict["valid"])
         return EvalResult(correct=valid, score=1.0 if valid else 0.0, extra={"bfcl": _jsonable(verdict)})
 
-
     async def aclose(self) -> None:
         """Stop the idle grading workers."""
         await self.checkers.aclose()
